@@ -1,0 +1,129 @@
+import { z } from 'zod';
+
+/**
+ * The configuration schema: the one place that holds defaults (STYLE.md §6). Parsed once at start-up, then
+ * frozen; each constructor receives only its slice.
+ */
+
+/** Spec 2025-11-25 (tools §name): 1–128 characters of A–Z a–z 0–9 _ - . */
+export const TOOL_NAME_PATTERN = /^[A-Za-z0-9_.-]{1,128}$/;
+const SERVER_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+
+const globList = z.array(z.string().min(1));
+
+const toolFilterSchema = z.strictObject({
+  /** Globs over the upstream's tool names; when present, only matching tools are exposed. */
+  allow: globList.optional(),
+  /** Globs over the upstream's tool names; matching tools are never exposed nor callable. */
+  deny: globList.default([]),
+  /** Upstream name → exposed name (before any server prefix). */
+  rename: z.record(z.string().min(1), z.string().regex(TOOL_NAME_PATTERN)).default({}),
+  /** Upstream name → description shown to clients. */
+  descriptions: z.record(z.string().min(1), z.string()).default({}),
+});
+
+const serverCommon = {
+  enabled: z.boolean().default(true),
+  /** Per-call timeout for this server; falls back to gateway.limits.callTimeoutMs. */
+  timeoutMs: z.number().int().positive().optional(),
+  /** Time allowed for connecting and the initialize handshake. */
+  connectTimeoutMs: z.number().int().positive().default(10_000),
+  tools: toolFilterSchema.prefault({}),
+};
+
+const stdioServerSchema = z.strictObject({
+  transport: z.literal('stdio'),
+  command: z.string().min(1),
+  args: z.array(z.string()).default([]),
+  /** Variables set in the child's environment. */
+  env: z.record(z.string(), z.string()).default({}),
+  cwd: z.string().optional(),
+  /**
+   * `session`: one child per downstream session (DESIGN.md invariant 8). `shared`: one child for every session,
+   * which is only safe for servers that never send requests to the client.
+   */
+  scope: z.enum(['session', 'shared']).default('session'),
+  ...serverCommon,
+});
+
+const httpServerSchema = z.strictObject({
+  /** `http` is Streamable HTTP; `sse` is the 2024-11-05 transport; `auto` tries the former, then the latter. */
+  transport: z.enum(['http', 'sse', 'auto']),
+  url: z.url({ protocol: /^https?$/ }),
+  headers: z.record(z.string(), z.string()).default({}),
+  ...serverCommon,
+});
+
+export const serverSchema = z.discriminatedUnion('transport', [stdioServerSchema, httpServerSchema]);
+
+const listenSchema = z.strictObject({
+  host: z.string().min(1).default('127.0.0.1'),
+  port: z.number().int().min(0).max(65_535).default(8080),
+});
+
+const limitsSchema = z.strictObject({
+  maxBodyBytes: z.number().int().positive().default(4 * 1024 * 1024),
+  maxSessions: z.number().int().positive().default(10_000),
+  sessionIdleTimeoutMs: z.number().int().positive().default(30 * 60_000),
+  callTimeoutMs: z.number().int().positive().default(60_000),
+  /** Largest single message accepted from an upstream (stdio line or HTTP body). */
+  maxUpstreamMessageBytes: z.number().int().positive().default(8 * 1024 * 1024),
+});
+
+const securitySchema = z.strictObject({
+  /** Origin/Host checks against DNS rebinding (spec 2025-11-25 transports §security). On by default. */
+  dnsRebindingProtection: z.boolean().default(true),
+  /** Exact Origin values accepted besides the loopback origins of the listen port. */
+  allowedOrigins: z.array(z.string().min(1)).default([]),
+  /** Host header values (host or host:port) accepted besides the loopback names of the listen port. */
+  allowedHosts: z.array(z.string().min(1)).default([]),
+});
+
+const gatewaySchema = z.strictObject({
+  name: z.string().min(1).default('mcpgate'),
+  mode: z.enum(['dev', 'production']).default('production'),
+  listen: listenSchema.prefault({}),
+  separator: z.string().regex(/^[A-Za-z0-9_.-]{1,8}$/).default('__'),
+  prefix: z.enum(['always', 'conditional', 'never']).default('always'),
+  limits: limitsSchema.prefault({}),
+  security: securitySchema.prefault({}),
+  /** How long an upstream's list stays cached when it sends no list_changed. */
+  listCacheTtlMs: z.number().int().nonnegative().default(60_000),
+  logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+
+export const configSchema = z
+  .strictObject({
+    gateway: gatewaySchema.prefault({}),
+    servers: z.record(z.string().regex(SERVER_NAME_PATTERN, 'server names are 1-64 of A-Z a-z 0-9 _ . -'), serverSchema),
+  })
+  .superRefine((config, ctx) => {
+    const separator = config.gateway.separator;
+    for (const [name, server] of Object.entries(config.servers)) {
+      if (config.gateway.prefix !== 'never' && name.includes(separator)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['servers', name],
+          message: `server name "${name}" contains the separator "${separator}", so prefixed tool names would be ambiguous`,
+        });
+      }
+      for (const [original, exposed] of Object.entries(server.tools.rename)) {
+        const full = config.gateway.prefix === 'always' ? `${name}${separator}${exposed}` : exposed;
+        if (!TOOL_NAME_PATTERN.test(full)) {
+          ctx.addIssue({
+            code: 'custom',
+            path: ['servers', name, 'tools', 'rename', original],
+            message: `exposed tool name "${full}" is not 1-128 characters of A-Z a-z 0-9 _ - .`,
+          });
+        }
+      }
+    }
+  });
+
+export type GatewayConfig = z.infer<typeof configSchema>;
+export type ServerConfig = z.infer<typeof serverSchema>;
+export type StdioServerConfig = z.infer<typeof stdioServerSchema>;
+export type HttpServerConfig = z.infer<typeof httpServerSchema>;
+export type ToolFilterConfig = z.infer<typeof toolFilterSchema>;
+export type LimitsConfig = z.infer<typeof limitsSchema>;
+export type SecurityConfig = z.infer<typeof securitySchema>;

@@ -1,0 +1,43 @@
+import type { JsonRpcId, JsonRpcMessage } from '../jsonrpc/message.js';
+
+/**
+ * Where a message from an upstream came from. On Streamable HTTP, messages that arrive on the SSE stream of a
+ * POST belong to the request that POST carried (`relatedRequestId`, the id as sent upstream). stdio and the
+ * standalone GET stream carry no such relation.
+ */
+export interface InboundContext {
+  relatedRequestId?: JsonRpcId;
+}
+
+export interface SendOptions {
+  /** For replies and notifications that belong to a request the upstream sent or received. */
+  relatedRequestId?: JsonRpcId;
+}
+
+/**
+ * The small transport contract every upstream connector implements (after the MCP SDK's Transport):
+ * start, send, close and three callbacks. Id correlation, timeouts, progress and cancellation live in
+ * UpstreamClient, never here.
+ *
+ * Contract:
+ * - `start()` opens what must be open before the first send (spawns the child, opens the legacy SSE stream).
+ *   It rejects with a GatewayError (MCPGATE_ERR_UPSTREAM_UNAVAILABLE) when that fails.
+ * - `send()` resolves once the message is handed over. For HTTP it rejects with a GatewayError carrying
+ *   MCPGATE_ERR_UPSTREAM_HTTP and `data.status` when the upstream answers 4xx/5xx, so that the caller can
+ *   fail the request it carried.
+ * - `onmessage` receives every decoded message from the upstream, in order.
+ * - `onerror` reports errors that do not belong to one send (a framing error, a dropped stream).
+ * - `onclose` fires once, whatever closed the transport (child exit, close(), a fatal framing error).
+ */
+export interface UpstreamTransport {
+  start(): Promise<void>;
+  send(message: JsonRpcMessage, options?: SendOptions): Promise<void>;
+  close(): Promise<void>;
+  onmessage?: (message: JsonRpcMessage, context: InboundContext) => void;
+  onerror?: (error: Error) => void;
+  onclose?: () => void;
+  /** Set by UpstreamClient after initialize; HTTP transports send it as MCP-Protocol-Version. */
+  setProtocolVersion?(version: string): void;
+  /** Streamable HTTP session id, once the upstream assigned one. */
+  readonly sessionId?: string | undefined;
+}
