@@ -17,7 +17,9 @@ const toolFilterSchema = z.strictObject({
   /** Globs over the upstream's tool names; matching tools are never exposed nor callable. */
   deny: globList.default([]),
   /** Upstream name → exposed name (before any server prefix). */
-  rename: z.record(z.string().min(1), z.string().regex(TOOL_NAME_PATTERN)).default({}),
+  rename: z
+    .record(z.string().min(1), z.string().regex(TOOL_NAME_PATTERN, 'tool names are 1-128 of A-Z a-z 0-9 _ - .'))
+    .default({}),
   /** Upstream name → description shown to clients. */
   descriptions: z.record(z.string().min(1), z.string()).default({}),
 });
@@ -108,6 +110,8 @@ export const configSchema = z
         });
       }
       for (const [original, exposed] of Object.entries(server.tools.rename)) {
+        // An exposed name that is itself invalid is already reported by the rename field's own check.
+        if (!TOOL_NAME_PATTERN.test(exposed)) continue;
         const full = config.gateway.prefix === 'always' ? `${name}${separator}${exposed}` : exposed;
         if (!TOOL_NAME_PATTERN.test(full)) {
           ctx.addIssue({

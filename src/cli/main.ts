@@ -1,0 +1,89 @@
+#!/usr/bin/env node
+import { Command } from 'commander';
+import { ConfigError } from '../config/config-error.js';
+import { loadConfig } from '../config/load.js';
+import { runStdioGateway, startHttpGateway } from '../main.js';
+import { createLogger } from '../observability/logger.js';
+import { VERSION } from '../version.js';
+import { runCheck } from './check.js';
+
+const DEFAULT_CONFIG = 'mcpgate.yaml';
+
+async function load(file: string) {
+  try {
+    return await loadConfig(file, { env: process.env });
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${error.message}\n`);
+      process.exit(1);
+    }
+    throw error;
+  }
+}
+
+async function serve(options: { config: string; port?: string; host?: string }): Promise<void> {
+  const config = await load(options.config);
+  const listen = {
+    host: options.host ?? config.gateway.listen.host,
+    port: options.port === undefined ? config.gateway.listen.port : Number(options.port),
+  };
+  const effective = { ...config, gateway: { ...config.gateway, listen } };
+  const logger = createLogger({ level: config.gateway.logLevel, name: config.gateway.name });
+  const gateway = await startHttpGateway(effective, logger);
+  logger.info({ url: gateway.url, servers: Object.keys(config.servers), mode: config.gateway.mode }, 'listening');
+  let stopping = false;
+  const stop = (signal: string): void => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'shutting down');
+    const force = setTimeout(() => process.exit(1), 10_000);
+    force.unref();
+    gateway.close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
+
+async function stdio(options: { config: string }): Promise<void> {
+  const config = await load(options.config);
+  const logger = createLogger({ level: config.gateway.logLevel, name: config.gateway.name });
+  await runStdioGateway(config, logger);
+  process.exit(0);
+}
+
+const program = new Command()
+  .name('mcpgate')
+  .description('An MCP gateway: one endpoint in front of many MCP servers.')
+  .version(VERSION);
+
+program
+  .command('serve', { isDefault: true })
+  .description('serve the gateway over HTTP (Streamable HTTP at /mcp, legacy SSE at /sse)')
+  .option('-c, --config <file>', 'configuration file (YAML, or mcpServers JSON)', DEFAULT_CONFIG)
+  .option('-p, --port <port>', 'override gateway.listen.port')
+  .option('-H, --host <host>', 'override gateway.listen.host')
+  .action(serve);
+
+program
+  .command('stdio')
+  .description('serve one client over stdin/stdout, for desktop clients that spawn their servers')
+  .option('-c, --config <file>', 'configuration file (YAML, or mcpServers JSON)', DEFAULT_CONFIG)
+  .action(stdio);
+
+program
+  .command('check')
+  .description('validate a configuration file and print each error with its path')
+  .argument('<file>', 'configuration file')
+  .action(async (file: string) => {
+    const code = await runCheck(file, {
+      env: process.env,
+      stdout: (line) => process.stdout.write(`${line}\n`),
+      stderr: (line) => process.stderr.write(`${line}\n`),
+    });
+    process.exitCode = code;
+  });
+
+await program.parseAsync(process.argv);

@@ -1,0 +1,278 @@
+import type { JsonObject } from '../jsonrpc/message.js';
+import type { Logger } from '../observability/logger.js';
+import type { UpstreamReply } from '../upstream/upstream-client.js';
+import { type Naming, prefixed, splitPrefixed, ToolFilter } from './naming.js';
+import { compileTemplate } from './uri-template.js';
+
+export type ListKind = 'tools' | 'prompts' | 'resources' | 'resourceTemplates';
+
+export const LIST_METHOD: Record<ListKind, string> = {
+  tools: 'tools/list',
+  prompts: 'prompts/list',
+  resources: 'resources/list',
+  resourceTemplates: 'resources/templates/list',
+};
+
+const CAPABILITY: Record<ListKind, string> = { tools: 'tools', prompts: 'prompts', resources: 'resources', resourceTemplates: 'resources' };
+
+/** How the catalogue reaches one server on behalf of the current caller. */
+export interface ListFetcher {
+  /** Capabilities of the server as it declared them, or undefined when it cannot be reached. */
+  capabilities(server: string): Promise<JsonObject | undefined>;
+  list(server: string, method: string, params: JsonObject | undefined): Promise<UpstreamReply>;
+}
+
+interface Page {
+  items: JsonObject[];
+  nextCursor: string | undefined;
+  expires: number;
+}
+
+export interface CatalogOptions {
+  servers: readonly string[];
+  filters: ReadonlyMap<string, ToolFilter>;
+  naming: Naming;
+  ttlMs: number;
+  logger: Logger;
+  now?: () => number;
+}
+
+export interface Route {
+  server: string;
+  name: string;
+}
+
+/**
+ * The upstreams' lists as one client population sees them. Lists depend on the capabilities the client
+ * declared (some servers register tools only for clients that can sample), so the gateway keeps one view per
+ * capability signature; every session with that signature shares its cached pages.
+ */
+export class CatalogView {
+  private readonly options: CatalogOptions;
+  private readonly now: () => number;
+  private readonly pages = new Map<string, Page>();
+  private readonly fetching = new Map<string, Promise<Page | undefined>>();
+  private readonly owners = new Map<ListKind, Map<string, string[]>>();
+
+  constructor(options: CatalogOptions) {
+    this.options = options;
+    this.now = options.now ?? Date.now;
+  }
+
+  /** One page of the merged list for `kind`: every server in `cursors` (first page: every server). */
+  async page(kind: ListKind, fetcher: ListFetcher, cursors: Record<string, string> | undefined): Promise<{ items: JsonObject[]; next: Record<string, string> }> {
+    const servers = cursors === undefined ? this.options.servers : this.options.servers.filter((server) => server in cursors);
+    const pages = await Promise.all(servers.map((server) => this.fetch(kind, server, fetcher, cursors?.[server])));
+    // Collisions decide names in `conditional` and `never` modes, and owners decide resources: those need
+    // every server's full list. `always` names tools and prompts from the server alone.
+    if (cursors === undefined && (kind === 'resources' || this.options.naming.mode !== 'always')) await this.completeOwners(kind, fetcher);
+    const items: JsonObject[] = [];
+    const next: Record<string, string> = {};
+    servers.forEach((server, index) => {
+      const page = pages[index];
+      if (page === undefined) return;
+      for (const item of page.items) {
+        const exposed = this.expose(kind, server, item);
+        if (exposed !== undefined) items.push(exposed);
+      }
+      if (page.nextCursor !== undefined) next[server] = page.nextCursor;
+    });
+    return { items, next };
+  }
+
+  /** Maps an exposed tool or prompt name to its server and upstream name, as listing would show it. */
+  async resolve(kind: 'tools' | 'prompts', exposed: string, fetcher: ListFetcher): Promise<Route | undefined> {
+    const { naming, servers } = this.options;
+    if (naming.mode !== 'never') {
+      const split = splitPrefixed(naming, servers, exposed);
+      if (split !== undefined) {
+        const name = this.upstreamName(kind, split.server, split.local);
+        if (name !== undefined && (naming.mode === 'always' || (await this.ownersOf(kind, split.local, fetcher)).length > 1)) {
+          return { server: split.server, name };
+        }
+      }
+      if (naming.mode === 'always') return undefined;
+    }
+    const owners = await this.ownersOf(kind, exposed, fetcher);
+    if (owners.length === 0 || (naming.mode === 'conditional' && owners.length > 1)) return undefined;
+    const server = owners[0] as string;
+    const name = this.upstreamName(kind, server, exposed);
+    return name === undefined ? undefined : { server, name };
+  }
+
+  /** The server that lists `uri` as a resource, else the first whose template matches it. */
+  async resolveResource(uri: string, fetcher: ListFetcher): Promise<string | undefined> {
+    await this.completeOwners('resources', fetcher);
+    const owner = this.owners.get('resources')?.get(uri)?.[0];
+    if (owner !== undefined) return owner;
+    await this.completeOwners('resourceTemplates', fetcher);
+    for (const server of this.options.servers) {
+      for (const template of this.cachedItems('resourceTemplates', server)) {
+        if (typeof template.uriTemplate === 'string' && compileTemplate(template.uriTemplate).test(uri)) return server;
+      }
+    }
+    return undefined;
+  }
+
+  /** Drops one server's cached pages of `kind` (after list_changed), or of every kind. */
+  invalidate(server: string, kind?: ListKind): void {
+    const prefix = kind === undefined ? `${server}\u0000` : `${server}\u0000${kind}\u0000`;
+    for (const key of [...this.pages.keys()]) if (key.startsWith(prefix)) this.pages.delete(key);
+    if (kind === undefined) this.owners.clear();
+    else {
+      this.owners.delete(kind);
+    }
+  }
+
+  private upstreamName(kind: 'tools' | 'prompts', server: string, local: string): string | undefined {
+    if (kind === 'prompts') return local;
+    const filter = this.options.filters.get(server);
+    const name = filter === undefined ? local : filter.upstreamName(local);
+    if (name === undefined || (filter !== undefined && !filter.permits(name))) return undefined;
+    const listed = this.cachedItems('tools', server);
+    // Before any listing the name cannot be checked against the upstream: the upstream answers for it.
+    if (listed.length > 0 && !listed.some((tool) => tool.name === name)) return undefined;
+    return name;
+  }
+
+  private expose(kind: ListKind, server: string, item: JsonObject): JsonObject | undefined {
+    if (kind === 'resources' || kind === 'resourceTemplates') {
+      const owner = kind === 'resources' && typeof item.uri === 'string' ? this.owners.get('resources')?.get(item.uri)?.[0] : undefined;
+      return owner === undefined || owner === server ? item : undefined;
+    }
+    if (typeof item.name !== 'string') return undefined;
+    let local = item.name;
+    let description = item.description;
+    if (kind === 'tools') {
+      const filter = this.options.filters.get(server);
+      if (filter !== undefined) {
+        if (!filter.permits(item.name)) return undefined;
+        local = filter.localName(item.name);
+        description = filter.description(item.name) ?? description;
+      }
+    }
+    const owners = this.owners.get(kind)?.get(local) ?? [server];
+    const { naming } = this.options;
+    let name = local;
+    if (naming.mode === 'always' || (naming.mode === 'conditional' && owners.length > 1)) name = prefixed(naming, server, local);
+    else if (naming.mode === 'never' && owners[0] !== server) return undefined;
+    if (name.length > 128) {
+      this.options.logger.warn({ server, tool: name }, 'exposed name exceeds 128 characters; hidden');
+      return undefined;
+    }
+    return name === item.name && description === item.description ? item : { ...item, name, description };
+  }
+
+  private async ownersOf(kind: ListKind, local: string, fetcher: ListFetcher): Promise<string[]> {
+    await this.completeOwners(kind, fetcher);
+    return this.owners.get(kind)?.get(local) ?? [];
+  }
+
+  /** Builds the owner index of `kind` over every server's full list (all pages), in configuration order. */
+  private async completeOwners(kind: ListKind, fetcher: ListFetcher): Promise<void> {
+    if (this.owners.has(kind) && this.allFresh(kind)) return;
+    const perServer = await Promise.all(this.options.servers.map((server) => this.fetchAll(kind, server, fetcher)));
+    const index = new Map<string, string[]>();
+    this.options.servers.forEach((server, position) => {
+      for (const item of perServer[position] ?? []) {
+        const key = this.ownerKey(kind, server, item);
+        if (key === undefined) continue;
+        const owners = index.get(key);
+        if (owners === undefined) index.set(key, [server]);
+        else if (!owners.includes(server)) {
+          owners.push(server);
+          if (kind === 'resources') this.options.logger.warn({ uri: key, owner: owners[0], ignored: server }, 'resource URI offered by two servers; the first wins');
+        }
+      }
+    });
+    this.owners.set(kind, index);
+  }
+
+  private ownerKey(kind: ListKind, server: string, item: JsonObject): string | undefined {
+    if (kind === 'resources') return typeof item.uri === 'string' ? item.uri : undefined;
+    if (kind === 'resourceTemplates') return typeof item.uriTemplate === 'string' ? item.uriTemplate : undefined;
+    if (typeof item.name !== 'string') return undefined;
+    if (kind === 'prompts') return item.name;
+    const filter = this.options.filters.get(server);
+    if (filter === undefined) return item.name;
+    return filter.permits(item.name) ? filter.localName(item.name) : undefined;
+  }
+
+  private allFresh(kind: ListKind): boolean {
+    const now = this.now();
+    for (const server of this.options.servers) {
+      const page = this.pages.get(pageKey(server, kind, undefined));
+      if (page !== undefined && page.expires <= now) return false;
+    }
+    return true;
+  }
+
+  private cachedItems(kind: ListKind, server: string): JsonObject[] {
+    const items: JsonObject[] = [];
+    let cursor: string | undefined;
+    for (let guard = 0; guard < 1000; guard++) {
+      const page = this.pages.get(pageKey(server, kind, cursor));
+      if (page === undefined) break;
+      items.push(...page.items);
+      if (page.nextCursor === undefined) break;
+      cursor = page.nextCursor;
+    }
+    return items;
+  }
+
+  private async fetchAll(kind: ListKind, server: string, fetcher: ListFetcher): Promise<JsonObject[]> {
+    const items: JsonObject[] = [];
+    let cursor: string | undefined;
+    // An upstream that pages forever must not hold the gateway: 1000 pages is far past any real server.
+    for (let guard = 0; guard < 1000; guard++) {
+      const page = await this.fetch(kind, server, fetcher, cursor);
+      if (page === undefined) break;
+      items.push(...page.items);
+      if (page.nextCursor === undefined || page.nextCursor === cursor) break;
+      cursor = page.nextCursor;
+    }
+    return items;
+  }
+
+  private fetch(kind: ListKind, server: string, fetcher: ListFetcher, cursor: string | undefined): Promise<Page | undefined> {
+    const key = pageKey(server, kind, cursor);
+    const cached = this.pages.get(key);
+    if (cached !== undefined && cached.expires > this.now()) return Promise.resolve(cached);
+    const running = this.fetching.get(key);
+    if (running !== undefined) return running;
+    const promise = this.load(kind, server, fetcher, cursor, key).finally(() => this.fetching.delete(key));
+    this.fetching.set(key, promise);
+    return promise;
+  }
+
+  private async load(kind: ListKind, server: string, fetcher: ListFetcher, cursor: string | undefined, key: string): Promise<Page | undefined> {
+    try {
+      const capabilities = await fetcher.capabilities(server);
+      if (capabilities === undefined) return undefined;
+      if (!(CAPABILITY[kind] in capabilities)) {
+        return this.store(key, { items: [], nextCursor: undefined, expires: Number.POSITIVE_INFINITY });
+      }
+      const reply = await fetcher.list(server, LIST_METHOD[kind], cursor === undefined ? undefined : { cursor });
+      if (!reply.ok) {
+        this.options.logger.warn({ server, method: LIST_METHOD[kind], err: reply.error.message }, 'upstream list failed');
+        return undefined;
+      }
+      const raw = reply.result[kind];
+      const items = Array.isArray(raw) ? raw.filter((item): item is JsonObject => typeof item === 'object' && item !== null) : [];
+      const nextCursor = typeof reply.result.nextCursor === 'string' && reply.result.nextCursor !== '' ? reply.result.nextCursor : undefined;
+      return this.store(key, { items, nextCursor, expires: this.now() + this.options.ttlMs });
+    } catch (error) {
+      this.options.logger.warn({ server, method: LIST_METHOD[kind], err: error instanceof Error ? error.message : String(error) }, 'upstream list unavailable');
+      return undefined;
+    }
+  }
+
+  private store(key: string, page: Page): Page {
+    if (this.options.ttlMs > 0 || page.expires === Number.POSITIVE_INFINITY) this.pages.set(key, page);
+    return page;
+  }
+}
+
+function pageKey(server: string, kind: ListKind, cursor: string | undefined): string {
+  return `${server}\u0000${kind}\u0000${cursor ?? ''}`;
+}

@@ -1,0 +1,124 @@
+import { GatewayError } from '../errors/gateway-error.js';
+import { isFailure, isResponse, RpcCode, type JsonRpcMessage, type JsonRpcNotification, type JsonRpcRequest } from '../jsonrpc/message.js';
+import type { Logger } from '../observability/logger.js';
+import type { DownstreamSession, RequestStream } from '../session/downstream-session.js';
+import type { UpstreamHandlers, UpstreamReply } from '../upstream/upstream-client.js';
+
+/** What the router hands upstream with every forwarded request, and gets back with related messages. */
+export interface CallContext {
+  session: DownstreamSession;
+  stream: RequestStream | undefined;
+}
+
+/** The capability a client must have declared before the gateway sends it each server→client request. */
+const REQUIRED_CAPABILITY: Record<string, string> = {
+  'sampling/createMessage': 'sampling',
+  'elicitation/create': 'elicitation',
+  'roots/list': 'roots',
+};
+
+export interface ClientBridgeEvents {
+  /** `notifications/{tools,prompts,resources}/list_changed` from `server`. */
+  onListChanged(server: string, method: string): void;
+  /** `notifications/resources/updated` from a shared upstream: goes to every subscribed session. */
+  onResourceUpdated(notification: JsonRpcNotification, owner: DownstreamSession | undefined): void;
+}
+
+/**
+ * Sends a message to the client on the stream of the request that caused it, else on the session's own
+ * channel (GET stream, legacy SSE stream, stdout). Returns false when neither is open.
+ */
+export function deliver(session: DownstreamSession, stream: RequestStream | undefined, message: JsonRpcMessage): boolean {
+  if (session.closed) return false;
+  if (stream !== undefined && stream.send(message)) return true;
+  return session.channel?.send(message) ?? false;
+}
+
+/**
+ * Builds the callbacks one upstream session uses to reach downstream. `owner` is the downstream session the
+ * upstream session belongs to, or undefined for a shared upstream (then only a request's context can say
+ * which client a message is for).
+ */
+export function createUpstreamHandlers(
+  server: string,
+  owner: DownstreamSession | undefined,
+  events: ClientBridgeEvents,
+  logger: Logger,
+): UpstreamHandlers<CallContext> {
+  return {
+    onRequest(request, context, signal) {
+      const session = context?.session ?? owner;
+      if (session === undefined) {
+        return Promise.reject(new GatewayError('MCPGATE_ERR_NO_CLIENT_CHANNEL', 'No client is connected for this request'));
+      }
+      return forwardToClient(session, context?.stream, request, signal);
+    },
+    onNotification(notification, context) {
+      const method = notification.method;
+      if (method === 'notifications/tools/list_changed' || method === 'notifications/prompts/list_changed' || method === 'notifications/resources/list_changed') {
+        events.onListChanged(server, method);
+        return;
+      }
+      if (method === 'notifications/resources/updated') {
+        events.onResourceUpdated(notification, context?.session ?? owner);
+        return;
+      }
+      const session = context?.session ?? owner;
+      if (session === undefined) {
+        logger.debug({ server, method }, 'notification from a shared upstream with no related request; dropped');
+        return;
+      }
+      deliver(session, context?.stream, notification);
+    },
+    onClose() {
+      logger.debug({ server, session: owner?.id }, 'upstream session closed');
+    },
+  };
+}
+
+/**
+ * Relays a server→client request (sampling, elicitation, roots) under a gateway id, and resolves with the
+ * client's answer. Cancellation by the upstream is passed on as notifications/cancelled.
+ */
+function forwardToClient(
+  session: DownstreamSession,
+  stream: RequestStream | undefined,
+  request: JsonRpcRequest,
+  signal: AbortSignal,
+): Promise<UpstreamReply> {
+  const capability = REQUIRED_CAPABILITY[request.method];
+  if (capability !== undefined && !(capability in session.clientCapabilities)) {
+    return Promise.resolve({
+      ok: false,
+      error: { code: RpcCode.MethodNotFound, message: `Client does not support ${request.method}` },
+    });
+  }
+  return new Promise<UpstreamReply>((resolve, reject) => {
+    const id = session.registerOutbound({
+      resolve(message) {
+        signal.removeEventListener('abort', onAbort);
+        if (!isResponse(message)) {
+          reject(new GatewayError('MCPGATE_ERR_INTERNAL', 'unexpected message'));
+          return;
+        }
+        resolve(isFailure(message) ? { ok: false, error: message.error } : { ok: true, result: message.result });
+      },
+      reject(error) {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    });
+    const onAbort = (): void => {
+      session.dropOutbound(id);
+      deliver(session, stream, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: 'Cancelled by the server' } });
+      reject(new GatewayError('MCPGATE_ERR_CANCELLED', 'Request cancelled'));
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    const sent = deliver(session, stream, { ...request, id });
+    if (!sent) {
+      session.dropOutbound(id);
+      signal.removeEventListener('abort', onAbort);
+      reject(new GatewayError('MCPGATE_ERR_NO_CLIENT_CHANNEL', `No open stream to the client for ${request.method}`));
+    }
+  });
+}

@@ -1,0 +1,334 @@
+import { GatewayError, toJsonRpcError } from '../errors/gateway-error.js';
+import {
+  asObject,
+  makeError,
+  makeResult,
+  RpcCode,
+  type JsonObject,
+  type JsonRpcNotification,
+  type JsonRpcRequest,
+  type JsonRpcResponse,
+} from '../jsonrpc/message.js';
+import { negotiateVersion } from '../jsonrpc/protocol-versions.js';
+import type { Logger } from '../observability/logger.js';
+import type { DownstreamSession, RequestStream, TransportKind } from '../session/downstream-session.js';
+import type { SessionManager } from '../session/session-manager.js';
+import type { UpstreamClient, UpstreamReply } from '../upstream/upstream-client.js';
+import type { UpstreamRegistry } from '../upstream/upstream-registry.js';
+import { CatalogView, type ListFetcher, type ListKind } from './catalog.js';
+import { type CallContext, createUpstreamHandlers, deliver } from './client-bridge.js';
+import { CursorCodec } from './cursor.js';
+import type { Naming, ToolFilter } from './naming.js';
+import { splitPrefixed } from './naming.js';
+
+export interface RouterOptions {
+  registry: UpstreamRegistry<CallContext>;
+  sessions: SessionManager;
+  naming: Naming;
+  filters: ReadonlyMap<string, ToolFilter>;
+  /** Per-server call timeout; servers not listed use `callTimeoutMs`. */
+  serverTimeouts: ReadonlyMap<string, number>;
+  sharedServers: ReadonlySet<string>;
+  callTimeoutMs: number;
+  listCacheTtlMs: number;
+  serverInfo: { name: string; version: string };
+  logger: Logger;
+}
+
+const LIST_KINDS: Record<string, ListKind> = {
+  'tools/list': 'tools',
+  'prompts/list': 'prompts',
+  'resources/list': 'resources',
+  'resources/templates/list': 'resourceTemplates',
+};
+
+const LIST_CHANGED_KINDS: Record<string, ListKind[]> = {
+  'notifications/tools/list_changed': ['tools'],
+  'notifications/prompts/list_changed': ['prompts'],
+  'notifications/resources/list_changed': ['resources', 'resourceTemplates'],
+};
+
+/** The capabilities the gateway declares: it can front any upstream feature, so it declares them all. */
+const GATEWAY_CAPABILITIES: JsonObject = {
+  logging: {},
+  completions: {},
+  prompts: { listChanged: true },
+  resources: { subscribe: true, listChanged: true },
+  tools: { listChanged: true },
+};
+
+/**
+ * Method dispatch for downstream sessions: aggregates lists, routes calls to the owning upstream with ids,
+ * progress tokens and cancellations mapped, and relays server→client traffic back (DESIGN.md §1, §3).
+ * Era-neutral: transports hand it decoded messages plus a stream for related messages.
+ */
+export class Router {
+  private readonly options: RouterOptions;
+  private readonly cursors = new CursorCodec();
+  private readonly views = new Map<string, CatalogView>();
+  private readonly pendingBroadcasts = new Set<string>();
+
+  constructor(options: RouterOptions) {
+    this.options = options;
+  }
+
+  /** Handles `initialize`: validates it, creates the session, and answers with the negotiated version. */
+  initialize(request: JsonRpcRequest, transport: TransportKind): { session: DownstreamSession; response: JsonRpcResponse } {
+    const params = request.params ?? {};
+    const clientInfo = asObject(params.clientInfo);
+    const capabilities = params.capabilities === undefined ? {} : asObject(params.capabilities);
+    if (typeof params.protocolVersion !== 'string' || capabilities === undefined || clientInfo === undefined) {
+      throw new GatewayError('MCPGATE_ERR_INVALID_PARAMS', 'initialize needs protocolVersion, capabilities and clientInfo');
+    }
+    const protocolVersion = negotiateVersion(params.protocolVersion);
+    const session = this.options.sessions.create({ transport, protocolVersion, clientCapabilities: capabilities, clientInfo });
+    session.onClose(() => this.options.registry.release(session.id));
+    const response = makeResult(request.id, {
+      protocolVersion,
+      capabilities: GATEWAY_CAPABILITIES,
+      serverInfo: this.options.serverInfo,
+    });
+    return { session, response };
+  }
+
+  /** Answers one request of an initialized session. Never throws: failures become JSON-RPC errors. */
+  async handleRequest(session: DownstreamSession, request: JsonRpcRequest, stream: RequestStream | undefined): Promise<JsonRpcResponse> {
+    const controller = new AbortController();
+    session.inflight.set(request.id, controller);
+    try {
+      return await this.dispatch(session, request, { session, stream }, controller.signal);
+    } catch (error) {
+      if (!GatewayError.is(error)) this.options.logger.error({ err: error, method: request.method }, 'request failed');
+      return toJsonRpcError(request.id, error);
+    } finally {
+      if (session.inflight.get(request.id) === controller) session.inflight.delete(request.id);
+    }
+  }
+
+  handleNotification(session: DownstreamSession, notification: JsonRpcNotification): void {
+    const params = notification.params;
+    switch (notification.method) {
+      case 'notifications/initialized':
+        session.initialized = true;
+        return;
+      case 'notifications/cancelled': {
+        const requestId = params?.requestId;
+        if (typeof requestId === 'string' || typeof requestId === 'number') session.inflight.get(requestId)?.abort();
+        return;
+      }
+      case 'notifications/roots/list_changed':
+        for (const server of this.options.registry.serverNames) {
+          void this.options.registry.peek(server, session.id)?.notify(notification.method).catch(() => undefined);
+        }
+        return;
+      default:
+        this.options.logger.debug({ method: notification.method }, 'client notification ignored');
+    }
+  }
+
+  /** A client's answer to a request the gateway relayed from an upstream. */
+  handleResponse(session: DownstreamSession, response: JsonRpcResponse): void {
+    if (response.id === null || !session.settleOutbound(response.id, response)) {
+      this.options.logger.debug({ session: session.id, id: response.id }, 'response to an unknown request ignored');
+    }
+  }
+
+  private async dispatch(session: DownstreamSession, request: JsonRpcRequest, context: CallContext, signal: AbortSignal): Promise<JsonRpcResponse> {
+    const params = request.params ?? {};
+    const listKind = LIST_KINDS[request.method];
+    if (listKind !== undefined) return this.list(session, request, listKind);
+    switch (request.method) {
+      case 'ping':
+        return makeResult(request.id, {});
+      case 'tools/call':
+      case 'prompts/get': {
+        const kind = request.method === 'tools/call' ? 'tools' : 'prompts';
+        const name = params.name;
+        if (typeof name !== 'string') throw new GatewayError('MCPGATE_ERR_INVALID_PARAMS', 'params.name must be a string');
+        const route = await this.view(session).resolve(kind, name, this.fetcher(session));
+        if (route === undefined) throw this.unknownName(kind, name);
+        return this.forward(request, route.server, { ...params, name: route.name }, context, signal);
+      }
+      case 'resources/read':
+      case 'resources/subscribe':
+      case 'resources/unsubscribe': {
+        const uri = params.uri;
+        if (typeof uri !== 'string') throw new GatewayError('MCPGATE_ERR_INVALID_PARAMS', 'params.uri must be a string');
+        const server = await this.resourceOwner(session, uri);
+        if (request.method === 'resources/subscribe') session.subscribe(uri);
+        if (request.method === 'resources/unsubscribe') session.unsubscribe(uri);
+        return this.forward(request, server, params, context, signal);
+      }
+      case 'completion/complete':
+        return this.complete(session, request, params, context, signal);
+      case 'logging/setLevel':
+        return this.setLevel(session, request, params);
+      case 'initialize':
+        throw new GatewayError('MCPGATE_ERR_INVALID_REQUEST', 'Session already initialized');
+      default:
+        return makeError(request.id, RpcCode.MethodNotFound, `Method not found: ${request.method}`);
+    }
+  }
+
+  private async list(session: DownstreamSession, request: JsonRpcRequest, kind: ListKind): Promise<JsonRpcResponse> {
+    const cursor = request.params?.cursor;
+    const cursors = cursor === undefined ? undefined : this.cursors.decode(cursor, kind).upstreams;
+    const { items, next } = await this.view(session).page(kind, this.fetcher(session), cursors);
+    const result: JsonObject = { [kind]: items };
+    if (Object.keys(next).length > 0) result.nextCursor = this.cursors.encode({ kind, upstreams: next });
+    return makeResult(request.id, result);
+  }
+
+  private async forward(
+    request: JsonRpcRequest,
+    server: string,
+    params: JsonObject,
+    context: CallContext,
+    signal: AbortSignal,
+  ): Promise<JsonRpcResponse> {
+    const client = await this.client(context.session, server);
+    const reply = await client.request(request.method, params, {
+      timeoutMs: this.timeoutFor(server),
+      signal,
+      context,
+    });
+    return toResponse(request, reply);
+  }
+
+  private async resourceOwner(session: DownstreamSession, uri: string): Promise<string> {
+    const owner = await this.view(session).resolveResource(uri, this.fetcher(session));
+    if (owner !== undefined) return owner;
+    // A URI no list mentions can still be valid (dynamic resources); with one server there is only one place to ask.
+    const servers = this.options.registry.serverNames;
+    if (servers.length === 1) return servers[0] as string;
+    throw new GatewayError('MCPGATE_ERR_UNKNOWN_RESOURCE', `Resource not found: ${uri}`, { data: { uri } });
+  }
+
+  private async complete(session: DownstreamSession, request: JsonRpcRequest, params: JsonObject, context: CallContext, signal: AbortSignal): Promise<JsonRpcResponse> {
+    const ref = asObject(params.ref);
+    if (ref?.type === 'ref/prompt' && typeof ref.name === 'string') {
+      const route = await this.view(session).resolve('prompts', ref.name, this.fetcher(session));
+      if (route === undefined) throw this.unknownName('prompts', ref.name);
+      return this.forward(request, route.server, { ...params, ref: { ...ref, name: route.name } }, context, signal);
+    }
+    if (ref?.type === 'ref/resource' && typeof ref.uri === 'string') {
+      return this.forward(request, await this.resourceOwner(session, ref.uri), params, context, signal);
+    }
+    throw new GatewayError('MCPGATE_ERR_INVALID_PARAMS', 'params.ref must be a ref/prompt or ref/resource');
+  }
+
+  /** logging/setLevel goes to every upstream that declares logging, and is replayed to ones opened later. */
+  private async setLevel(session: DownstreamSession, request: JsonRpcRequest, params: JsonObject): Promise<JsonRpcResponse> {
+    if (typeof params.level !== 'string') throw new GatewayError('MCPGATE_ERR_INVALID_PARAMS', 'params.level must be a string');
+    session.logLevel = params.level;
+    await Promise.all(
+      this.options.registry.serverNames.map(async (server) => {
+        try {
+          const client = await this.client(session, server);
+          if ('logging' in client.serverCapabilities) {
+            await client.request('logging/setLevel', { level: params.level }, { timeoutMs: this.timeoutFor(server) });
+          }
+        } catch (error) {
+          this.options.logger.warn({ server, err: error instanceof Error ? error.message : String(error) }, 'logging/setLevel not delivered');
+        }
+      }),
+    );
+    return makeResult(request.id, {});
+  }
+
+  private client(session: DownstreamSession, server: string): Promise<UpstreamClient<CallContext>> {
+    const shared = this.options.sharedServers.has(server);
+    return this.options.registry.acquire(server, {
+      key: session.id,
+      capabilities: session.clientCapabilities,
+      handlers: createUpstreamHandlers(server, shared ? undefined : session, this.events, this.options.logger),
+      onOpen: async (client) => {
+        if (session.logLevel !== undefined && 'logging' in client.serverCapabilities) {
+          await client.request('logging/setLevel', { level: session.logLevel }, { timeoutMs: this.timeoutFor(server) }).catch(() => undefined);
+        }
+      },
+    });
+  }
+
+  private fetcher(session: DownstreamSession): ListFetcher {
+    return {
+      capabilities: async (server) => {
+        try {
+          return (await this.client(session, server)).serverCapabilities;
+        } catch {
+          return undefined;
+        }
+      },
+      list: async (server, method, params) => (await this.client(session, server)).request(method, params, { timeoutMs: this.timeoutFor(server) }),
+    };
+  }
+
+  private view(session: DownstreamSession): CatalogView {
+    const signature = capabilitySignature(session.clientCapabilities);
+    let view = this.views.get(signature);
+    if (view === undefined) {
+      view = new CatalogView({
+        servers: this.options.registry.serverNames,
+        filters: this.options.filters,
+        naming: this.options.naming,
+        ttlMs: this.options.listCacheTtlMs,
+        logger: this.options.logger,
+      });
+      this.views.set(signature, view);
+    }
+    return view;
+  }
+
+  private readonly events = {
+    onListChanged: (server: string, method: string): void => {
+      for (const kind of LIST_CHANGED_KINDS[method] ?? []) for (const view of this.views.values()) view.invalidate(server, kind);
+      this.broadcast(method);
+    },
+    onResourceUpdated: (notification: JsonRpcNotification, owner: DownstreamSession | undefined): void => {
+      const uri = notification.params?.uri;
+      if (owner !== undefined) {
+        deliver(owner, undefined, notification);
+        return;
+      }
+      if (typeof uri !== 'string') return;
+      for (const session of this.options.sessions.all()) if (session.isSubscribed(uri)) deliver(session, undefined, notification);
+    },
+  };
+
+  /** Coalesces list_changed from many upstreams (or many sessions of one) into one notification per tick. */
+  private broadcast(method: string): void {
+    if (this.pendingBroadcasts.has(method)) return;
+    this.pendingBroadcasts.add(method);
+    setImmediate(() => {
+      this.pendingBroadcasts.delete(method);
+      for (const session of this.options.sessions.all()) if (session.initialized) deliver(session, undefined, { jsonrpc: '2.0', method });
+    });
+  }
+
+  private timeoutFor(server: string): number {
+    return this.options.serverTimeouts.get(server) ?? this.options.callTimeoutMs;
+  }
+
+  private unknownName(kind: 'tools' | 'prompts', name: string): GatewayError {
+    const split = this.options.naming.mode === 'never' ? undefined : splitPrefixed(this.options.naming, this.options.registry.serverNames, name);
+    const state = split === undefined ? undefined : this.options.registry.snapshot()[split.server]?.state;
+    if (split !== undefined && state === 'failed') {
+      return new GatewayError('MCPGATE_ERR_UPSTREAM_UNAVAILABLE', `server "${split.server}" is unavailable`, { data: { server: split.server } });
+    }
+    return kind === 'tools'
+      ? new GatewayError('MCPGATE_ERR_UNKNOWN_TOOL', `Unknown tool: ${name}`)
+      : new GatewayError('MCPGATE_ERR_UNKNOWN_PROMPT', `Unknown prompt: ${name}`);
+  }
+}
+
+function toResponse(request: JsonRpcRequest, reply: UpstreamReply): JsonRpcResponse {
+  return reply.ok ? { jsonrpc: '2.0', id: request.id, result: reply.result } : { jsonrpc: '2.0', id: request.id, error: reply.error };
+}
+
+/** Client capabilities that change what an upstream lists, as a stable key. */
+function capabilitySignature(capabilities: JsonObject): string {
+  return Object.keys(capabilities)
+    .filter((key) => key !== 'experimental')
+    .sort()
+    .join(',');
+}

@@ -1,0 +1,125 @@
+import type { JsonObject, JsonRpcId, JsonRpcMessage } from '../jsonrpc/message.js';
+import type { ProtocolVersion } from '../jsonrpc/protocol-versions.js';
+
+/**
+ * Where the gateway can reach a client outside a request's own stream: the GET stream of a Streamable HTTP
+ * session, the one SSE stream of a 2024-11-05 session, or stdout in stdio mode.
+ */
+export interface SessionChannel {
+  /** Returns false when the message could not be handed to an open stream. */
+  send(message: JsonRpcMessage): boolean;
+}
+
+/** Where the gateway reaches the client for messages that belong to one of its requests. */
+export interface RequestStream {
+  /** Sends a message related to the request (progress, a sampling request, a log line) before its response. */
+  send(message: JsonRpcMessage): boolean;
+}
+
+export type TransportKind = 'streamable-http' | 'legacy-sse' | 'stdio';
+
+/** A gateway→client request waiting for the client's answer. */
+export interface OutboundRequest {
+  resolve(message: JsonRpcMessage): void;
+  reject(error: unknown): void;
+}
+
+/**
+ * The state of one downstream client session. Kept small: maps are created on first use, because idle
+ * sessions are the common case (issue 3 W3 budgets 50 KB per idle session).
+ */
+export class DownstreamSession {
+  readonly id: string;
+  readonly transport: TransportKind;
+  readonly protocolVersion: ProtocolVersion;
+  readonly clientCapabilities: JsonObject;
+  readonly clientInfo: JsonObject;
+  readonly createdAt: number;
+  lastSeen: number;
+  initialized = false;
+  closed = false;
+  /** The level the client asked for with logging/setLevel, replayed to upstreams opened later. */
+  logLevel: string | undefined;
+  channel: SessionChannel | undefined;
+  /** Downstream request id → the controller that cancels its upstream work. */
+  readonly inflight = new Map<JsonRpcId, AbortController>();
+  private outbound: Map<JsonRpcId, OutboundRequest> | undefined;
+  private subscriptions: Set<string> | undefined;
+  private readonly closeHooks: Array<() => void> = [];
+  private nextOutboundId = 1;
+
+  constructor(init: {
+    id: string;
+    transport: TransportKind;
+    protocolVersion: ProtocolVersion;
+    clientCapabilities: JsonObject;
+    clientInfo: JsonObject;
+    now: number;
+  }) {
+    this.id = init.id;
+    this.transport = init.transport;
+    this.protocolVersion = init.protocolVersion;
+    this.clientCapabilities = init.clientCapabilities;
+    this.clientInfo = init.clientInfo;
+    this.createdAt = init.now;
+    this.lastSeen = init.now;
+  }
+
+  /** Registers a request the gateway sends to the client, returning the id to put on the wire. */
+  registerOutbound(request: OutboundRequest): JsonRpcId {
+    this.outbound ??= new Map();
+    const id = `mcpgate-${this.nextOutboundId++}`;
+    this.outbound.set(id, request);
+    return id;
+  }
+
+  dropOutbound(id: JsonRpcId): void {
+    this.outbound?.delete(id);
+  }
+
+  /** Hands a client's response to the gateway request it answers. Returns false for an unknown id. */
+  settleOutbound(id: JsonRpcId, message: JsonRpcMessage): boolean {
+    const entry = this.outbound?.get(id);
+    if (entry === undefined) return false;
+    this.outbound?.delete(id);
+    entry.resolve(message);
+    return true;
+  }
+
+  subscribe(uri: string): void {
+    this.subscriptions ??= new Set();
+    this.subscriptions.add(uri);
+  }
+
+  unsubscribe(uri: string): void {
+    this.subscriptions?.delete(uri);
+  }
+
+  isSubscribed(uri: string): boolean {
+    return this.subscriptions?.has(uri) ?? false;
+  }
+
+  onClose(hook: () => void): void {
+    this.closeHooks.push(hook);
+  }
+
+  /** Cancels everything in flight and runs close hooks (upstream sessions, streams). Idempotent. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const controller of this.inflight.values()) controller.abort();
+    this.inflight.clear();
+    if (this.outbound !== undefined) {
+      for (const entry of this.outbound.values()) entry.reject(new Error('session closed'));
+      this.outbound.clear();
+    }
+    this.channel = undefined;
+    for (const hook of this.closeHooks.splice(0)) {
+      try {
+        hook();
+      } catch {
+        // A failing hook must not stop the others from releasing their resources.
+      }
+    }
+  }
+}

@@ -1,0 +1,68 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { GatewayError, toJsonRpcError } from '../errors/gateway-error.js';
+import { RpcCode, toMessage, type JsonRpcId, type JsonRpcMessage } from '../jsonrpc/message.js';
+
+/** Writes a JSON-RPC error as the whole HTTP answer, with the error's HTTP status. */
+export function sendError(response: ServerResponse, error: unknown, id: JsonRpcId | null = null, headers: Record<string, string> = {}): void {
+  if (response.headersSent) {
+    response.end();
+    return;
+  }
+  const status = GatewayError.is(error) ? error.httpStatus : 500;
+  const body = JSON.stringify(toJsonRpcError(id, error));
+  response.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), ...headers });
+  response.end(body);
+}
+
+export function sendJson(response: ServerResponse, status: number, value: unknown): void {
+  const body = JSON.stringify(value);
+  response.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), 'Cache-Control': 'no-store' });
+  response.end(body);
+}
+
+export function headerValue(request: IncomingMessage, name: string): string | undefined {
+  const value = request.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/** True when the Accept header admits `type` (or any type). Spec clients always send Accept, so none admits nothing. */
+export function accepts(request: IncomingMessage, type: string): boolean {
+  const accept = request.headers.accept;
+  if (accept === undefined) return false;
+  const lower = accept.toLowerCase();
+  return lower.includes(type) || lower.includes('*/*');
+}
+
+export function isJsonContentType(request: IncomingMessage): boolean {
+  const type = request.headers['content-type'];
+  return type !== undefined && type.toLowerCase().split(';')[0]?.trim() === 'application/json';
+}
+
+export interface DecodedBody {
+  messages: Array<JsonRpcMessage | { invalid: string; id: JsonRpcId | null }>;
+  batch: boolean;
+}
+
+/** Decodes a POST body into JSON-RPC messages, keeping invalid batch entries so each gets its own error. */
+export function decodeBody(body: Buffer): DecodedBody {
+  let value: unknown;
+  try {
+    value = JSON.parse(body.toString('utf8'));
+  } catch {
+    throw new GatewayError('MCPGATE_ERR_PARSE', 'Parse error: the body is not valid JSON', { rpcCode: RpcCode.ParseError });
+  }
+  if (Array.isArray(value)) {
+    if (value.length === 0) throw new GatewayError('MCPGATE_ERR_INVALID_REQUEST', 'Invalid Request: empty batch');
+    return { batch: true, messages: value.map(decodeOne) };
+  }
+  const one = decodeOne(value);
+  if ('invalid' in one) throw new GatewayError('MCPGATE_ERR_INVALID_REQUEST', `Invalid Request: ${one.invalid}`);
+  return { batch: false, messages: [one] };
+}
+
+function decodeOne(value: unknown): JsonRpcMessage | { invalid: string; id: JsonRpcId | null } {
+  const message = toMessage(value);
+  if (typeof message !== 'string') return message;
+  const id = (value as { id?: unknown } | null)?.id;
+  return { invalid: message, id: typeof id === 'string' || typeof id === 'number' ? id : null };
+}

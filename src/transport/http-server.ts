@@ -1,0 +1,110 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { GatewayConfig } from '../config/schema.js';
+import { GatewayError } from '../errors/gateway-error.js';
+import type { Logger } from '../observability/logger.js';
+import type { Router } from '../router/router.js';
+import type { SessionManager } from '../session/session-manager.js';
+import { sendError, sendJson } from './http-helpers.js';
+import { LegacySseEndpoint } from './legacy-sse.js';
+import { RequestGuard } from './request-guard.js';
+import { StreamableHttpEndpoint } from './streamable-http.js';
+
+export interface HttpServerOptions {
+  gateway: GatewayConfig['gateway'];
+  router: Router;
+  sessions: SessionManager;
+  /** Snapshot of upstream states for /readyz. */
+  readiness: () => Record<string, unknown>;
+  logger: Logger;
+}
+
+/**
+ * The gateway's HTTP listener: `/mcp` (Streamable HTTP), `/sse` + `/messages` (2024-11-05), `/healthz` and
+ * `/readyz`. Host and Origin are checked on every MCP path before anything else is read.
+ */
+export class GatewayHttpServer {
+  private readonly options: HttpServerOptions;
+  private readonly server: Server;
+  private readonly streamable: StreamableHttpEndpoint;
+  private readonly legacy: LegacySseEndpoint;
+  private guard: RequestGuard | undefined;
+  private draining = false;
+
+  constructor(options: HttpServerOptions) {
+    this.options = options;
+    const { limits } = options.gateway;
+    const common = { router: options.router, sessions: options.sessions, maxBodyBytes: limits.maxBodyBytes, logger: options.logger };
+    this.streamable = new StreamableHttpEndpoint(common);
+    this.legacy = new LegacySseEndpoint({ ...common, maxConnections: limits.maxSessions, messagesPath: '/messages' });
+    this.server = createServer((request, response) => {
+      this.route(request, response).catch((error: unknown) => {
+        if (!GatewayError.is(error)) options.logger.error({ err: error, url: request.url }, 'unhandled request error');
+        sendError(response, error);
+      });
+    });
+    // Long-lived SSE streams must not be cut by Node's per-request timer; body reads are bounded by size.
+    this.server.requestTimeout = 0;
+    this.server.keepAliveTimeout = 65_000;
+  }
+
+  /** Listens on the configured address; resolves with the URL of the MCP endpoint. */
+  async listen(): Promise<string> {
+    const { host, port } = this.options.gateway.listen;
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(port, host, () => {
+        this.server.off('error', reject);
+        resolve();
+      });
+    });
+    const address = this.server.address() as AddressInfo;
+    this.guard = new RequestGuard(this.options.gateway.security, host, address.port);
+    const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+    return `http://${shownHost}:${address.port}/mcp`;
+  }
+
+  get port(): number {
+    return (this.server.address() as AddressInfo | null)?.port ?? 0;
+  }
+
+  async close(): Promise<void> {
+    this.draining = true;
+    this.legacy.closeAll();
+    await new Promise<void>((resolve) => {
+      this.server.close(() => resolve());
+      this.server.closeAllConnections();
+    });
+  }
+
+  private async route(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const url = new URL(request.url ?? '/', 'http://gateway.invalid');
+    const path = url.pathname;
+    if (path === '/healthz' && request.method === 'GET') {
+      sendJson(response, 200, { status: 'ok' });
+      return;
+    }
+    if (path === '/readyz' && request.method === 'GET') {
+      sendJson(response, this.draining ? 503 : 200, {
+        status: this.draining ? 'draining' : 'ready',
+        sessions: this.options.sessions.size,
+        servers: this.options.readiness(),
+      });
+      return;
+    }
+    if (path !== '/mcp' && path !== '/sse' && path !== '/messages') {
+      sendJson(response, 404, { error: 'not found' });
+      return;
+    }
+    const rejection = this.guard?.check(request);
+    if (rejection !== undefined) {
+      this.options.logger.warn({ code: rejection.code, host: request.headers.host, origin: request.headers.origin }, 'request rejected');
+      throw rejection;
+    }
+    if (this.draining) throw new GatewayError('MCPGATE_ERR_SHUTTING_DOWN', 'The gateway is shutting down');
+    if (path === '/mcp') return this.streamable.handle(request, response);
+    if (path === '/sse' && request.method === 'GET') return this.legacy.open(request, response);
+    if (path === '/messages' && request.method === 'POST') return this.legacy.post(request, response, url);
+    response.writeHead(405).end();
+  }
+}

@@ -1,0 +1,113 @@
+import { randomBytes } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { GatewayError, toJsonRpcError } from '../errors/gateway-error.js';
+import { isNotification, isRequest, makeError, RpcCode, type JsonRpcMessage } from '../jsonrpc/message.js';
+import type { Logger } from '../observability/logger.js';
+import type { Router } from '../router/router.js';
+import type { DownstreamSession, RequestStream } from '../session/downstream-session.js';
+import type { SessionManager } from '../session/session-manager.js';
+import { accepts, decodeBody, isJsonContentType } from './http-helpers.js';
+import { readBody } from './read-body.js';
+import { SseStream } from './sse-stream.js';
+
+export interface LegacySseOptions {
+  router: Router;
+  sessions: SessionManager;
+  maxBodyBytes: number;
+  maxConnections: number;
+  logger: Logger;
+  /** Path clients POST to; the endpoint event names it with the connection id. */
+  messagesPath: string;
+}
+
+interface Connection {
+  stream: SseStream;
+  session: DownstreamSession | undefined;
+}
+
+/**
+ * The 2024-11-05 HTTP+SSE transport: `GET /sse` opens the stream and announces the POST endpoint, and every
+ * answer travels on that one stream. The session is created by `initialize`, like on every other transport.
+ */
+export class LegacySseEndpoint {
+  private readonly options: LegacySseOptions;
+  private readonly connections = new Map<string, Connection>();
+
+  constructor(options: LegacySseOptions) {
+    this.options = options;
+  }
+
+  open(request: IncomingMessage, response: ServerResponse): void {
+    if (!accepts(request, 'text/event-stream')) {
+      throw new GatewayError('MCPGATE_ERR_NOT_ACCEPTABLE', 'Not Acceptable: Accept must include text/event-stream');
+    }
+    if (this.connections.size >= this.options.maxConnections) {
+      throw new GatewayError('MCPGATE_ERR_SESSION_LIMIT', 'Too many sessions; try again later');
+    }
+    const id = randomBytes(16).toString('base64url');
+    const stream = new SseStream(response).keepAlive();
+    const connection: Connection = { stream, session: undefined };
+    this.connections.set(id, connection);
+    stream.onClose(() => {
+      this.connections.delete(id);
+      if (connection.session !== undefined) this.options.sessions.delete(connection.session.id);
+    });
+    stream.event('endpoint', `${this.options.messagesPath}?sessionId=${id}`);
+  }
+
+  async post(request: IncomingMessage, response: ServerResponse, url: URL): Promise<void> {
+    const id = url.searchParams.get('sessionId');
+    const connection = id === null ? undefined : this.connections.get(id);
+    if (connection === undefined || !connection.stream.open) {
+      throw new GatewayError('MCPGATE_ERR_SESSION_NOT_FOUND', 'Session not found');
+    }
+    if (!isJsonContentType(request)) {
+      throw new GatewayError('MCPGATE_ERR_UNSUPPORTED_MEDIA_TYPE', 'Unsupported Media Type: Content-Type must be application/json');
+    }
+    const { messages } = decodeBody(await readBody(request, this.options.maxBodyBytes));
+    response.writeHead(202, { 'Content-Type': 'text/plain' }).end('Accepted');
+    for (const message of messages) {
+      if ('invalid' in message) {
+        connection.stream.send(makeError(message.id, RpcCode.InvalidRequest, `Invalid Request: ${message.invalid}`));
+        continue;
+      }
+      void this.dispatch(connection, message);
+    }
+  }
+
+  private async dispatch(connection: Connection, message: JsonRpcMessage): Promise<void> {
+    const { router } = this.options;
+    const stream = connection.stream;
+    if (isRequest(message) && message.method === 'initialize' && connection.session === undefined) {
+      try {
+        const { session, response } = router.initialize(message, 'legacy-sse');
+        connection.session = session;
+        session.channel = { send: (outbound) => stream.send(outbound) };
+        session.onClose(() => stream.end());
+        stream.send(response);
+      } catch (error) {
+        stream.send(toJsonRpcError(message.id, error));
+      }
+      return;
+    }
+    const session = connection.session;
+    if (session === undefined) {
+      if (isRequest(message)) stream.send(makeError(message.id, RpcCode.InvalidRequest, 'Session not initialized'));
+      return;
+    }
+    session.lastSeen = Date.now();
+    if (isRequest(message)) {
+      const requestStream: RequestStream = { send: (outbound) => stream.send(outbound) };
+      stream.send(await router.handleRequest(session, message, requestStream));
+    } else if (isNotification(message)) {
+      router.handleNotification(session, message);
+    } else {
+      router.handleResponse(session, message);
+    }
+  }
+
+  closeAll(): void {
+    for (const connection of this.connections.values()) connection.stream.end();
+    this.connections.clear();
+  }
+}

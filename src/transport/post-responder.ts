@@ -1,0 +1,60 @@
+import type { ServerResponse } from 'node:http';
+import type { JsonRpcMessage, JsonRpcResponse } from '../jsonrpc/message.js';
+import type { RequestStream } from '../session/downstream-session.js';
+import { SseStream } from './sse-stream.js';
+
+/**
+ * Answers one POST that carried requests. It starts undecided: if every response is ready before anything
+ * else must be said, the answer is one JSON body (cheapest for the client and for us); the first related
+ * message (progress, a sampling request, a log line) switches it to an SSE stream, as spec 2025-11-25
+ * (transports §sending messages) allows the server to choose per POST.
+ */
+export class PostResponder implements RequestStream {
+  private readonly response: ServerResponse;
+  private readonly headers: Record<string, string>;
+  private readonly batch: boolean;
+  private readonly buffered: JsonRpcResponse[] = [];
+  private remaining: number;
+  private sse: SseStream | undefined;
+
+  constructor(response: ServerResponse, expected: number, batch: boolean, headers: Record<string, string>) {
+    this.response = response;
+    this.remaining = expected;
+    this.batch = batch;
+    this.headers = headers;
+  }
+
+  /** Adds a response made before any request ran (an invalid batch entry). */
+  preset(response: JsonRpcResponse): void {
+    this.buffered.push(response);
+  }
+
+  send(message: JsonRpcMessage): boolean {
+    if (this.remaining === 0 || this.response.destroyed) return false;
+    if (this.sse === undefined) {
+      this.sse = new SseStream(this.response, this.headers);
+      for (const response of this.buffered.splice(0)) this.sse.send(response);
+    }
+    return this.sse.send(message);
+  }
+
+  complete(response: JsonRpcResponse, extraHeaders?: Record<string, string>): void {
+    if (this.remaining === 0) return;
+    this.remaining -= 1;
+    if (this.sse !== undefined) {
+      this.sse.send(response);
+      if (this.remaining === 0) this.sse.end();
+      return;
+    }
+    this.buffered.push(response);
+    if (this.remaining > 0 || this.response.destroyed) return;
+    const body = JSON.stringify(this.batch ? this.buffered : this.buffered[0]);
+    this.response.writeHead(200, {
+      'Content-Type': 'application/json',
+      'Content-Length': Buffer.byteLength(body),
+      ...this.headers,
+      ...extraHeaders,
+    });
+    this.response.end(body);
+  }
+}

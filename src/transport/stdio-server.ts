@@ -1,0 +1,94 @@
+import type { Readable, Writable } from 'node:stream';
+import { toJsonRpcError } from '../errors/gateway-error.js';
+import { isNotification, isRequest, makeError, RpcCode, toMessage, type JsonRpcMessage } from '../jsonrpc/message.js';
+import type { Logger } from '../observability/logger.js';
+import type { Router } from '../router/router.js';
+import type { DownstreamSession, RequestStream } from '../session/downstream-session.js';
+
+export interface StdioServerOptions {
+  router: Router;
+  input: Readable;
+  output: Writable;
+  maxMessageBytes: number;
+  logger: Logger;
+}
+
+/**
+ * The gateway as a stdio MCP server (`mcpgate stdio`), for desktop clients that spawn their servers:
+ * newline-delimited JSON-RPC on stdin/stdout, one session for the life of the process. Logs go to stderr.
+ */
+export class StdioServer {
+  private readonly options: StdioServerOptions;
+  private session: DownstreamSession | undefined;
+  private readonly stream: RequestStream;
+
+  constructor(options: StdioServerOptions) {
+    this.options = options;
+    this.stream = { send: (message) => this.write(message) };
+  }
+
+  /** Serves until stdin ends. */
+  async run(): Promise<void> {
+    let buffered = '';
+    for await (const chunk of this.options.input as AsyncIterable<Buffer | string>) {
+      buffered += chunk.toString();
+      let newline = buffered.indexOf('\n');
+      while (newline !== -1) {
+        const line = buffered.slice(0, newline).replace(/\r$/, '');
+        buffered = buffered.slice(newline + 1);
+        if (line.trim() !== '') this.receive(line);
+        newline = buffered.indexOf('\n');
+      }
+      if (buffered.length > this.options.maxMessageBytes) {
+        this.write(makeError(null, RpcCode.InvalidRequest, `Message exceeds ${this.options.maxMessageBytes} bytes`));
+        buffered = '';
+      }
+    }
+    this.session?.close();
+  }
+
+  private receive(line: string): void {
+    let value: unknown;
+    try {
+      value = JSON.parse(line);
+    } catch {
+      this.write(makeError(null, RpcCode.ParseError, 'Parse error: the line is not valid JSON'));
+      return;
+    }
+    const message = toMessage(value);
+    if (typeof message === 'string') {
+      this.write(makeError(null, RpcCode.InvalidRequest, `Invalid Request: ${message}`));
+      return;
+    }
+    void this.dispatch(message);
+  }
+
+  private async dispatch(message: JsonRpcMessage): Promise<void> {
+    const { router } = this.options;
+    if (isRequest(message) && message.method === 'initialize') {
+      try {
+        this.session?.close();
+        const { session, response } = router.initialize(message, 'stdio');
+        this.session = session;
+        session.channel = this.stream;
+        this.write(response);
+      } catch (error) {
+        this.write(toJsonRpcError(message.id, error));
+      }
+      return;
+    }
+    const session = this.session;
+    if (session === undefined) {
+      if (isRequest(message)) this.write(makeError(message.id, RpcCode.InvalidRequest, 'Session not initialized'));
+      return;
+    }
+    if (isRequest(message)) this.write(await router.handleRequest(session, message, this.stream));
+    else if (isNotification(message)) router.handleNotification(session, message);
+    else router.handleResponse(session, message);
+  }
+
+  private write(message: JsonRpcMessage): boolean {
+    this.options.output.write(`${JSON.stringify(message)}\n`);
+    return true;
+  }
+}

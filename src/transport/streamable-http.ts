@@ -1,0 +1,145 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { GatewayError } from '../errors/gateway-error.js';
+import { isNotification, isRequest, makeError, RpcCode, type JsonRpcRequest } from '../jsonrpc/message.js';
+import { allowsBatches, isSupportedVersion } from '../jsonrpc/protocol-versions.js';
+import type { Logger } from '../observability/logger.js';
+import type { Router } from '../router/router.js';
+import type { DownstreamSession } from '../session/downstream-session.js';
+import type { SessionManager } from '../session/session-manager.js';
+import { accepts, decodeBody, headerValue, isJsonContentType } from './http-helpers.js';
+import { PostResponder } from './post-responder.js';
+import { readBody } from './read-body.js';
+import { SseStream } from './sse-stream.js';
+
+export interface StreamableHttpOptions {
+  router: Router;
+  sessions: SessionManager;
+  maxBodyBytes: number;
+  logger: Logger;
+}
+
+const SESSION_HEADER = 'mcp-session-id';
+const VERSION_HEADER = 'mcp-protocol-version';
+
+/**
+ * The Streamable HTTP endpoint (spec 2025-11-25 transports; also 2025-06-18 and 2025-03-26 clients):
+ * POST carries client messages, GET opens the session's server→client stream, DELETE ends the session.
+ */
+export class StreamableHttpEndpoint {
+  private readonly options: StreamableHttpOptions;
+
+  constructor(options: StreamableHttpOptions) {
+    this.options = options;
+  }
+
+  async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    switch (request.method) {
+      case 'POST':
+        return this.post(request, response);
+      case 'GET':
+        return this.get(request, response);
+      case 'DELETE':
+        return this.delete(request, response);
+      default:
+        response.writeHead(405, { Allow: 'GET, POST, DELETE' }).end();
+    }
+  }
+
+  private async post(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    if (!accepts(request, 'application/json') || !accepts(request, 'text/event-stream')) {
+      throw new GatewayError('MCPGATE_ERR_NOT_ACCEPTABLE', 'Not Acceptable: Accept must include application/json and text/event-stream');
+    }
+    if (!isJsonContentType(request)) {
+      throw new GatewayError('MCPGATE_ERR_UNSUPPORTED_MEDIA_TYPE', 'Unsupported Media Type: Content-Type must be application/json');
+    }
+    const { messages, batch } = decodeBody(await readBody(request, this.options.maxBodyBytes));
+
+    const first = messages[0];
+    if (!batch && first !== undefined && !('invalid' in first) && isRequest(first) && first.method === 'initialize') {
+      this.initialize(first, response);
+      return;
+    }
+    if (messages.some((message) => !('invalid' in message) && 'method' in message && message.method === 'initialize')) {
+      throw new GatewayError('MCPGATE_ERR_INVALID_REQUEST', 'Invalid Request: initialize must not be part of a batch');
+    }
+    const session = this.session(request);
+    if (batch && !allowsBatches(session.protocolVersion)) {
+      throw new GatewayError('MCPGATE_ERR_BATCH_NOT_ALLOWED', `Invalid Request: JSON-RPC batches are not supported in protocol ${session.protocolVersion}`);
+    }
+
+    const requests: JsonRpcRequest[] = [];
+    const invalid: Array<{ invalid: string; id: string | number | null }> = [];
+    for (const message of messages) {
+      if ('invalid' in message) invalid.push(message);
+      else if (isRequest(message)) requests.push(message);
+      else if (isNotification(message)) this.options.router.handleNotification(session, message);
+      else this.options.router.handleResponse(session, message);
+    }
+    if (requests.length === 0 && invalid.length === 0) {
+      response.writeHead(202).end();
+      return;
+    }
+    const responder = new PostResponder(response, requests.length + invalid.length, batch, { 'Mcp-Session-Id': session.id });
+    for (const entry of invalid) responder.complete(makeError(entry.id, RpcCode.InvalidRequest, `Invalid Request: ${entry.invalid}`));
+    await Promise.all(
+      requests.map(async (message) => {
+        responder.complete(await this.options.router.handleRequest(session, message, responder));
+      }),
+    );
+  }
+
+  private initialize(message: JsonRpcRequest, response: ServerResponse): void {
+    const { session, response: answer } = this.options.router.initialize(message, 'streamable-http');
+    const body = JSON.stringify(answer);
+    response.writeHead(200, {
+      'Content-Type': 'application/json',
+      'Content-Length': Buffer.byteLength(body),
+      'Mcp-Session-Id': session.id,
+    });
+    response.end(body);
+  }
+
+  private get(request: IncomingMessage, response: ServerResponse): void {
+    if (!accepts(request, 'text/event-stream')) {
+      throw new GatewayError('MCPGATE_ERR_NOT_ACCEPTABLE', 'Not Acceptable: Accept must include text/event-stream');
+    }
+    const session = this.session(request);
+    if (session.channel !== undefined) {
+      throw new GatewayError('MCPGATE_ERR_STREAM_CONFLICT', 'Conflict: this session already has a GET stream open');
+    }
+    const stream = new SseStream(response, { 'Mcp-Session-Id': session.id }).keepAlive();
+    const channel = { send: (message: Parameters<SseStream['send']>[0]) => stream.send(message) };
+    session.channel = channel;
+    stream.onClose(() => {
+      if (session.channel === channel) session.channel = undefined;
+    });
+    session.onClose(() => stream.end());
+  }
+
+  private delete(request: IncomingMessage, response: ServerResponse): void {
+    const session = this.session(request);
+    this.options.sessions.delete(session.id);
+    response.writeHead(200).end();
+  }
+
+  /** The session named by Mcp-Session-Id, with the MCP-Protocol-Version header checked against it. */
+  private session(request: IncomingMessage): DownstreamSession {
+    const id = headerValue(request, SESSION_HEADER);
+    if (id === undefined || id === '') {
+      throw new GatewayError('MCPGATE_ERR_SESSION_REQUIRED', 'Bad Request: Mcp-Session-Id header is required');
+    }
+    const session = this.options.sessions.touch(id);
+    if (session === undefined) throw new GatewayError('MCPGATE_ERR_SESSION_NOT_FOUND', 'Session not found');
+    const version = headerValue(request, VERSION_HEADER);
+    // Spec 2025-06-18 §protocol version header: absent means the client predates it, so the negotiated version
+    // stands. A present one must be a version we speak; the official SDK server and the conformance suite
+    // accept any supported version on an existing session, and so does the gateway.
+    if (version !== undefined && !isSupportedVersion(version)) {
+      throw new GatewayError('MCPGATE_ERR_PROTOCOL_VERSION', `Bad Request: unsupported protocol version "${version}"`, {
+        data: { negotiated: session.protocolVersion },
+      });
+    }
+    return session;
+  }
+}
+

@@ -1,0 +1,70 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { runCheck } from '../../src/cli/check.js';
+import { formatConfigIssue } from '../../src/config/config-error.js';
+import { makeTempDir, type TempDir } from './helpers.js';
+
+let dir: TempDir;
+before(async () => {
+  dir = await makeTempDir();
+});
+after(async () => {
+  await dir.cleanup();
+});
+
+async function check(file: string, env: NodeJS.ProcessEnv = {}) {
+  const stdout: string[] = [];
+  const stderr: string[] = [];
+  const code = await runCheck(file, { env, stdout: (line) => stdout.push(line), stderr: (line) => stderr.push(line) });
+  return { code, stdout, stderr };
+}
+
+describe('runCheck', () => {
+  it('exits 0 with a one-line summary when the file is valid', async () => {
+    const file = await dir.write('ok.yaml', 'servers:\n  fs:\n    command: mcp-fs\n  web:\n    url: ${URL}\n');
+    assert.deepEqual(await check(file, { URL: 'https://x.example/mcp' }), {
+      code: 0,
+      stdout: ['ok: 2 servers (fs, web)'],
+      stderr: [],
+    });
+    const one = await dir.write('one.yaml', 'servers:\n  fs:\n    command: mcp-fs\n');
+    assert.deepEqual((await check(one)).stdout, ['ok: 1 server (fs)']);
+  });
+
+  it('exits 1 with one file:line:col: path: message line per issue', async () => {
+    const file = await dir.write('bad.yaml', 'servers:\n  fs:\n    command: mcp-fs\n    colour: red\ngateway:\n  listen:\n    port: -1\n');
+    const result = await check(file);
+    assert.equal(result.code, 1);
+    assert.deepEqual(result.stdout, []);
+    assert.equal(result.stderr.length, 2);
+    assert.equal(result.stderr[0], `${file}:4:5: servers.fs.colour: unknown key "colour"`);
+    assert.match(result.stderr[1] ?? '', new RegExp(`^${escape(file)}:7:11: gateway\\.listen\\.port: .+`));
+  });
+
+  it('exits 1 for a missing environment variable, naming it', async () => {
+    const file = await dir.write('env.yaml', 'servers:\n  web:\n    url: ${MCP_URL}\n');
+    const result = await check(file);
+    assert.equal(result.code, 1);
+    assert.deepEqual(result.stderr, [`${file}:3:10: servers.web.url: environment variable MCP_URL is not set`]);
+  });
+
+  it('leaves out line and column when they are unknown', () => {
+    assert.equal(formatConfigIssue('c.yaml', { path: 'servers.a', message: 'm' }), 'c.yaml: servers.a: m');
+    assert.equal(formatConfigIssue('c.yaml', { path: 'servers.a', message: 'm', line: 3 }), 'c.yaml:3: servers.a: m');
+    assert.equal(formatConfigIssue('c.yaml', { path: '', message: 'm', line: 3, column: 4 }), 'c.yaml:3:4: m');
+  });
+
+  it('exits 2 when the file cannot be read', async () => {
+    const missing = join(dir.path, 'absent.yaml');
+    const result = await check(missing);
+    assert.equal(result.code, 2);
+    assert.equal(result.stderr.length, 1);
+    assert.match(result.stderr[0] ?? '', new RegExp(`^${escape(missing)}: ENOENT`));
+    assert.equal((await check(dir.path)).code, 2);
+  });
+});
+
+function escape(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
