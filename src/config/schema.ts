@@ -11,6 +11,14 @@ const SERVER_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 
 const globList = z.array(z.string().min(1));
 
+/**
+ * An integer that may also be written as a decimal string, so that `port: ${PORT}` works after
+ * interpolation (which always yields strings). Only plain digit strings convert; anything else still fails.
+ */
+function integer(schema: z.ZodNumber) {
+  return z.preprocess((value) => (typeof value === 'string' && /^[0-9]{1,15}$/.test(value) ? Number(value) : value), schema);
+}
+
 const toolFilterSchema = z.strictObject({
   /** Globs over the upstream's tool names; when present, only matching tools are exposed. */
   allow: globList.optional(),
@@ -27,9 +35,9 @@ const toolFilterSchema = z.strictObject({
 const serverCommon = {
   enabled: z.boolean().default(true),
   /** Per-call timeout for this server; falls back to gateway.limits.callTimeoutMs. */
-  timeoutMs: z.number().int().positive().optional(),
+  timeoutMs: integer(z.number().int().positive()).optional(),
   /** Time allowed for connecting and the initialize handshake. */
-  connectTimeoutMs: z.number().int().positive().default(10_000),
+  connectTimeoutMs: integer(z.number().int().positive()).default(10_000),
   tools: toolFilterSchema.prefault({}),
 };
 
@@ -60,16 +68,16 @@ export const serverSchema = z.discriminatedUnion('transport', [stdioServerSchema
 
 const listenSchema = z.strictObject({
   host: z.string().min(1).default('127.0.0.1'),
-  port: z.number().int().min(0).max(65_535).default(8080),
+  port: integer(z.number().int().min(0).max(65_535)).default(8080),
 });
 
 const limitsSchema = z.strictObject({
-  maxBodyBytes: z.number().int().positive().default(4 * 1024 * 1024),
-  maxSessions: z.number().int().positive().default(10_000),
-  sessionIdleTimeoutMs: z.number().int().positive().default(30 * 60_000),
-  callTimeoutMs: z.number().int().positive().default(60_000),
+  maxBodyBytes: integer(z.number().int().positive()).default(4 * 1024 * 1024),
+  maxSessions: integer(z.number().int().positive()).default(10_000),
+  sessionIdleTimeoutMs: integer(z.number().int().positive()).default(30 * 60_000),
+  callTimeoutMs: integer(z.number().int().positive()).default(60_000),
   /** Largest single message accepted from an upstream (stdio line or HTTP body). */
-  maxUpstreamMessageBytes: z.number().int().positive().default(8 * 1024 * 1024),
+  maxUpstreamMessageBytes: integer(z.number().int().positive()).default(8 * 1024 * 1024),
 });
 
 const securitySchema = z.strictObject({
@@ -90,7 +98,7 @@ const gatewaySchema = z.strictObject({
   limits: limitsSchema.prefault({}),
   security: securitySchema.prefault({}),
   /** How long an upstream's list stays cached when it sends no list_changed. */
-  listCacheTtlMs: z.number().int().nonnegative().default(60_000),
+  listCacheTtlMs: integer(z.number().int().nonnegative()).default(60_000),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 

@@ -187,12 +187,13 @@ export class Router {
     signal: AbortSignal,
   ): Promise<JsonRpcResponse> {
     const client = await this.client(context.session, server);
-    const reply = await client.request(request.method, params, {
-      timeoutMs: this.timeoutFor(server),
-      signal,
-      context,
-    });
-    return toResponse(request, reply);
+    const started = performance.now();
+    try {
+      const reply = await client.request(request.method, params, { timeoutMs: this.timeoutFor(server), signal, context });
+      return toResponse(request, reply);
+    } finally {
+      context.stream?.recordUpstreamTime?.(performance.now() - started);
+    }
   }
 
   private async resourceOwner(session: DownstreamSession, uri: string): Promise<string> {

@@ -14,6 +14,8 @@ export interface SessionChannel {
 export interface RequestStream {
   /** Sends a message related to the request (progress, a sampling request, a log line) before its response. */
   send(message: JsonRpcMessage): boolean;
+  /** Adds time spent waiting on an upstream, for the Server-Timing header. */
+  recordUpstreamTime?(milliseconds: number): void;
 }
 
 export type TransportKind = 'streamable-http' | 'legacy-sse' | 'stdio';

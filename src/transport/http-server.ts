@@ -89,6 +89,7 @@ export class GatewayHttpServer {
         status: this.draining ? 'draining' : 'ready',
         sessions: this.options.sessions.size,
         servers: this.options.readiness(),
+        process: processFigures(),
       });
       return;
     }
@@ -107,4 +108,9 @@ export class GatewayHttpServer {
     if (path === '/messages' && request.method === 'POST') return this.legacy.post(request, response, url);
     response.writeHead(405).end();
   }
+}
+
+function processFigures(): Record<string, number> {
+  const memory = process.memoryUsage();
+  return { rssBytes: memory.rss, heapUsedBytes: memory.heapUsed, uptimeSeconds: Math.round(process.uptime()) };
 }

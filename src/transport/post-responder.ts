@@ -16,6 +16,8 @@ export class PostResponder implements RequestStream {
   private readonly buffered: JsonRpcResponse[] = [];
   private remaining: number;
   private sse: SseStream | undefined;
+  private readonly started = performance.now();
+  private upstreamMs = 0;
 
   constructor(response: ServerResponse, expected: number, batch: boolean, headers: Record<string, string>) {
     this.response = response;
@@ -24,9 +26,8 @@ export class PostResponder implements RequestStream {
     this.headers = headers;
   }
 
-  /** Adds a response made before any request ran (an invalid batch entry). */
-  preset(response: JsonRpcResponse): void {
-    this.buffered.push(response);
+  recordUpstreamTime(milliseconds: number): void {
+    this.upstreamMs += milliseconds;
   }
 
   send(message: JsonRpcMessage): boolean {
@@ -38,7 +39,7 @@ export class PostResponder implements RequestStream {
     return this.sse.send(message);
   }
 
-  complete(response: JsonRpcResponse, extraHeaders?: Record<string, string>): void {
+  complete(response: JsonRpcResponse): void {
     if (this.remaining === 0) return;
     this.remaining -= 1;
     if (this.sse !== undefined) {
@@ -49,11 +50,15 @@ export class PostResponder implements RequestStream {
     this.buffered.push(response);
     if (this.remaining > 0 || this.response.destroyed) return;
     const body = JSON.stringify(this.batch ? this.buffered : this.buffered[0]);
+    // Issue 3: the gateway reports its own share of the latency; concurrent upstream waits in a batch overlap,
+    // so the gateway share is clamped at zero rather than going negative.
+    const total = performance.now() - this.started;
+    const upstream = Math.min(this.upstreamMs, total);
     this.response.writeHead(200, {
       'Content-Type': 'application/json',
       'Content-Length': Buffer.byteLength(body),
+      'Server-Timing': `gateway;dur=${(total - upstream).toFixed(3)}, upstream;dur=${upstream.toFixed(3)}`,
       ...this.headers,
-      ...extraHeaders,
     });
     this.response.end(body);
   }

@@ -26,7 +26,9 @@ export interface SendOptions {
  *   MCPGATE_ERR_UPSTREAM_HTTP and `data.status` when the upstream answers 4xx/5xx, so that the caller can
  *   fail the request it carried.
  * - `onmessage` receives every decoded message from the upstream, in order.
- * - `onerror` reports errors that do not belong to one send (a framing error, a dropped stream).
+ * - `onerror` reports errors that do not belong to one send (a framing error, a dropped stream). When the error
+ *   concerns one request whose send() already resolved (a streamed response that broke, grew too large or could
+ *   not be resumed), `context.relatedRequestId` names it so that the caller can fail that request at once.
  * - `onclose` fires once, whatever closed the transport (child exit, close(), a fatal framing error).
  */
 export interface UpstreamTransport {
@@ -34,7 +36,7 @@ export interface UpstreamTransport {
   send(message: JsonRpcMessage, options?: SendOptions): Promise<void>;
   close(): Promise<void>;
   onmessage?: (message: JsonRpcMessage, context: InboundContext) => void;
-  onerror?: (error: Error) => void;
+  onerror?: (error: Error, context?: InboundContext) => void;
   onclose?: () => void;
   /** Set by UpstreamClient after initialize; HTTP transports send it as MCP-Protocol-Version. */
   setProtocolVersion?(version: string): void;

@@ -92,8 +92,15 @@ export class UpstreamClient<C = unknown> {
     this.serverName = options.serverName;
     this.transport = options.transport;
     this.transport.onmessage = (message, inbound) => this.dispatch(message, inbound);
-    this.transport.onerror = (error) => {
+    this.transport.onerror = (error, inbound) => {
       this.options.logger.warn({ server: this.serverName, err: error.message }, 'upstream transport error');
+      const id = inbound?.relatedRequestId;
+      const entry = typeof id === 'number' ? this.pending.get(id) : undefined;
+      if (entry === undefined) return;
+      // The stream carrying this request's answer broke: fail it now rather than at its timeout.
+      this.pending.delete(id as number);
+      entry.cleanup();
+      entry.reject(GatewayError.is(error) ? error : unavailableError(this.serverName, error));
     };
     this.transport.onclose = () => this.handleClose();
   }
