@@ -1,0 +1,132 @@
+import { Agent, type Dispatcher } from 'undici';
+import { GatewayError } from '../errors/gateway-error.js';
+import type { JsonRpcMessage } from '../jsonrpc/message.js';
+import type { Logger } from '../observability/logger.js';
+import { SseTransport } from './sse-transport.js';
+import { StreamableHttpTransport } from './streamable-http-transport.js';
+import type { InboundContext, UpstreamTransport } from './transport.js';
+
+export interface AutoTransportOptions {
+  serverName: string;
+  url: string | URL;
+  headers?: Record<string, string>;
+  /** Shared by both candidates; the caller keeps ownership. By default the transport owns a new Agent. */
+  dispatcher?: Dispatcher;
+  logger: Logger;
+  maxMessageBytes: number;
+  connectTimeoutMs: number;
+}
+
+/** Spec 2025-11-25 basic/transports §backwards compatibility: these answers to the first POST mean "old server". */
+const LEGACY_STATUSES = new Set([400, 404, 405]);
+
+/**
+ * Streamable HTTP first, legacy HTTP+SSE if the first POST (the initialize request) is refused with 400, 404 or
+ * 405; the initialize request is then re-sent on the SSE transport. After that choice every call is delegated.
+ */
+export class AutoTransport implements UpstreamTransport {
+  onmessage?: (message: JsonRpcMessage, context: InboundContext) => void;
+  onerror?: (error: Error, context?: InboundContext) => void;
+  onclose?: () => void;
+
+  readonly #options: AutoTransportOptions;
+  readonly #dispatcher: Dispatcher;
+  readonly #ownsDispatcher: boolean;
+  #kind: 'http' | 'sse' | undefined;
+  #inner: UpstreamTransport;
+  /** Settles once the first send has chosen the transport; later sends wait for it. */
+  #choice: Promise<void> | undefined;
+  #protocolVersion: string | undefined;
+  #closing: Promise<void> | undefined;
+  #closeFired = false;
+
+  constructor(options: AutoTransportOptions) {
+    this.#options = options;
+    this.#ownsDispatcher = options.dispatcher === undefined;
+    this.#dispatcher = options.dispatcher ?? new Agent({ connect: { timeout: options.connectTimeoutMs } });
+    this.#inner = this.#adopt(new StreamableHttpTransport({ ...options, dispatcher: this.#dispatcher }));
+  }
+
+  /** Which transport the first send settled on; undefined until then. */
+  get kind(): 'http' | 'sse' | undefined {
+    return this.#kind;
+  }
+
+  get sessionId(): string | undefined {
+    return this.#inner.sessionId;
+  }
+
+  setProtocolVersion(version: string): void {
+    this.#protocolVersion = version;
+    this.#inner.setProtocolVersion?.(version);
+  }
+
+  start(): Promise<void> {
+    return this.#inner.start();
+  }
+
+  async send(message: JsonRpcMessage): Promise<void> {
+    if (this.#choice === undefined) {
+      this.#choice = this.#choose(message);
+      return this.#choice;
+    }
+    // A failed first send leaves the choice open to the next one (e.g. a retried initialize).
+    await this.#choice.catch(() => undefined);
+    if (this.#kind === undefined) {
+      this.#choice = undefined;
+      return this.send(message);
+    }
+    return this.#inner.send(message);
+  }
+
+  async close(): Promise<void> {
+    this.#closing ??= (async () => {
+      await this.#inner.close();
+      if (this.#ownsDispatcher) await this.#dispatcher.destroy().catch(() => undefined);
+      this.#fireClose();
+    })();
+    return this.#closing;
+  }
+
+  async #choose(first: JsonRpcMessage): Promise<void> {
+    try {
+      await this.#inner.send(first);
+      this.#kind = 'http';
+      return;
+    } catch (error) {
+      const status = GatewayError.is(error) && error.code === 'MCPGATE_ERR_UPSTREAM_HTTP' ? error.data?.status : undefined;
+      if (typeof status !== 'number' || !LEGACY_STATUSES.has(status)) throw error;
+      this.#options.logger.info({ server: this.#options.serverName, status }, 'upstream refused Streamable HTTP; trying HTTP+SSE');
+    }
+    const rejected = this.#inner;
+    rejected.onclose = undefined;
+    await rejected.close();
+    const legacy = this.#adopt(new SseTransport({ ...this.#options, dispatcher: this.#dispatcher }));
+    this.#inner = legacy;
+    try {
+      await legacy.start();
+    } catch (error) {
+      // Leave a fresh candidate behind so that a retried initialize starts the negotiation over.
+      legacy.onclose = undefined;
+      this.#inner = this.#adopt(new StreamableHttpTransport({ ...this.#options, dispatcher: this.#dispatcher }));
+      throw error;
+    }
+    this.#kind = 'sse';
+    await legacy.send(first);
+  }
+
+  /** Forwards the inner transport's callbacks to whatever handlers are set on this one at call time. */
+  #adopt<T extends UpstreamTransport>(inner: T): T {
+    inner.onmessage = (message, context) => this.onmessage?.(message, context);
+    inner.onerror = (error, context) => this.onerror?.(error, context);
+    inner.onclose = () => this.#fireClose();
+    if (this.#protocolVersion !== undefined) inner.setProtocolVersion?.(this.#protocolVersion);
+    return inner;
+  }
+
+  #fireClose(): void {
+    if (this.#closeFired) return;
+    this.#closeFired = true;
+    this.onclose?.();
+  }
+}

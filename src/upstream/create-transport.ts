@@ -1,0 +1,51 @@
+import type { Dispatcher } from 'undici';
+import type { ServerConfig } from '../config/schema.js';
+import type { Logger } from '../observability/logger.js';
+import { AutoTransport } from './auto-transport.js';
+import { SseTransport } from './sse-transport.js';
+import { StdioTransport } from './stdio-transport.js';
+import { StreamableHttpTransport } from './streamable-http-transport.js';
+import type { UpstreamTransport } from './transport.js';
+
+export interface CreateTransportDeps {
+  logger: Logger;
+  /** Largest single message accepted from the upstream (gateway.limits.maxUpstreamMessageBytes). */
+  maxMessageBytes: number;
+  /**
+   * The HTTP connection pool of this server's execution identity (DESIGN.md invariant 1); the caller owns it.
+   * Without one, each HTTP transport owns a private Agent.
+   */
+  dispatcher?: Dispatcher;
+  /** SIGTERM → SIGKILL grace for stdio children. Default 5000. */
+  killGraceMs?: number;
+}
+
+/** Builds the transport `config.transport` names. Nothing is opened until `start()`. */
+export function createTransport(serverName: string, config: ServerConfig, deps: CreateTransportDeps): UpstreamTransport {
+  const { logger, maxMessageBytes, dispatcher } = deps;
+  switch (config.transport) {
+    case 'stdio':
+      return new StdioTransport({
+        serverName,
+        command: config.command,
+        args: config.args,
+        env: config.env,
+        cwd: config.cwd,
+        logger,
+        maxMessageBytes,
+        killGraceMs: deps.killGraceMs,
+      });
+    case 'http':
+    case 'sse':
+    case 'auto': {
+      const options = { serverName, url: config.url, headers: config.headers, dispatcher, logger, maxMessageBytes, connectTimeoutMs: config.connectTimeoutMs };
+      if (config.transport === 'http') return new StreamableHttpTransport(options);
+      if (config.transport === 'sse') return new SseTransport(options);
+      return new AutoTransport(options);
+    }
+    default: {
+      const unknown: never = config;
+      throw new TypeError(`unknown upstream transport ${JSON.stringify((unknown as { transport?: unknown }).transport)}`);
+    }
+  }
+}

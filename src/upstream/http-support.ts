@@ -1,0 +1,172 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Readable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { request, type Dispatcher } from 'undici';
+import { GatewayError } from '../errors/gateway-error.js';
+import { toMessage, type JsonRpcMessage } from '../jsonrpc/message.js';
+import { SseEventTooLargeError, type SseParser } from './sse-parser.js';
+
+/**
+ * Helpers shared by the HTTP upstream transports (Streamable HTTP and legacy HTTP+SSE). Error messages name the
+ * server but never its URL: they may reach the client, and upstream addresses are internal.
+ */
+
+/** DELETE is a courtesy at close(): it must never hold shutdown up for long. */
+const DELETE_TIMEOUT_MS = 2_000;
+/** How much of an error body we read before dropping the connection's remainder. */
+const ERROR_BODY_DUMP_BYTES = 64 * 1024;
+
+/** Merges the configured static headers under the protocol headers, which always win. */
+export function buildHeaders(staticHeaders: Record<string, string>, protocol: Record<string, string | undefined>): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(staticHeaders)) headers[name.toLowerCase()] = value;
+  for (const [name, value] of Object.entries(protocol)) {
+    if (value !== undefined) headers[name.toLowerCase()] = value;
+  }
+  return headers;
+}
+
+export function headerValue(headers: IncomingHttpHeaders, name: string): string | undefined {
+  const value = headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/** The media type essence of a Content-Type header (`text/event-stream; charset=utf-8` → `text/event-stream`). */
+export function mediaTypeOf(headers: IncomingHttpHeaders): string {
+  return (headerValue(headers, 'content-type') ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
+}
+
+export function isAbortError(error: unknown): boolean {
+  return error instanceof Error && (error.name === 'AbortError' || (error as { code?: unknown }).code === 'UND_ERR_ABORTED');
+}
+
+export function unavailableError(server: string, cause: unknown): GatewayError {
+  const code = (cause as { code?: unknown } | undefined)?.code;
+  const reason = typeof code === 'string' ? ` (${code})` : '';
+  return new GatewayError('MCPGATE_ERR_UPSTREAM_UNAVAILABLE', `upstream "${server}" is unavailable${reason}`, {
+    data: { server },
+    cause,
+  });
+}
+
+/** An upstream 4xx/5xx. `data.status` lets callers tell 401 from 403 (DESIGN.md invariant 6). */
+export function httpStatusError(server: string, status: number): GatewayError {
+  return new GatewayError('MCPGATE_ERR_UPSTREAM_HTTP', `upstream "${server}" answered HTTP ${status}`, {
+    data: { server, status },
+    httpStatus: status >= 400 && status <= 599 ? status : 502,
+  });
+}
+
+export function protocolError(server: string, reason: string): GatewayError {
+  return new GatewayError('MCPGATE_ERR_UPSTREAM_PROTOCOL', `upstream "${server}" broke the protocol: ${reason}`, {
+    data: { server },
+  });
+}
+
+export function tooLargeError(server: string, limit: number): GatewayError {
+  return new GatewayError('MCPGATE_ERR_UPSTREAM_RESPONSE_TOO_LARGE', `upstream "${server}" sent a message larger than ${limit} bytes`, {
+    data: { server, limit },
+  });
+}
+
+export function closedError(server: string, reason: string): GatewayError {
+  return new GatewayError('MCPGATE_ERR_UPSTREAM_CLOSED', `upstream "${server}" ${reason}`, { data: { server } });
+}
+
+/** Drains a body we do not need, bounded, swallowing errors (the connection is then reusable or dropped). */
+export async function discardBody(body: Readable & { dump(opts?: { limit: number }): Promise<void> }): Promise<void> {
+  try {
+    await body.dump({ limit: ERROR_BODY_DUMP_BYTES });
+  } catch {
+    // The body is gone either way.
+  }
+}
+
+/** Drops a body we refuse to read; undici then emits an abort error that nobody else would listen to. */
+export function abortBody(body: Readable): void {
+  body.on('error', () => undefined);
+  body.destroy();
+}
+
+/** Reads a whole JSON body, refusing more than `limit` bytes (declared or observed) before buffering it. */
+export async function readJsonBody(server: string, body: Readable, headers: IncomingHttpHeaders, limit: number): Promise<unknown> {
+  const declared = Number(headerValue(headers, 'content-length'));
+  if (Number.isFinite(declared) && declared > limit) {
+    abortBody(body);
+    throw tooLargeError(server, limit);
+  }
+  const chunks: Buffer[] = [];
+  let total = 0;
+  for await (const chunk of body as AsyncIterable<Buffer>) {
+    total += chunk.length;
+    if (total > limit) {
+      abortBody(body);
+      throw tooLargeError(server, limit);
+    }
+    chunks.push(chunk);
+  }
+  const text = Buffer.concat(chunks, total).toString('utf8');
+  if (text.trim() === '') return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    throw protocolError(server, 'response body is not valid JSON');
+  }
+}
+
+/** Checks one decoded value (or a batch array) and returns the messages it holds. */
+export function toMessages(server: string, value: unknown): JsonRpcMessage[] {
+  const values = Array.isArray(value) ? value : [value];
+  return values.map((item) => {
+    const message = toMessage(item);
+    if (typeof message === 'string') throw protocolError(server, message);
+    return message;
+  });
+}
+
+/** Decodes the data of one SSE `message` event. */
+export function parseEventData(server: string, data: string): JsonRpcMessage[] {
+  let value: unknown;
+  try {
+    value = JSON.parse(data) as unknown;
+  } catch {
+    throw protocolError(server, 'an SSE message event is not valid JSON');
+  }
+  return toMessages(server, value);
+}
+
+/**
+ * Pumps an SSE body through `parser`, calling `onEvent` for each event as it arrives (never buffering the
+ * stream). Resolves when the body ends; rejects with the body's error, or with RESPONSE_TOO_LARGE after
+ * destroying the body.
+ */
+export async function pumpSse(server: string, body: Readable, parser: SseParser): Promise<void> {
+  try {
+    for await (const chunk of body as AsyncIterable<Buffer>) parser.feed(chunk);
+  } catch (error) {
+    if (error instanceof SseEventTooLargeError) {
+      abortBody(body);
+      throw tooLargeError(server, error.limit);
+    }
+    throw error;
+  }
+}
+
+/** Waits `ms`, unless `signal` aborts first; resolves false then. */
+export async function pause(ms: number, signal: AbortSignal): Promise<boolean> {
+  try {
+    await sleep(ms, undefined, { signal });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Ends a Streamable HTTP session (spec §session management). A 405 means the server does not let clients end
+ * sessions, which is fine; any answer is drained and ignored. Rejects only on network errors or the timeout.
+ */
+export async function deleteSession(url: URL, headers: Record<string, string>, dispatcher: Dispatcher): Promise<void> {
+  const response = await request(url, { method: 'DELETE', headers, dispatcher, signal: AbortSignal.timeout(DELETE_TIMEOUT_MS) });
+  await discardBody(response.body);
+}

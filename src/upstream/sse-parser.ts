@@ -1,0 +1,146 @@
+/** One dispatched server-sent event (WHATWG HTML §9.2.6). `event` defaults to `message`. */
+export interface SseEvent {
+  event: string;
+  data: string;
+  id: string | undefined;
+}
+
+export interface SseParserOptions {
+  /** Largest event accepted: the bytes of its data lines plus any unterminated line. */
+  maxEventBytes: number;
+  onEvent: (event: SseEvent) => void;
+}
+
+/** Thrown by {@link SseParser.feed} when one event grows beyond `maxEventBytes`. */
+export class SseEventTooLargeError extends Error {
+  constructor(readonly limit: number) {
+    super(`server-sent event larger than ${limit} bytes`);
+    this.name = 'SseEventTooLargeError';
+  }
+}
+
+const LF = 0x0a;
+const CR = 0x0d;
+
+/**
+ * Incremental `text/event-stream` parser working on raw bytes, so the size bound is in bytes and multi-byte
+ * characters split across chunks decode correctly (CR and LF never occur inside a UTF-8 sequence).
+ * Our own rather than eventsource-parser because that one bounds characters, not bytes.
+ */
+export class SseParser {
+  /** The last `id` field seen; kept across events for `Last-Event-ID` (it survives events with no data). */
+  lastEventId: string | undefined;
+  /** The last valid `retry` field, in milliseconds. */
+  retryMs: number | undefined;
+
+  readonly #options: SseParserOptions;
+  #partial: Buffer[] = [];
+  #partialBytes = 0;
+  #afterCr = false;
+  #atStart = true;
+  #data: string[] = [];
+  #dataBytes = 0;
+  #eventType = '';
+  #eventId: string | undefined;
+
+  constructor(options: SseParserOptions) {
+    this.#options = options;
+  }
+
+  /** Feeds one chunk; dispatches every event it completes. Throws {@link SseEventTooLargeError}. */
+  feed(chunk: Uint8Array): void {
+    let start = 0;
+    for (let i = 0; i < chunk.length; i += 1) {
+      const byte = chunk[i];
+      if (byte !== LF && byte !== CR) continue;
+      // A CRLF split across two chunks: the LF was already accounted for by the CR.
+      if (byte === LF && this.#afterCr && i === start && this.#partialBytes === 0) {
+        this.#afterCr = false;
+        start = i + 1;
+        continue;
+      }
+      this.#pushPartial(chunk.subarray(start, i));
+      this.#takeLine();
+      if (byte === CR && chunk[i + 1] === LF) i += 1;
+      this.#afterCr = byte === CR && i + 1 >= chunk.length;
+      start = i + 1;
+    }
+    if (start < chunk.length) {
+      this.#afterCr = false;
+      this.#pushPartial(chunk.subarray(start));
+    }
+  }
+
+  /** Forgets a half-received event before reading a new stream; keeps `lastEventId` and `retryMs`. */
+  reset(): void {
+    this.#partial = [];
+    this.#partialBytes = 0;
+    this.#afterCr = false;
+    this.#atStart = true;
+    this.#data = [];
+    this.#dataBytes = 0;
+    this.#eventType = '';
+    this.#eventId = undefined;
+  }
+
+  #pushPartial(bytes: Uint8Array): void {
+    if (bytes.length === 0) return;
+    this.#partial.push(Buffer.from(bytes));
+    this.#partialBytes += bytes.length;
+    if (this.#partialBytes + this.#dataBytes > this.#options.maxEventBytes) {
+      throw new SseEventTooLargeError(this.#options.maxEventBytes);
+    }
+  }
+
+  #takeLine(): void {
+    let line = Buffer.concat(this.#partial, this.#partialBytes).toString('utf8');
+    this.#partial = [];
+    this.#partialBytes = 0;
+    if (this.#atStart) {
+      this.#atStart = false;
+      if (line.charCodeAt(0) === 0xfeff) line = line.slice(1);
+    }
+    if (line === '') {
+      this.#dispatch();
+      return;
+    }
+    if (line.startsWith(':')) return;
+    const colon = line.indexOf(':');
+    const field = colon === -1 ? line : line.slice(0, colon);
+    let value = colon === -1 ? '' : line.slice(colon + 1);
+    if (value.startsWith(' ')) value = value.slice(1);
+    switch (field) {
+      case 'event':
+        this.#eventType = value;
+        break;
+      case 'data':
+        this.#data.push(value);
+        this.#dataBytes += Buffer.byteLength(value) + 1;
+        break;
+      case 'id':
+        if (!value.includes('\0')) {
+          this.lastEventId = value;
+          this.#eventId = value;
+        }
+        break;
+      case 'retry':
+        if (/^\d+$/.test(value)) this.retryMs = Number(value);
+        break;
+      default:
+        break;
+    }
+  }
+
+  #dispatch(): void {
+    const data = this.#data;
+    const event = this.#eventType === '' ? 'message' : this.#eventType;
+    const id = this.#eventId;
+    this.#data = [];
+    this.#dataBytes = 0;
+    this.#eventType = '';
+    this.#eventId = undefined;
+    // Per the HTML spec an event with no data line is not dispatched (its id still counts, see lastEventId).
+    if (data.length === 0) return;
+    this.#options.onEvent({ event, data: data.join('\n'), id });
+  }
+}

@@ -1,0 +1,298 @@
+import type { Readable } from 'node:stream';
+import { Agent, request, type Dispatcher } from 'undici';
+import { GatewayError } from '../errors/gateway-error.js';
+import { isNotification, isRequest, isResponse, type JsonRpcId, type JsonRpcMessage } from '../jsonrpc/message.js';
+import type { Logger } from '../observability/logger.js';
+import { SseParser, type SseEvent } from './sse-parser.js';
+import type { InboundContext, UpstreamTransport } from './transport.js';
+import { buildHeaders, closedError, deleteSession, discardBody, headerValue, httpStatusError, mediaTypeOf } from './http-support.js';
+import { parseEventData, pause, protocolError, pumpSse, readJsonBody, toMessages, unavailableError } from './http-support.js';
+
+export interface StreamableHttpTransportOptions {
+  serverName: string;
+  url: string | URL;
+  /** Extra static headers (e.g. upstream credentials). Protocol headers always override them. */
+  headers?: Record<string, string>;
+  /** Connection pool to use; the caller keeps ownership. By default the transport owns a new Agent. */
+  dispatcher?: Dispatcher;
+  logger: Logger;
+  /** Largest JSON body or SSE event accepted from the upstream. */
+  maxMessageBytes: number;
+  /** TCP/TLS connect timeout of the default Agent (ignored when a dispatcher is given). */
+  connectTimeoutMs: number;
+}
+
+/** SEP-1699: reconnections tried for one request's stream without any new event before giving up. */
+const RESUME_ATTEMPTS = 3;
+const DEFAULT_RETRY_MS = 1_000;
+/** A hostile or confused server must not park a request for hours with a huge `retry`. */
+const MAX_RETRY_MS = 10_000;
+const STANDALONE_MAX_FAILURES = 5;
+const STANDALONE_MAX_BACKOFF_MS = 30_000;
+
+type StreamOpen = Readable | 'unsupported' | 'failed';
+
+/**
+ * Client side of the Streamable HTTP transport (spec 2025-11-25, basic/transports §Streamable HTTP), with
+ * SEP-1699 stream resumption. Every message is a POST; responses come back as JSON or as an SSE stream whose
+ * messages are delivered with the POSTed request's id as `relatedRequestId`. After `notifications/initialized`
+ * a standalone GET stream carries unrelated server messages.
+ */
+export class StreamableHttpTransport implements UpstreamTransport {
+  onmessage?: (message: JsonRpcMessage, context: InboundContext) => void;
+  onerror?: (error: Error, context?: InboundContext) => void;
+  onclose?: () => void;
+
+  readonly #server: string;
+  readonly #url: URL;
+  readonly #headers: Record<string, string>;
+  readonly #dispatcher: Dispatcher;
+  readonly #ownsDispatcher: boolean;
+  readonly #logger: Logger;
+  readonly #maxBytes: number;
+  readonly #lifetime = new AbortController();
+  #sessionId: string | undefined;
+  #protocolVersion: string | undefined;
+  #closing: Promise<void> | undefined;
+  #standaloneOpened = false;
+
+  constructor(options: StreamableHttpTransportOptions) {
+    if (!Number.isInteger(options.maxMessageBytes) || options.maxMessageBytes <= 0) {
+      throw new TypeError('StreamableHttpTransport: maxMessageBytes must be a positive integer');
+    }
+    this.#server = options.serverName;
+    this.#url = new URL(options.url);
+    this.#headers = options.headers ?? {};
+    this.#ownsDispatcher = options.dispatcher === undefined;
+    this.#dispatcher = options.dispatcher ?? new Agent({ connect: { timeout: options.connectTimeoutMs } });
+    this.#logger = options.logger;
+    this.#maxBytes = options.maxMessageBytes;
+  }
+
+  get sessionId(): string | undefined {
+    return this.#sessionId;
+  }
+
+  setProtocolVersion(version: string): void {
+    this.#protocolVersion = version;
+  }
+
+  /** Nothing to open before the first POST: the initialize request is what reaches the server first. */
+  async start(): Promise<void> {
+    if (this.#closing) throw closedError(this.#server, 'transport is closed');
+  }
+
+  async send(message: JsonRpcMessage): Promise<void> {
+    if (this.#closing) throw closedError(this.#server, 'transport is closed');
+    const requestId = isRequest(message) ? message.id : undefined;
+    const accept = 'application/json, text/event-stream';
+    const { statusCode, headers, body } = await this.#request('POST', { accept, 'content-type': 'application/json' }, JSON.stringify(message));
+    // Spec §session management: 404 to a request carrying a session id means the session is gone for good.
+    if (statusCode === 404 && this.#sessionId !== undefined) {
+      await discardBody(body);
+      void this.#shutdown(false);
+      throw closedError(this.#server, 'session expired');
+    }
+    if (statusCode < 200 || statusCode >= 300) {
+      await discardBody(body);
+      this.#logger.debug({ server: this.#server, status: statusCode }, 'upstream POST refused');
+      throw httpStatusError(this.#server, statusCode);
+    }
+    this.#sessionId ??= headerValue(headers, 'mcp-session-id') || undefined;
+    if (isNotification(message) && message.method === 'notifications/initialized') this.#openStandaloneStream();
+
+    const mediaType = mediaTypeOf(headers);
+    if (statusCode === 202 || (requestId === undefined && mediaType !== 'text/event-stream')) {
+      await discardBody(body);
+    } else if (mediaType === 'text/event-stream') {
+      void this.#consumeRequestStream(body, requestId);
+    } else if (mediaType === 'application/json') {
+      const value = await this.#guard(readJsonBody(this.#server, body, headers, this.#maxBytes));
+      for (const inbound of toMessages(this.#server, value)) this.#deliver(inbound, requestId);
+    } else {
+      await discardBody(body);
+      throw protocolError(this.#server, `unexpected content type "${mediaType}" for a request`);
+    }
+  }
+
+  /** Aborts every body and the GET stream, ends the upstream session with DELETE, then fires onclose once. */
+  close(): Promise<void> {
+    return this.#shutdown(true);
+  }
+
+  #shutdown(endSession: boolean): Promise<void> {
+    this.#closing ??= (async () => {
+      this.#lifetime.abort();
+      if (endSession && this.#sessionId !== undefined) {
+        const headers = buildHeaders(this.#headers, { 'mcp-session-id': this.#sessionId, 'mcp-protocol-version': this.#protocolVersion });
+        await deleteSession(this.#url, headers, this.#dispatcher).catch((error: unknown) =>
+          this.#logger.debug({ server: this.#server, err: error }, 'upstream session DELETE failed'),
+        );
+      }
+      if (this.#ownsDispatcher) await this.#dispatcher.destroy().catch(() => undefined);
+      this.onclose?.();
+    })();
+    return this.#closing;
+  }
+
+  async #request(method: 'GET' | 'POST', extra: Record<string, string | undefined>, body?: string): Promise<Dispatcher.ResponseData> {
+    const headers = buildHeaders(this.#headers, {
+      ...extra,
+      'mcp-session-id': this.#sessionId,
+      'mcp-protocol-version': this.#protocolVersion,
+    });
+    try {
+      // No body timeout: SSE streams may legitimately idle for as long as a tool runs; close() aborts them.
+      return await request(this.#url, { method, headers, body, dispatcher: this.#dispatcher, signal: this.#lifetime.signal, bodyTimeout: 0 });
+    } catch (error) {
+      if (this.#closing) throw closedError(this.#server, 'transport is closed');
+      throw unavailableError(this.#server, error);
+    }
+  }
+
+  /** Maps low-level body errors: an abort by close() to UPSTREAM_CLOSED, a connection lost mid-body to UNAVAILABLE. */
+  async #guard<T>(work: Promise<T>): Promise<T> {
+    try {
+      return await work;
+    } catch (error) {
+      if (GatewayError.is(error)) throw error;
+      throw this.#closing ? closedError(this.#server, 'transport is closed') : unavailableError(this.#server, error);
+    }
+  }
+
+  #deliver(message: JsonRpcMessage, relatedRequestId: JsonRpcId | undefined): void {
+    try {
+      this.onmessage?.(message, relatedRequestId === undefined ? {} : { relatedRequestId });
+    } catch (error) {
+      // A throwing handler is a caller bug; it must not look like a broken upstream stream.
+      this.#logger.error({ server: this.#server, err: error }, 'upstream message handler threw');
+    }
+  }
+
+  #report(error: Error, relatedRequestId: JsonRpcId | undefined): void {
+    this.onerror?.(error, relatedRequestId === undefined ? {} : { relatedRequestId });
+  }
+
+  /** Delivers one SSE event; a malformed one is reported and skipped so that the stream stays usable. */
+  #handleEvent(event: SseEvent, relatedRequestId: JsonRpcId | undefined, onResponse: () => void): void {
+    // Priming events (SEP-1699) carry only an id and empty data.
+    if (event.event !== 'message' || event.data === '') return;
+    let messages: JsonRpcMessage[];
+    try {
+      messages = parseEventData(this.#server, event.data);
+    } catch (error) {
+      this.#report(error as Error, relatedRequestId);
+      return;
+    }
+    for (const message of messages) {
+      if (relatedRequestId !== undefined && isResponse(message) && message.id === relatedRequestId) onResponse();
+      this.#deliver(message, relatedRequestId);
+    }
+  }
+
+  /**
+   * Reads the SSE stream of one POST. If it ends before the request's response and an event id was seen,
+   * resumes it with GET + Last-Event-ID after the server's `retry` delay (SEP-1699).
+   */
+  async #consumeRequestStream(first: Readable, requestId: JsonRpcId | undefined): Promise<void> {
+    let answered = false;
+    const parser = new SseParser({
+      maxEventBytes: this.#maxBytes,
+      onEvent: (event) => this.#handleEvent(event, requestId, () => (answered = true)),
+    });
+    let body: Readable | undefined = first;
+    let failures = 0;
+    for (;;) {
+      if (body !== undefined) {
+        const idBefore = parser.lastEventId;
+        const dropped = await pumpSse(this.#server, body, parser).then(() => undefined, (error: unknown) => error);
+        if (this.#closing) return;
+        if (GatewayError.is(dropped) && dropped.code === 'MCPGATE_ERR_UPSTREAM_RESPONSE_TOO_LARGE') {
+          this.#report(dropped, requestId);
+          return;
+        }
+        if (answered || requestId === undefined) return;
+        if (parser.lastEventId === undefined) {
+          this.#report(closedError(this.#server, 'ended a response stream before the response'), requestId);
+          return;
+        }
+        failures = parser.lastEventId === idBefore ? failures + 1 : 0;
+      }
+      if (failures >= RESUME_ATTEMPTS) {
+        this.#report(closedError(this.#server, `dropped a response stream that could not be resumed (${RESUME_ATTEMPTS} attempts)`), requestId);
+        return;
+      }
+      const delay = Math.min(parser.retryMs ?? DEFAULT_RETRY_MS, MAX_RETRY_MS);
+      if (!(await pause(delay, this.#lifetime.signal))) return;
+      this.#logger.debug({ server: this.#server, lastEventId: parser.lastEventId }, 'resuming upstream response stream');
+      const opened = await this.#openStream(parser.lastEventId);
+      if (this.#closing) return;
+      if (opened === 'unsupported') {
+        this.#report(closedError(this.#server, 'dropped a response stream and does not support resuming it'), requestId);
+        return;
+      }
+      parser.reset();
+      body = opened === 'failed' ? undefined : opened;
+      if (body === undefined) failures += 1;
+    }
+  }
+
+  #openStandaloneStream(): void {
+    if (this.#standaloneOpened) return;
+    this.#standaloneOpened = true;
+    void this.#runStandaloneStream();
+  }
+
+  /** The standalone GET stream (spec §listening for messages): reconnected with bounded backoff while open. */
+  async #runStandaloneStream(): Promise<void> {
+    let events = 0;
+    const parser = new SseParser({
+      maxEventBytes: this.#maxBytes,
+      onEvent: (event) => {
+        events += 1;
+        this.#handleEvent(event, undefined, () => undefined);
+      },
+    });
+    let failures = 0;
+    while (!this.#closing) {
+      const opened = await this.#openStream(parser.lastEventId);
+      if (this.#closing || opened === 'unsupported') return;
+      if (opened === 'failed') {
+        failures += 1;
+      } else {
+        const before = events;
+        parser.reset();
+        const dropped = await pumpSse(this.#server, opened, parser).then(() => undefined, (error: unknown) => error);
+        if (this.#closing) return;
+        if (GatewayError.is(dropped)) this.#report(dropped, undefined);
+        failures = events > before ? 0 : failures + 1;
+      }
+      if (failures >= STANDALONE_MAX_FAILURES) {
+        this.#report(closedError(this.#server, `dropped its GET stream (${failures} reconnections failed)`), undefined);
+        return;
+      }
+      const base = Math.min(parser.retryMs ?? DEFAULT_RETRY_MS, MAX_RETRY_MS);
+      if (!(await pause(Math.min(base * 2 ** failures, STANDALONE_MAX_BACKOFF_MS), this.#lifetime.signal))) return;
+    }
+  }
+
+  /**
+   * Opens a GET SSE stream. 405 (and 404, which POST-only servers built on common routers answer) means the
+   * server offers none; a session that really expired is detected by the next POST instead.
+   */
+  async #openStream(lastEventId: string | undefined): Promise<StreamOpen> {
+    let response: Dispatcher.ResponseData;
+    try {
+      response = await this.#request('GET', { accept: 'text/event-stream', 'last-event-id': lastEventId });
+    } catch (error) {
+      this.#logger.debug({ server: this.#server, err: error }, 'upstream GET stream failed to open');
+      return 'failed';
+    }
+    const { statusCode, headers, body } = response;
+    if (statusCode >= 200 && statusCode < 300 && mediaTypeOf(headers) === 'text/event-stream') return body;
+    await discardBody(body);
+    if (statusCode === 405 || statusCode === 404) return 'unsupported';
+    this.#logger.debug({ server: this.#server, status: statusCode }, 'upstream GET stream refused');
+    return 'failed';
+  }
+}
