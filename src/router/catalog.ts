@@ -53,6 +53,7 @@ export class CatalogView {
   private readonly pages = new Map<string, Page>();
   private readonly fetching = new Map<string, Promise<Page | undefined>>();
   private readonly owners = new Map<ListKind, Map<string, string[]>>();
+  private readonly nameIndex = new Map<string, { page: Page; names: Set<string> }>();
 
   constructor(options: CatalogOptions) {
     this.options = options;
@@ -129,9 +130,9 @@ export class CatalogView {
     const filter = this.options.filters.get(server);
     const name = filter === undefined ? local : filter.upstreamName(local);
     if (name === undefined || (filter !== undefined && !filter.permits(name))) return undefined;
-    const listed = this.cachedItems('tools', server);
+    const listed = this.toolNames(server);
     // Before any listing the name cannot be checked against the upstream: the upstream answers for it.
-    if (listed.length > 0 && !listed.some((tool) => tool.name === name)) return undefined;
+    if (listed !== undefined && !listed.has(name)) return undefined;
     return name;
   }
 
@@ -205,6 +206,27 @@ export class CatalogView {
       if (page !== undefined && page.expires <= now) return false;
     }
     return true;
+  }
+
+  /** The upstream names of `server`'s cached tools, indexed once per cached list (the call hot path asks). */
+  private toolNames(server: string): Set<string> | undefined {
+    const first = this.pages.get(pageKey(server, 'tools', undefined));
+    if (first === undefined) return undefined;
+    const known = this.nameIndex.get(server);
+    if (known !== undefined && known.page === first) return known.names;
+    const names = new Set<string>();
+    let page: Page | undefined = first;
+    // Bounded like fetchAll: an upstream whose cursors loop must not spin the gateway.
+    for (let guard = 0; page !== undefined && guard < 1000; guard++) {
+      for (const tool of page.items) if (typeof tool.name === 'string') names.add(tool.name);
+      if (page.nextCursor === undefined) {
+        this.nameIndex.set(server, { page: first, names });
+        return names;
+      }
+      page = this.pages.get(pageKey(server, 'tools', page.nextCursor));
+    }
+    // Some pages were never fetched: the gateway cannot tell, so the upstream decides.
+    return undefined;
   }
 
   private cachedItems(kind: ListKind, server: string): JsonObject[] {

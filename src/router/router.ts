@@ -238,6 +238,8 @@ export class Router {
   }
 
   private client(session: DownstreamSession, server: string): Promise<UpstreamClient<CallContext>> {
+    const open = this.options.registry.peek(server, session.id);
+    if (open !== undefined) return Promise.resolve(open);
     const shared = this.options.sharedServers.has(server);
     return this.options.registry.acquire(server, {
       key: session.id,
@@ -265,7 +267,7 @@ export class Router {
   }
 
   private view(session: DownstreamSession): CatalogView {
-    const signature = capabilitySignature(session.clientCapabilities);
+    const signature = (session.capabilitySignature ??= capabilitySignature(session.clientCapabilities));
     let view = this.views.get(signature);
     if (view === undefined) {
       view = new CatalogView({

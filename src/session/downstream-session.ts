@@ -42,6 +42,8 @@ export class DownstreamSession {
   closed = false;
   /** The level the client asked for with logging/setLevel, replayed to upstreams opened later. */
   logLevel: string | undefined;
+  /** Memo of the router's catalogue key for these client capabilities. */
+  capabilitySignature: string | undefined;
   channel: SessionChannel | undefined;
   /** Downstream request id → the controller that cancels its upstream work. */
   readonly inflight = new Map<JsonRpcId, AbortController>();
