@@ -6,7 +6,7 @@ import type { Logger } from '../observability/logger.js';
 import type { Router } from '../router/router.js';
 import type { DownstreamSession } from '../session/downstream-session.js';
 import type { SessionManager } from '../session/session-manager.js';
-import { accepts, decodeBody, headerValue, isJsonContentType } from './http-helpers.js';
+import { accepts, decodeBody, headerValue, isJsonContentType, sendError } from './http-helpers.js';
 import { PostResponder } from './post-responder.js';
 import { readBody } from './read-body.js';
 import { SseStream } from './sse-stream.js';
@@ -89,7 +89,17 @@ export class StreamableHttpEndpoint {
   }
 
   private initialize(message: JsonRpcRequest, response: ServerResponse): void {
-    const { session, response: answer } = this.options.router.initialize(message, 'streamable-http');
+    let opened: ReturnType<Router['initialize']>;
+    try {
+      opened = this.options.router.initialize(message, 'streamable-http');
+    } catch (error) {
+      // JSON-RPC 2.0 §5: an error answer carries the request's id whenever it could be read, as it can here;
+      // left to the listener's catch-all it would go out with id null.
+      if (!GatewayError.is(error)) throw error;
+      sendError(response, error, message.id);
+      return;
+    }
+    const { session, response: answer } = opened;
     const body = JSON.stringify(answer);
     response.writeHead(200, {
       'Content-Type': 'application/json',

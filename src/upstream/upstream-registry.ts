@@ -52,6 +52,8 @@ export class UpstreamRegistry<C> {
   private readonly options: UpstreamRegistryOptions;
   private readonly entries = new Map<string, Entry<C>>();
   private readonly status = new Map<string, ServerStatus>();
+  /** Closes started by release() and not yet finished: closeAll() must wait for them too. */
+  private readonly closing = new Set<Promise<void>>();
   readonly serverNames: readonly string[];
 
   constructor(options: UpstreamRegistryOptions) {
@@ -105,7 +107,9 @@ export class UpstreamRegistry<C> {
     for (const [key, entry] of this.entries) {
       if (!key.endsWith(suffix)) continue;
       this.entries.delete(key);
-      void entry.promise.then((client) => client.close(), () => undefined);
+      const closing = entry.promise.then((client) => client.close(), () => undefined);
+      this.closing.add(closing);
+      void closing.finally(() => this.closing.delete(closing));
     }
   }
 
@@ -113,10 +117,15 @@ export class UpstreamRegistry<C> {
     return Object.fromEntries(this.status);
   }
 
+  /**
+   * Closes every upstream session and resolves once all are closed, including those release() already began
+   * closing: on shutdown, sessions are released first, and a stdio child still inside its TERM→KILL grace
+   * period would otherwise outlive the gateway (DESIGN.md invariant 8).
+   */
   async closeAll(): Promise<void> {
     const entries = [...this.entries.values()];
     this.entries.clear();
-    await Promise.all(entries.map((entry) => entry.promise.then((client) => client.close(), () => undefined)));
+    await Promise.all([...entries.map((entry) => entry.promise.then((client) => client.close(), () => undefined)), ...this.closing]);
   }
 
   private async open(server: string, config: ServerConfig, key: string, binding: Binding<C>, entry: Entry<C>): Promise<UpstreamClient<C>> {
