@@ -91,13 +91,18 @@ export class Router {
     return { session, response };
   }
 
-  /** Answers one request of an initialized session. Never throws: failures become JSON-RPC errors. */
-  async handleRequest(session: DownstreamSession, request: JsonRpcRequest, stream: RequestStream | undefined): Promise<JsonRpcResponse> {
+  /**
+   * Answers one request of an initialized session. Never throws: failures become JSON-RPC errors. Resolves
+   * with undefined when the client cancelled the request, which then gets no answer (spec 2025-11-25,
+   * utilities/cancellation).
+   */
+  async handleRequest(session: DownstreamSession, request: JsonRpcRequest, stream: RequestStream | undefined): Promise<JsonRpcResponse | undefined> {
     const controller = new AbortController();
     session.inflight.set(request.id, controller);
     try {
       return await this.dispatch(session, request, { session, stream }, controller.signal);
     } catch (error) {
+      if (controller.signal.aborted && GatewayError.is(error) && error.code === 'MCPGATE_ERR_CANCELLED') return undefined;
       if (!GatewayError.is(error)) this.options.logger.error({ err: error, method: request.method }, 'request failed');
       return toJsonRpcError(request.id, error);
     } finally {

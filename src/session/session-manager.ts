@@ -65,11 +65,14 @@ export class SessionManager {
     return this.sessions.values();
   }
 
-  /** Ends sessions idle for longer than the timeout. A session with calls in flight is not idle. */
+  /**
+   * Ends sessions idle for longer than the timeout. A session with calls in flight, or with a stream open to
+   * its client (a GET stream, a legacy SSE stream), is in use and not idle.
+   */
   reap(): void {
     const cutoff = this.now() - this.options.idleTimeoutMs;
     for (const session of this.sessions.values()) {
-      if (session.lastSeen < cutoff && session.inflight.size === 0) {
+      if (session.lastSeen < cutoff && session.inflight.size === 0 && session.channel === undefined) {
         this.options.logger.info({ session: session.id }, 'session expired');
         this.delete(session.id);
       }

@@ -98,7 +98,8 @@ export class LegacySseEndpoint {
     session.lastSeen = Date.now();
     if (isRequest(message)) {
       const requestStream: RequestStream = { send: (outbound) => stream.send(outbound) };
-      stream.send(await router.handleRequest(session, message, requestStream));
+      const response = await router.handleRequest(session, message, requestStream);
+      if (response !== undefined) stream.send(response);
     } else if (isNotification(message)) {
       router.handleNotification(session, message);
     } else {

@@ -39,16 +39,22 @@ export class PostResponder implements RequestStream {
     return this.sse.send(message);
   }
 
-  complete(response: JsonRpcResponse): void {
+  /** Records one request's answer; undefined means it was cancelled and gets none. */
+  complete(response: JsonRpcResponse | undefined): void {
     if (this.remaining === 0) return;
     this.remaining -= 1;
     if (this.sse !== undefined) {
-      this.sse.send(response);
+      if (response !== undefined) this.sse.send(response);
       if (this.remaining === 0) this.sse.end();
       return;
     }
-    this.buffered.push(response);
+    if (response !== undefined) this.buffered.push(response);
     if (this.remaining > 0 || this.response.destroyed) return;
+    if (this.buffered.length === 0) {
+      // Everything in this POST was cancelled: an SSE stream that ends without a response says so.
+      new SseStream(this.response, this.headers).end();
+      return;
+    }
     const body = JSON.stringify(this.batch ? this.buffered : this.buffered[0]);
     // Issue 3: the gateway reports its own share of the latency; concurrent upstream waits in a batch overlap,
     // so the gateway share is clamped at zero rather than going negative.

@@ -82,7 +82,10 @@ export class StdioServer {
       if (isRequest(message)) this.write(makeError(message.id, RpcCode.InvalidRequest, 'Session not initialized'));
       return;
     }
-    if (isRequest(message)) this.write(await router.handleRequest(session, message, this.stream));
+    if (isRequest(message)) {
+      const response = await router.handleRequest(session, message, this.stream);
+      if (response !== undefined) this.write(response);
+    }
     else if (isNotification(message)) router.handleNotification(session, message);
     else router.handleResponse(session, message);
   }

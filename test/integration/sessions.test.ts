@@ -144,4 +144,40 @@ describe('session lifecycle', () => {
     const fresh = await rawSession(capped.url, VERSION);
     assert.equal((await ping(fresh)).status, 200);
   });
+
+  it('a session holding a GET stream open is in use and does not expire; once the stream closes it does', async () => {
+    const idleGateway = await startGateway({ gateway: { limits: { sessionIdleTimeoutMs: 600 } }, servers: { c: stdioFixture('c') } }, { name: 'streaming' });
+    const sessionId = await rawSession(idleGateway.url, VERSION);
+    const stream = await openGetStream(idleGateway.url, sessionId);
+    assert.equal(stream.status, 200);
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    const ping = () => raw(idleGateway.url, { headers: mcpHeaders(sessionId, VERSION), body: JSON.stringify({ jsonrpc: '2.0', id: 'p', method: 'ping' }) });
+    assert.equal((await ping()).status, 200, 'a session with an open GET stream must not be reaped');
+    stream.close();
+    // A ping counts as activity, so wait past the idle timeout (and a reaper tick) before asking once.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    assert.equal((await ping()).status, 404, 'the session must expire once its stream is gone');
+  });
+
+  it('a request the client cancels gets no answer (the POST stream ends without one)', async () => {
+    const sessionId = await rawSession(gateway.url, VERSION);
+    const pending = raw(gateway.url, {
+      headers: mcpHeaders(sessionId, VERSION),
+      body: JSON.stringify({ jsonrpc: '2.0', id: 'doomed', method: 'tools/call', params: { name: 'a__hang', arguments: {} } }),
+    });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const cancel = await raw(gateway.url, {
+      headers: mcpHeaders(sessionId, VERSION),
+      body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'doomed', reason: 'user' } }),
+    });
+    assert.equal(cancel.status, 202);
+    const answer = await pending;
+    assert.equal(answer.status, 200);
+    assert.match(String(answer.headers['content-type']), /text\/event-stream/);
+    assert.deepEqual(
+      sseMessages(answer.body).filter((message) => message.id === 'doomed'),
+      [],
+      `a cancelled request must not be answered: ${answer.body}`,
+    );
+  });
 });
