@@ -1,21 +1,12 @@
 import { Agent, type Dispatcher } from 'undici';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { JsonRpcMessage } from '../jsonrpc/message.js';
-import type { Logger } from '../observability/logger.js';
 import { SseTransport } from './sse-transport.js';
 import { StreamableHttpTransport } from './streamable-http-transport.js';
+import type { HttpTransportOptions } from './http-support.js';
 import type { InboundContext, UpstreamTransport } from './transport.js';
 
-export interface AutoTransportOptions {
-  serverName: string;
-  url: string | URL;
-  headers?: Record<string, string>;
-  /** Shared by both candidates; the caller keeps ownership. By default the transport owns a new Agent. */
-  dispatcher?: Dispatcher;
-  logger: Logger;
-  maxMessageBytes: number;
-  connectTimeoutMs: number;
-}
+export type AutoTransportOptions = HttpTransportOptions;
 
 /** Spec 2025-11-25 basic/transports §backwards compatibility: these answers to the first POST mean "old server". */
 const LEGACY_STATUSES = new Set([400, 404, 405]);

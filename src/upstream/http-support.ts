@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request, type Dispatcher } from 'undici';
+import type { Logger } from '../observability/logger.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import { toMessage, type JsonRpcMessage } from '../jsonrpc/message.js';
 import { SseEventTooLargeError, type SseParser } from './sse-parser.js';
@@ -169,4 +170,20 @@ export async function pause(ms: number, signal: AbortSignal): Promise<boolean> {
 export async function deleteSession(url: URL, headers: Record<string, string>, dispatcher: Dispatcher): Promise<void> {
   const response = await request(url, { method: 'DELETE', headers, dispatcher, signal: AbortSignal.timeout(DELETE_TIMEOUT_MS) });
   await discardBody(response.body);
+}
+
+/** Options shared by the HTTP-based transports (Streamable HTTP, legacy SSE, auto). */
+export interface HttpTransportOptions {
+  serverName: string;
+  /** Streamable HTTP: the MCP endpoint. Legacy SSE: the stream (GET), whose `endpoint` event names the POST URL. */
+  url: string | URL;
+  /** Extra static headers (e.g. upstream credentials). Protocol headers always override them. */
+  headers?: Record<string, string>;
+  /** Connection pool to use; the caller keeps ownership. By default the transport owns a new Agent. */
+  dispatcher?: Dispatcher;
+  logger: Logger;
+  /** Largest JSON body or SSE event accepted from the upstream. */
+  maxMessageBytes: number;
+  /** TCP/TLS connect timeout of the default Agent; legacy SSE also bounds the wait for `endpoint` with it. */
+  connectTimeoutMs: number;
 }

@@ -15,20 +15,10 @@ import {
   protocolError,
   pumpSse,
   unavailableError,
+  type HttpTransportOptions,
 } from './http-support.js';
 
-export interface SseTransportOptions {
-  serverName: string;
-  /** The URL of the SSE stream (GET); the POST endpoint comes from its `endpoint` event. */
-  url: string | URL;
-  headers?: Record<string, string>;
-  /** Connection pool to use; the caller keeps ownership. By default the transport owns a new Agent. */
-  dispatcher?: Dispatcher;
-  logger: Logger;
-  maxMessageBytes: number;
-  /** Bounds the TCP/TLS connect and the wait for the `endpoint` event. */
-  connectTimeoutMs: number;
-}
+export type SseTransportOptions = HttpTransportOptions;
 
 /**
  * Client side of the legacy HTTP+SSE transport (spec 2024-11-05): one long GET stream carries every server

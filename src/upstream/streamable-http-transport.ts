@@ -5,22 +5,10 @@ import { isNotification, isRequest, isResponse, type JsonRpcId, type JsonRpcMess
 import type { Logger } from '../observability/logger.js';
 import { SseParser, type SseEvent } from './sse-parser.js';
 import type { InboundContext, UpstreamTransport } from './transport.js';
-import { buildHeaders, closedError, deleteSession, discardBody, headerValue, httpStatusError, mediaTypeOf } from './http-support.js';
+import { buildHeaders, closedError, deleteSession, discardBody, headerValue, httpStatusError, mediaTypeOf, type HttpTransportOptions } from './http-support.js';
 import { parseEventData, pause, protocolError, pumpSse, readJsonBody, toMessages, unavailableError } from './http-support.js';
 
-export interface StreamableHttpTransportOptions {
-  serverName: string;
-  url: string | URL;
-  /** Extra static headers (e.g. upstream credentials). Protocol headers always override them. */
-  headers?: Record<string, string>;
-  /** Connection pool to use; the caller keeps ownership. By default the transport owns a new Agent. */
-  dispatcher?: Dispatcher;
-  logger: Logger;
-  /** Largest JSON body or SSE event accepted from the upstream. */
-  maxMessageBytes: number;
-  /** TCP/TLS connect timeout of the default Agent (ignored when a dispatcher is given). */
-  connectTimeoutMs: number;
-}
+export type StreamableHttpTransportOptions = HttpTransportOptions;
 
 /** SEP-1699: reconnections tried for one request's stream without any new event before giving up. */
 const RESUME_ATTEMPTS = 3;
