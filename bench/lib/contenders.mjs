@@ -1,0 +1,231 @@
+// How each contender is started in front of the same upstream. A contender is { name, family, mode, client,
+// pids, toolName, sessions, stop }; `pids` are the processes whose CPU and memory are its cost.
+//   http family:  upstream = the HTTP mock (one process, shared by every contender of the run)
+//   stdio family: upstream = the stdio mock, spawned by the contender itself (one child per session or request)
+
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { HttpClient, SseClient, StdioClient } from './client.mjs';
+import { canPin, freePort, startProcess, waitForHealthy, waitForPort } from './proc.mjs';
+
+export const GATEWAY_CORE = 0;
+export const LOAD_CORE = 1;
+
+/** The command that runs the stdio mock on the load/upstream core, whoever spawns it. */
+export function stdioMockCommand(ctx, extra = []) {
+  const args = [join(ctx.benchDir, 'mock/stdio-server.mjs'), '--tools', String(ctx.tools), ...extra];
+  return canPin() ? { command: 'taskset', args: ['-c', String(LOAD_CORE), process.execPath, ...args] } : { command: process.execPath, args };
+}
+
+/** Environment for third-party peers: loopback-only network, a private HOME, a curl that always fails. */
+function peerEnv(ctx) {
+  const home = join(ctx.workDir, 'peer-home');
+  const cache = join(home, 'data/mcp-hub/cache');
+  mkdirSync(cache, { recursive: true });
+  // A fresh marketplace cache stops mcp-hub from fetching its catalogue from the internet at start-up.
+  const registry = { version: 'bench', generatedAt: 0, totalServers: 1, servers: [{ id: 'bench' }] };
+  writeFileSync(join(cache, 'registry.json'), JSON.stringify({ registry, lastFetchedAt: Date.now(), serverDocumentation: {} }));
+  const bin = join(ctx.workDir, 'peer-bin');
+  mkdirSync(bin, { recursive: true });
+  writeFileSync(join(bin, 'curl'), '#!/bin/sh\nexit 7\n', { mode: 0o755 });
+  const guard = pathToFileURL(join(ctx.benchDir, 'contenders/loopback-guard.mjs')).href;
+  return {
+    HOME: home,
+    XDG_DATA_HOME: join(home, 'data'),
+    XDG_STATE_HOME: join(home, 'state'),
+    XDG_CONFIG_HOME: join(home, 'config'),
+    PATH: `${bin}:${process.env.PATH}`,
+    NODE_OPTIONS: `--import=${guard}`,
+    http_proxy: 'http://127.0.0.1:9',
+    https_proxy: 'http://127.0.0.1:9',
+    NODE_ENV: 'production',
+  };
+}
+
+/** Opens `count` sessions (reusing those already open) and finds the exposed name of the mock's tool_0. */
+async function prepare(contender, count) {
+  while (contender.sessions.length < count) contender.sessions.push(await contender.client.open(contender.capabilities));
+  if (contender.toolName === undefined) {
+    const listed = await contender.client.call(contender.sessions[0], 'tools/list', '{}', true);
+    if (!listed.ok) throw new Error(`${contender.name}: tools/list failed: ${listed.error}`);
+    const names = (listed.message?.result?.tools ?? []).map((tool) => tool.name);
+    contender.toolName = names.find((name) => /(^|[^0-9])tool_0$/.test(name) && (name.includes('up0') || !names.some((other) => other.includes('up0'))));
+    if (contender.toolName === undefined) throw new Error(`${contender.name}: tool_0 not listed (${names.slice(0, 5).join(', ')})`);
+  }
+  return contender;
+}
+
+function contender(fields) {
+  const value = { sessions: [], toolName: undefined, capabilities: {}, treePids: undefined, ...fields };
+  value.prepare = (count) => prepare(value, count);
+  value.stop = async () => {
+    await Promise.all(value.sessions.map((session) => value.client.close(session).catch(() => undefined)));
+    value.sessions = [];
+    await value.client.destroy();
+    await fields.stopProcess?.();
+  };
+  return value;
+}
+
+const jsonReady = (key) => (line) => JSON.parse(line)[key];
+
+export async function directHttp(ctx) {
+  const client = new HttpClient(ctx.mockUrl, { connections: 300 });
+  // The mock's own figures: its CPU is the upstream's cost, its /__stats its event-loop delay.
+  return contender({ name: 'direct', family: 'http', mode: 'client → mock', client, pids: [ctx.mockPid], statsUrl: new URL('/__stats', ctx.mockUrl).href });
+}
+
+export async function bareForwarder(ctx, { rewrite = false } = {}) {
+  const args = [join(ctx.benchDir, 'contenders/bare-forwarder.mjs'), '--upstream', ctx.mockUrl, '--watch-stdin', ...(rewrite ? ['--rewrite'] : [])];
+  const child = await startProcess('bare forwarder', process.execPath, args, { core: GATEWAY_CORE, ready: jsonReady('port') });
+  const url = `http://127.0.0.1:${child.value}/mcp`;
+  return contender({
+    name: rewrite ? 'bare+rewrite' : 'bare',
+    family: 'http',
+    mode: rewrite ? 'node:http+undici, parses and re-serialises both ways' : 'node:http+undici, parses requests, streams responses',
+    client: new HttpClient(url, { connections: 300 }),
+    pids: [child.pid],
+    statsUrl: `http://127.0.0.1:${child.value}/__stats`,
+    stopProcess: child.stop,
+  });
+}
+
+/** Writes an mcpgate config with the brief's production settings; returns its path. */
+export function writeMcpgateConfig(ctx, { urls = [], stdio = 0, extraGateway = '', name = 'mcpgate', port = 0 }) {
+  const lines = [
+    'gateway:',
+    '  mode: production',
+    `  listen: { host: 127.0.0.1, port: ${port} }`,
+    '  prefix: always',
+    '  logLevel: warn',
+    '  listCacheTtlMs: 60000',
+    '  limits: { maxSessions: 20000, sessionIdleTimeoutMs: 1800000, callTimeoutMs: 60000 }',
+    extraGateway,
+    'servers:',
+  ];
+  urls.forEach((url, index) => lines.push(`  up${index}: { transport: http, url: "${url}" }`));
+  for (let index = 0; index < stdio; index += 1) {
+    const { command, args } = stdioMockCommand(ctx);
+    lines.push(`  up${index}: { transport: stdio, command: ${JSON.stringify(command)}, args: ${JSON.stringify(args)} }`);
+  }
+  const file = join(ctx.workDir, `${name.replace(/\W+/g, '-')}-${process.hrtime.bigint()}.yaml`);
+  writeFileSync(file, `${lines.filter((line) => line !== '').join('\n')}\n`);
+  return file;
+}
+
+export function mcpgateArgs(ctx, file) {
+  return [join(ctx.root, 'dist/src/cli/main.js'), 'serve', '--config', file];
+}
+
+/** mcpgate fronting HTTP upstreams (`urls`) or `stdio` stdio ones, clients on Streamable HTTP or legacy SSE. */
+export async function startMcpgate(ctx, { urls = [], stdio = 0, extraGateway = '', name = 'mcpgate', transport = 'http' } = {}) {
+  const port = await freePort();
+  const file = writeMcpgateConfig(ctx, { urls, stdio, extraGateway, name, port });
+  const started = performance.now();
+  // At logLevel warn the gateway prints no "listening" line, so readiness is /healthz on a port chosen here.
+  const child = await startProcess(name, process.execPath, mcpgateArgs(ctx, file), { core: GATEWAY_CORE, cwd: ctx.root });
+  const url = `http://127.0.0.1:${port}/mcp`;
+  await waitForHealthy(`http://127.0.0.1:${port}/healthz`).catch(async (error) => {
+    const output = child.output();
+    await child.stop();
+    throw new Error(`${name}: ${error.message}; output: ${output.slice(-1_000)}`);
+  });
+  const client = transport === 'sse' ? new SseClient(url.replace(/\/mcp$/, '/sse'), { connections: 300 }) : new HttpClient(url, { connections: 300 });
+  return contender({
+    name,
+    family: stdio > 0 ? 'stdio' : 'http',
+    mode: `production defaults, ${transport === 'sse' ? 'legacy HTTP+SSE' : 'Streamable HTTP'} downstream, ${stdio > 0 ? 'stdio (scope: session)' : 'Streamable HTTP'} upstream`,
+    client,
+    pids: [child.pid],
+    treePids: [child.pid],
+    url,
+    listeningMs: performance.now() - started,
+    output: child.output,
+    stopProcess: child.stop,
+  });
+}
+
+export async function mcpHub(ctx, { stdio = false } = {}) {
+  const port = await freePort();
+  const { command, args } = stdioMockCommand(ctx);
+  const server = stdio ? { command, args } : { url: ctx.mockUrl };
+  const file = join(ctx.workDir, `mcp-hub-${stdio ? 'stdio' : 'http'}.json`);
+  writeFileSync(file, JSON.stringify({ mcpServers: { up0: server } }));
+  const bin = join(ctx.benchDir, 'node_modules/mcp-hub/dist/cli.js');
+  const child = await startProcess('mcp-hub', process.execPath, [bin, '--port', String(port), '--config', file], {
+    core: GATEWAY_CORE,
+    env: peerEnv(ctx),
+    ready: (line) => (/servers started successfully/.test(line) ? true : undefined),
+  });
+  return contender({
+    name: stdio ? 'mcp-hub (stdio)' : 'mcp-hub',
+    family: stdio ? 'stdio' : 'http',
+    mode: `legacy HTTP+SSE downstream (its only one), ${stdio ? 'stdio' : 'Streamable HTTP'} upstream shared by all clients`,
+    client: new SseClient(`http://127.0.0.1:${port}/mcp`, { connections: 300 }),
+    pids: [child.pid],
+    treePids: [child.pid],
+    stopProcess: child.stop,
+  });
+}
+
+export async function supergateway(ctx, { stateful = false } = {}) {
+  const port = await freePort();
+  const { command, args } = stdioMockCommand(ctx);
+  const stdioCommand = [command, ...args].map((part) => JSON.stringify(part)).join(' ');
+  const bin = join(ctx.benchDir, 'node_modules/supergateway/dist/index.js');
+  // --logLevel none: its default (info) logs every message, which would measure its logging, not its proxying.
+  const flags = ['--stdio', stdioCommand, '--outputTransport', 'streamableHttp', '--port', String(port), '--logLevel', 'none'];
+  if (stateful) flags.push('--stateful');
+  const child = await startProcess('supergateway', process.execPath, [bin, ...flags], { core: GATEWAY_CORE, env: peerEnv(ctx) });
+  await waitForPort(port).catch(async (error) => {
+    await child.stop();
+    throw error;
+  });
+  return contender({
+    name: stateful ? 'supergateway --stateful' : 'supergateway',
+    family: 'stdio',
+    mode: stateful ? 'stdio → Streamable HTTP, one child per session' : 'stdio → Streamable HTTP, stateless: one child per request (default)',
+    client: new HttpClient(`http://127.0.0.1:${port}/mcp`, { connections: 300 }),
+    pids: [child.pid],
+    treePids: [child.pid],
+    stopProcess: child.stop,
+  });
+}
+
+export async function mcpProxy(ctx) {
+  const port = await freePort();
+  const { command, args } = stdioMockCommand(ctx);
+  const bin = join(ctx.benchDir, 'node_modules/mcp-proxy/dist/bin/mcp-proxy.mjs');
+  // Best mode found: Streamable HTTP only, stateful, no resumability event store (nothing here reconnects).
+  const flags = ['--host', '127.0.0.1', '--port', String(port), '--server', 'stream', '--no-eventStore', '--', command, ...args];
+  // It prints "starting server" before it listens, so readiness is the port itself.
+  const child = await startProcess('mcp-proxy', process.execPath, [bin, ...flags], { core: GATEWAY_CORE, env: peerEnv(ctx) });
+  await waitForPort(port).catch(async (error) => {
+    await child.stop();
+    throw error;
+  });
+  return contender({
+    name: 'mcp-proxy',
+    family: 'stdio',
+    mode: 'stdio → Streamable HTTP (--server stream --no-eventStore), one child per session',
+    client: new HttpClient(`http://127.0.0.1:${port}/mcp`, { connections: 300 }),
+    pids: [child.pid],
+    treePids: [child.pid],
+    stopProcess: child.stop,
+  });
+}
+
+export async function directStdio(ctx) {
+  const { command, args } = stdioMockCommand(ctx);
+  const client = new StdioClient(command, args);
+  const value = contender({ name: 'direct (stdio)', family: 'stdio', mode: 'client ↔ stdio mock pipes', client, pids: [] });
+  // The upstream's cost is the children's CPU: measured per session child once they exist.
+  const open = client.open.bind(client);
+  client.open = async (...rest) => {
+    const session = await open(...rest);
+    value.pids.push(session.child.pid);
+    return session;
+  };
+  return value;
+}

@@ -1,0 +1,51 @@
+// Issue 3's targets, checked against whatever workloads ran: each row says the goal, the figure measured in
+// this run, and whether it was met (or "not measured" when its workload did not run).
+
+const table = (header, rows) => [`| ${header.join(' | ')} |`, `|${header.map(() => '---').join('|')}|`, ...rows.map((row) => `| ${row.join(' | ')} |`)].join('\n');
+
+function verdict(value, ok) {
+  if (value === undefined || !Number.isFinite(value)) return 'not measured';
+  return ok(value) ? 'met' : 'MISSED';
+}
+
+export function targets(results) {
+  const { W1, W2, W3, W5, W6 } = results.workloads;
+  const cost = results.options.costConcurrency;
+  const derived = new Map((W1?.derived ?? []).map((entry) => [entry.name, entry]));
+  const gate = derived.get('mcpgate');
+  const rows = [];
+  const add = (goal, value, unit, ok, digits = 2) => rows.push([goal, Number.isFinite(value) ? `${value.toFixed(digits)}${unit}` : '–', verdict(value, ok)]);
+
+  add('CPU per small tools/call ≤ 1.5× bare forwarder (c=32)', gate?.cpuVsBare, '×', (v) => v <= 1.5);
+  add(`Throughput at c=${cost} ≥ 0.8× bare forwarder`, gate?.throughputVsBare, '×', (v) => v >= 0.8);
+  add('Added latency at c=1, p50 ≤ 0.35 ms', gate?.addedP50Ms?.median, ' ms', (v) => v <= 0.35, 3);
+  add('Added latency at c=1, p99 ≤ 2 ms', gate?.addedP99Ms?.median, ' ms', (v) => v <= 2, 3);
+  const hundred = W2?.rows?.find((row) => row.upstreams === 100);
+  add('Cached tools/list, 100 × 50 tools: p99 ≤ 5 ms', hundred?.cached?.[1]?.latencyMs.p99, ' ms', (v) => v <= 5);
+  add('Cold tools/list, 100 × 50: ≤ slowest upstream + 25 ms', hundred?.coldOverSlowestMs, ' ms over', (v) => v <= 25, 1);
+  for (const series of W3?.series ?? []) {
+    if (series.name === 'streamable + upstream session') continue;
+    add(`≤ 50 KB per idle session (${series.name}, RSS slope)`, series.rssKBPerSession, ' KB', (v) => v <= 50, 1);
+  }
+  add('Soak memory growth ≤ 1 MB/min (RSS)', W6?.rssMiBPerMin, ' MiB/min', (v) => v <= 1);
+  add('Cold start with 100 upstreams ≤ 1 s to the first call', W5?.rows?.find((row) => row.name === 'mcpgate' && row.upstreams === 100)?.ms.median, ' ms', (v) => v <= 1000, 0);
+
+  // "Ahead of every npm peer on W1 throughput and latency": each peer against mcpgate of the same family.
+  for (const contender of W1?.contenders ?? []) {
+    if (!/^(supergateway|mcp-proxy|mcp-hub)/.test(contender.name)) continue;
+    const ours = W1.contenders.find((entry) => entry.name === (contender.family === 'stdio' ? 'mcpgate (stdio)' : 'mcpgate'));
+    if (ours === undefined) continue;
+    const theirs = contender.points;
+    const level = theirs[cost] ? cost : Math.max(...Object.keys(theirs).map(Number).filter((key) => ours.points[key]));
+    const faster = ours.points[level]?.summary.throughput.median / theirs[level]?.summary.throughput.median;
+    const quicker = theirs[1]?.summary.p50.median - ours.points[1]?.summary.p50.median;
+    const p99 = theirs[1]?.summary.p99.median - ours.points[1]?.summary.p99.median;
+    const ahead = faster > 1 && quicker > 0 && p99 > 0;
+    rows.push([
+      `Ahead of ${contender.name} on W1 (${ours.name})`,
+      `throughput ×${Number.isFinite(faster) ? faster.toFixed(2) : '–'} at c=${level}; p50 ${quicker >= 0 ? '−' : '+'}${Math.abs(quicker).toFixed(3)} ms, p99 ${p99 >= 0 ? '−' : '+'}${Math.abs(p99).toFixed(3)} ms at c=1`,
+      Number.isFinite(faster) && Number.isFinite(quicker) ? (ahead ? 'met' : 'MISSED') : 'not measured',
+    ]);
+  }
+  return ['### Targets (issue 3)', '', table(['target', 'measured', 'verdict'], rows)].join('\n');
+}

@@ -1,0 +1,163 @@
+// W1: small tools/call. Every contender is started once and kept warm; each round visits every concurrency,
+// and at each concurrency runs the contenders back to back in an order rotated per round (A B C, B C A, …),
+// so that drifts of a shared, noisy machine land on all of them alike. Figures are medians over rounds.
+
+import * as starters from '../lib/contenders.mjs';
+import { closedLoop } from '../lib/load.mjs';
+import { spread, spreadOf } from '../lib/stats.mjs';
+
+/** What W1 can run; `levels` picks the concurrency list from the profile. */
+export const W1_CONTENDERS = {
+  direct: { start: (ctx) => starters.directHttp(ctx), levels: 'core' },
+  bare: { start: (ctx) => starters.bareForwarder(ctx), levels: 'core' },
+  mcpgate: { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl] }), levels: 'core' },
+  'bare+rewrite': { start: (ctx) => starters.bareForwarder(ctx, { rewrite: true }), levels: 'peer' },
+  'mcpgate (legacy SSE)': { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], transport: 'sse', name: 'mcpgate (legacy SSE)' }), levels: 'peer' },
+  'mcp-hub': { start: (ctx) => starters.mcpHub(ctx), levels: 'peer' },
+  'direct (stdio)': { start: (ctx) => starters.directStdio(ctx), levels: 'peer' },
+  'mcpgate (stdio)': { start: (ctx) => starters.startMcpgate(ctx, { stdio: 1, name: 'mcpgate (stdio)' }), levels: 'peer' },
+  'supergateway --stateful': { start: (ctx) => starters.supergateway(ctx, { stateful: true }), levels: 'peer' },
+  'mcp-proxy': { start: (ctx) => starters.mcpProxy(ctx), levels: 'peer' },
+  'mcp-hub (stdio)': { start: (ctx) => starters.mcpHub(ctx, { stdio: true }), levels: 'peer' },
+  // One node process per request: concurrency is capped so that it cannot fork-bomb a shared 2-core machine.
+  supergateway: { start: (ctx) => starters.supergateway(ctx), levels: 'spawn' },
+};
+
+const TOOL_ARGS = '{}';
+
+async function eldOf(url) {
+  if (url === undefined) return undefined;
+  try {
+    const response = await fetch(url);
+    return (await response.json()).eldP99Ms;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Runs one measured point: `c` workers over min(c, sessions) sessions of `contender`. */
+export async function point(contender, concurrency, profile, extra = {}) {
+  const sessions = contender.sessions.slice(0, Math.max(1, Math.min(concurrency, contender.sessions.length)));
+  const params = extra.paramsJson ?? `{"name":"${contender.toolName}","arguments":${TOOL_ARGS}}`;
+  await eldOf(contender.statsUrl);
+  const result = await closedLoop({
+    concurrency,
+    durationMs: extra.durationMs ?? profile.pointSeconds * 1000,
+    warmupMs: profile.warmupSeconds * 1000,
+    maxCalls: profile.maxCallsPerPoint,
+    pids: contender.pids,
+    treePids: contender.treePids,
+    call: (worker) => contender.client.call(sessions[worker % sessions.length], 'tools/call', params),
+  });
+  result.contenderEldP99Ms = await eldOf(contender.statsUrl);
+  return result;
+}
+
+export async function runW1(ctx, profile) {
+  const started = [];
+  const failures = [];
+  for (const name of profile.w1) {
+    const spec = W1_CONTENDERS[name];
+    if (spec === undefined) {
+      failures.push({ name, error: 'unknown contender' });
+      continue;
+    }
+    let contender;
+    try {
+      contender = await spec.start(ctx);
+      await contender.prepare(profile.sessions);
+      // Priming: JIT and pools warm before the first measured point, or the first contender pays for it.
+      const levels = profile.levels[spec.levels];
+      await point(contender, Math.min(8, Math.max(...levels)), { ...profile, warmupSeconds: 0 }, { durationMs: profile.primeSeconds * 1000 });
+      started.push({ contender, levels });
+      ctx.log(`W1: ${contender.name} ready (tool ${contender.toolName})`);
+    } catch (error) {
+      // A contender that cannot run here is recorded with its reason; the run goes on without it.
+      ctx.log(`W1: ${name} cannot run: ${error.message}`);
+      failures.push({ name, error: String(error.message).slice(0, 500) });
+      await contender?.stop().catch(() => undefined);
+    }
+  }
+  const runs = new Map(started.map(({ contender }) => [contender.name, new Map()]));
+  const levels = [...new Set(started.flatMap((entry) => entry.levels))].sort((a, b) => a - b);
+  try {
+    for (let round = 0; round < profile.rounds; round += 1) {
+      for (const concurrency of levels) {
+        const here = started.filter((entry) => entry.levels.includes(concurrency));
+        const shift = round % Math.max(1, here.length);
+        for (const { contender } of [...here.slice(shift), ...here.slice(0, shift)]) {
+          const result = await point(contender, concurrency, profile);
+          result.round = round;
+          const byLevel = runs.get(contender.name);
+          byLevel.set(concurrency, [...(byLevel.get(concurrency) ?? []), result]);
+          ctx.log(`W1 r${round} c=${concurrency} ${contender.name}: ${result.throughput}/s p50 ${result.latencyMs.p50} p99 ${result.latencyMs.p99} ms cpu ${result.cpuUsPerCall} µs err ${result.errors}`);
+        }
+      }
+    }
+  } finally {
+    await Promise.all(started.map(({ contender }) => contender.stop().catch(() => undefined)));
+  }
+  const contenders = started.map(({ contender }) => ({
+    name: contender.name,
+    family: contender.family,
+    mode: contender.mode,
+    points: Object.fromEntries([...runs.get(contender.name)].map(([level, rounds]) => [level, { rounds, summary: summarisePoint(rounds) }])),
+  }));
+  return { contenders, failures, derived: derive(contenders, profile) };
+}
+
+function summarisePoint(rounds) {
+  return {
+    throughput: spreadOf(rounds, 'throughput'),
+    p50: spreadOf(rounds, 'latencyMs.p50'),
+    p99: spreadOf(rounds, 'latencyMs.p99'),
+    cpuUsPerCall: spreadOf(rounds, 'cpuUsPerCall'),
+    cpuTreeUsPerCall: spreadOf(rounds, 'cpuTreeUsPerCall'),
+    rssMaxBytes: spreadOf(rounds, 'rssMaxBytes'),
+    gatewaySelfP50: spreadOf(rounds, 'gatewaySelfMs.p50'),
+    gatewaySelfP99: spreadOf(rounds, 'gatewaySelfMs.p99'),
+    loadgenEldP99Ms: spreadOf(rounds, 'loadgenEldP99Ms'),
+    contenderEldP99Ms: spreadOf(rounds, 'contenderEldP99Ms'),
+    errors: rounds.reduce((sum, result) => sum + result.errors, 0),
+    calls: rounds.reduce((sum, result) => sum + result.calls, 0),
+  };
+}
+
+/** Per-round paired differences (same round, adjacent in time) give the added latency over direct. */
+function pairedDelta(contender, baseline, level, field) {
+  const mine = contender?.points[level]?.rounds ?? [];
+  const theirs = baseline?.points[level]?.rounds ?? [];
+  const deltas = mine.map((result) => {
+    const peer = theirs.find((other) => other.round === result.round);
+    return peer === undefined ? NaN : result.latencyMs[field] - peer.latencyMs[field];
+  });
+  return spread(deltas);
+}
+
+function derive(contenders, profile) {
+  const byName = new Map(contenders.map((contender) => [contender.name, contender]));
+  const costLevel = profile.costConcurrency;
+  return contenders.map((contender) => {
+    const direct = byName.get(contender.family === 'stdio' ? 'direct (stdio)' : 'direct');
+    const bare = contender.family === 'http' ? byName.get('bare') : undefined;
+    const at = (who, level) => who?.points[level]?.summary;
+    const mine = at(contender, costLevel);
+    // Highest median throughput among this contender's levels whose median p99 stays within each bound.
+    const bounds = Object.fromEntries(
+      profile.p99BoundsMs.map((bound) => {
+        const fits = Object.values(contender.points).filter((entry) => entry.summary.p99.median <= bound && entry.summary.errors === 0);
+        return [bound, fits.length === 0 ? NaN : Math.max(...fits.map((entry) => entry.summary.throughput.median))];
+      }),
+    );
+    return {
+      name: contender.name,
+      baseline: direct?.name,
+      addedP50Ms: contender === direct ? undefined : pairedDelta(contender, direct, 1, 'p50'),
+      addedP99Ms: contender === direct ? undefined : pairedDelta(contender, direct, 1, 'p99'),
+      throughputVsDirect: mine && at(direct, costLevel) ? mine.throughput.median / at(direct, costLevel).throughput.median : NaN,
+      throughputVsBare: mine && at(bare, costLevel) ? mine.throughput.median / at(bare, costLevel).throughput.median : NaN,
+      cpuVsBare: mine && at(bare, costLevel) ? mine.cpuUsPerCall.median / at(bare, costLevel).cpuUsPerCall.median : NaN,
+      throughputAtP99: bounds,
+    };
+  });
+}

@@ -1,0 +1,83 @@
+// W4: 1 MiB tool results. MB/s at c=1 and c=8, the contender's CPU per MB, and its peak memory per call in
+// flight. Node frees memory lazily (GC slack dwarfs one call at c=1), so the per-call figure is marginal:
+// (peak RSS at c=8 − peak RSS at c=1) / 7, peaks from VmHWM reset before each run. Contenders alternate per
+// round as in W1.
+// mcpgate is also run against an upstream that answers in SSE, which it must parse event by event.
+
+import * as starters from '../lib/contenders.mjs';
+import { round } from '../lib/load.mjs';
+import { median, spreadOf } from '../lib/stats.mjs';
+import { point } from './w1.mjs';
+
+export async function runW4(ctx, profile) {
+  const settings = profile.w4;
+  const sseMock = await ctx.mock({ sse: true });
+  const plan = [
+    ['direct', () => starters.directHttp(ctx)],
+    ['bare', () => starters.bareForwarder(ctx)],
+    ['mcpgate', () => starters.startMcpgate(ctx, { urls: [ctx.mockUrl] })],
+    ['mcpgate (SSE upstream)', () => starters.startMcpgate(ctx, { urls: [sseMock.urls[0]], name: 'mcpgate (SSE upstream)' })],
+    ['mcp-hub', () => starters.mcpHub(ctx)],
+  ];
+  const started = [];
+  const failures = [];
+  for (const [name, start] of plan) {
+    let contender;
+    try {
+      contender = await start();
+      await contender.prepare(Math.max(...settings.levels));
+      const prime = `{"name":"${contender.toolName}","arguments":{"size":${settings.sizeBytes}}}`;
+      await point(contender, 2, { ...profile, warmupSeconds: 0 }, { paramsJson: prime, durationMs: profile.primeSeconds * 1000 });
+      started.push(contender);
+    } catch (error) {
+      failures.push({ name, error: String(error.message).slice(0, 500) });
+      await contender?.stop().catch(() => undefined);
+    }
+  }
+  const runs = new Map(started.map((contender) => [contender.name, new Map()]));
+  try {
+    for (let index = 0; index < profile.rounds; index += 1) {
+      for (const concurrency of settings.levels) {
+        const shift = index % started.length;
+        for (const contender of [...started.slice(shift), ...started.slice(0, shift)]) {
+          const params = `{"name":"${contender.toolName}","arguments":{"size":${settings.sizeBytes}}}`;
+          const result = await point(contender, concurrency, profile, { paramsJson: params, durationMs: settings.seconds * 1000 });
+          result.round = index;
+          const byLevel = runs.get(contender.name);
+          byLevel.set(concurrency, [...(byLevel.get(concurrency) ?? []), result]);
+          ctx.log(`W4 r${index} c=${concurrency} ${contender.name}: ${result.mbPerSec} MB/s, ${result.cpuUsPerMB} µs/MB, p99 ${result.latencyMs.p99} ms, err ${result.errors}`);
+        }
+      }
+    }
+  } finally {
+    await Promise.all(started.map((contender) => contender.stop().catch(() => undefined)));
+  }
+  const [low, high] = [Math.min(...settings.levels), Math.max(...settings.levels)];
+  const contenders = started.map((contender) => ({
+    name: contender.name,
+    marginalMiBPerCall: marginal(runs.get(contender.name), low, high),
+    points: Object.fromEntries(
+      [...runs.get(contender.name)].map(([level, rounds]) => [
+        level,
+        {
+          rounds,
+          summary: {
+            mbPerSec: spreadOf(rounds, 'mbPerSec'),
+            cpuUsPerMB: spreadOf(rounds, 'cpuUsPerMB'),
+            p99: spreadOf(rounds, 'latencyMs.p99'),
+            rssPeakBytes: spreadOf(rounds, 'rssPeakBytes'),
+            errors: rounds.reduce((sum, result) => sum + result.errors, 0),
+          },
+        },
+      ]),
+    ),
+  }));
+  return { sizeBytes: settings.sizeBytes, contenders, failures };
+}
+
+/** Extra peak RSS per extra call in flight between the lowest and highest concurrency, in MiB. */
+function marginal(byLevel, low, high) {
+  if (high === low) return NaN;
+  const peak = (level) => median((byLevel.get(level) ?? []).map((result) => result.rssPeakBytes));
+  return round((peak(high) - peak(low)) / (high - low) / 2 ** 20, 2);
+}
