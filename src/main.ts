@@ -1,3 +1,4 @@
+import { Agent } from 'undici';
 import type { GatewayConfig } from './config/schema.js';
 import { LATEST_PROTOCOL_VERSION } from './jsonrpc/protocol-versions.js';
 import type { Logger } from './observability/logger.js';
@@ -24,9 +25,25 @@ export interface GatewayCore {
 
 export function buildCore(config: GatewayConfig, logger: Logger): GatewayCore {
   const { gateway, servers } = config;
+  // One connection pool per configured HTTP server, shared by every client session's upstream session to it
+  // and never by two servers (DESIGN.md invariant 1; issue 4 refines the key to the execution identity).
+  const dispatchers = new Map<string, Agent>();
+  const dispatcherFor = (name: string): Agent => {
+    let agent = dispatchers.get(name);
+    if (agent === undefined) {
+      agent = new Agent({ connectTimeout: servers[name]?.connectTimeoutMs, keepAliveTimeout: 30_000 });
+      dispatchers.set(name, agent);
+    }
+    return agent;
+  };
   const registry = new UpstreamRegistry<CallContext>({
     servers,
-    createTransport: (name, server) => createTransport(name, server, { logger, maxMessageBytes: gateway.limits.maxUpstreamMessageBytes }),
+    createTransport: (name, server) =>
+      createTransport(name, server, {
+        logger,
+        maxMessageBytes: gateway.limits.maxUpstreamMessageBytes,
+        dispatcher: server.transport === 'stdio' ? undefined : dispatcherFor(name),
+      }),
     clientInfo: { name: gateway.name, version: VERSION },
     protocolVersion: LATEST_PROTOCOL_VERSION,
     logger,
@@ -62,6 +79,7 @@ export function buildCore(config: GatewayConfig, logger: Logger): GatewayCore {
     async close() {
       sessions.closeAll();
       await registry.closeAll();
+      await Promise.all([...dispatchers.values()].map((agent) => agent.close().catch(() => undefined)));
     },
   };
 }

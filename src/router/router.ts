@@ -333,10 +333,13 @@ function toResponse(request: JsonRpcRequest, reply: UpstreamReply): JsonRpcRespo
   return reply.ok ? { jsonrpc: '2.0', id: request.id, result: reply.result } : { jsonrpc: '2.0', id: request.id, error: reply.error };
 }
 
-/** Client capabilities that change what an upstream lists, as a stable key. */
+/** The client capabilities upstreams are known to list differently for. */
+const LISTING_CAPABILITIES = ['elicitation', 'roots', 'sampling'];
+
+/**
+ * Client capabilities that change what an upstream lists, as a stable key. Only known capabilities count, so
+ * clients cannot mint an unbounded number of catalogue views (each holding full cached lists).
+ */
 function capabilitySignature(capabilities: JsonObject): string {
-  return Object.keys(capabilities)
-    .filter((key) => key !== 'experimental')
-    .sort()
-    .join(',');
+  return LISTING_CAPABILITIES.filter((key) => key in capabilities).join(',');
 }

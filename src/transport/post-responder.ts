@@ -16,10 +16,12 @@ export class PostResponder implements RequestStream {
   private readonly buffered: JsonRpcResponse[] = [];
   private remaining: number;
   private sse: SseStream | undefined;
-  private readonly started = performance.now();
+  private readonly started: number;
   private upstreamMs = 0;
 
-  constructor(response: ServerResponse, expected: number, batch: boolean, headers: Record<string, string>) {
+  /** `started` is when the POST arrived (performance.now()), so Server-Timing covers reading and parsing too. */
+  constructor(response: ServerResponse, expected: number, batch: boolean, headers: Record<string, string>, started: number) {
+    this.started = started;
     this.response = response;
     this.remaining = expected;
     this.batch = batch;

@@ -46,6 +46,7 @@ export class StreamableHttpEndpoint {
   }
 
   private async post(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const started = performance.now();
     if (!accepts(request, 'application/json') || !accepts(request, 'text/event-stream')) {
       throw new GatewayError('MCPGATE_ERR_NOT_ACCEPTABLE', 'Not Acceptable: Accept must include application/json and text/event-stream');
     }
@@ -79,7 +80,7 @@ export class StreamableHttpEndpoint {
       response.writeHead(202).end();
       return;
     }
-    const responder = new PostResponder(response, requests.length + invalid.length, batch, { 'Mcp-Session-Id': session.id });
+    const responder = new PostResponder(response, requests.length + invalid.length, batch, { 'Mcp-Session-Id': session.id }, started);
     for (const entry of invalid) responder.complete(makeError(entry.id, RpcCode.InvalidRequest, `Invalid Request: ${entry.invalid}`));
     await Promise.all(
       requests.map(async (message) => {

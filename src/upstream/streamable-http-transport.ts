@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { Readable } from 'node:stream';
 import { Agent, request, type Dispatcher } from 'undici';
 import { GatewayError } from '../errors/gateway-error.js';
@@ -38,7 +39,8 @@ export class StreamableHttpTransport implements UpstreamTransport {
   readonly #ownsDispatcher: boolean;
   readonly #logger: Logger;
   readonly #maxBytes: number;
-  readonly #lifetime = new AbortController();
+  // Every in-flight request listens on this signal; concurrency is bounded elsewhere, so no listener cap here.
+  readonly #lifetime = lifetimeController();
   #sessionId: string | undefined;
   #protocolVersion: string | undefined;
   #closing: Promise<void> | undefined;
@@ -283,4 +285,10 @@ export class StreamableHttpTransport implements UpstreamTransport {
     this.#logger.debug({ server: this.#server, status: statusCode }, 'upstream GET stream refused');
     return 'failed';
   }
+}
+
+function lifetimeController(): AbortController {
+  const controller = new AbortController();
+  setMaxListeners(0, controller.signal);
+  return controller;
 }

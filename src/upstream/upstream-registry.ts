@@ -51,6 +51,8 @@ interface Entry<C> {
 export class UpstreamRegistry<C> {
   private readonly options: UpstreamRegistryOptions;
   private readonly entries = new Map<string, Entry<C>>();
+  /** Binding key → the entry keys opened for it, so that release() costs O(servers), not O(all sessions). */
+  private readonly byBinding = new Map<string, Set<string>>();
   private readonly status = new Map<string, ServerStatus>();
   /** Closes started by release() and not yet finished: closeAll() must wait for them too. */
   private readonly closing = new Set<Promise<void>>();
@@ -89,6 +91,11 @@ export class UpstreamRegistry<C> {
     const entry: Entry<C> = { promise: Promise.resolve(undefined as never), client: undefined };
     entry.promise = this.open(server, config, key, binding, entry);
     this.entries.set(key, entry);
+    if (key !== server) {
+      let keys = this.byBinding.get(binding.key);
+      if (keys === undefined) this.byBinding.set(binding.key, (keys = new Set()));
+      keys.add(key);
+    }
     return entry.promise;
   }
 
@@ -103,9 +110,11 @@ export class UpstreamRegistry<C> {
 
   /** Closes every session-scoped upstream session opened for this downstream session. */
   release(bindingKey: string): void {
-    const suffix = `\u0000${bindingKey}`;
-    for (const [key, entry] of this.entries) {
-      if (!key.endsWith(suffix)) continue;
+    const keys = this.byBinding.get(bindingKey);
+    this.byBinding.delete(bindingKey);
+    for (const key of keys ?? []) {
+      const entry = this.entries.get(key);
+      if (entry === undefined) continue;
       this.entries.delete(key);
       const closing = entry.promise.then((client) => client.close(), () => undefined);
       this.closing.add(closing);
@@ -125,6 +134,7 @@ export class UpstreamRegistry<C> {
   async closeAll(): Promise<void> {
     const entries = [...this.entries.values()];
     this.entries.clear();
+    this.byBinding.clear();
     await Promise.all([...entries.map((entry) => entry.promise.then((client) => client.close(), () => undefined)), ...this.closing]);
   }
 
