@@ -54,6 +54,10 @@ export class CatalogView {
   private readonly fetching = new Map<string, Promise<Page | undefined>>();
   private readonly owners = new Map<ListKind, Map<string, string[]>>();
   private readonly nameIndex = new Map<string, { page: Page; names: Set<string> }>();
+  /** Serialised first pages of the merged lists, valid for one generation (DESIGN.md §5). */
+  private readonly firstPages = new Map<ListKind, { generation: number; json: string }>();
+  /** Bumped by every invalidation; a cached first page from an older generation is never served. */
+  private generation = 0;
 
   constructor(options: CatalogOptions) {
     this.options = options;
@@ -115,8 +119,33 @@ export class CatalogView {
     return undefined;
   }
 
+  /**
+   * The ready-to-send JSON of the merged first page of `kind`, while every server's first page is still
+   * cached and fresh and nothing was invalidated since it was built.
+   */
+  cachedFirstPage(kind: ListKind): string | undefined {
+    const entry = this.firstPages.get(kind);
+    if (entry === undefined || entry.generation !== this.generation) return undefined;
+    const now = this.now();
+    for (const server of this.options.servers) {
+      const page = this.pages.get(pageKey(server, kind, undefined));
+      if (page === undefined || page.expires <= now) return undefined;
+    }
+    return entry.json;
+  }
+
+  /** Current generation, to be read before building a first page and handed to {@link storeFirstPage}. */
+  get currentGeneration(): number {
+    return this.generation;
+  }
+
+  storeFirstPage(kind: ListKind, generation: number, json: string): void {
+    if (generation === this.generation && this.options.ttlMs > 0) this.firstPages.set(kind, { generation, json });
+  }
+
   /** Drops one server's cached pages of `kind` (after list_changed), or of every kind. */
   invalidate(server: string, kind?: ListKind): void {
+    this.generation += 1;
     const prefix = kind === undefined ? `${server}\u0000` : `${server}\u0000${kind}\u0000`;
     for (const key of [...this.pages.keys()]) if (key.startsWith(prefix)) this.pages.delete(key);
     if (kind === undefined) this.owners.clear();

@@ -10,6 +10,7 @@ import {
   type JsonRpcResponse,
 } from '../jsonrpc/message.js';
 import { negotiateVersion } from '../jsonrpc/protocol-versions.js';
+import { rawResult } from '../jsonrpc/serialize.js';
 import type { Logger } from '../observability/logger.js';
 import type { DownstreamSession, RequestStream, TransportKind } from '../session/downstream-session.js';
 import type { SessionManager } from '../session/session-manager.js';
@@ -178,10 +179,19 @@ export class Router {
   private async list(session: DownstreamSession, request: JsonRpcRequest, kind: ListKind): Promise<JsonRpcResponse> {
     const cursor = request.params?.cursor;
     const cursors = cursor === undefined ? undefined : this.cursors.decode(cursor, kind).upstreams;
-    const { items, next } = await this.view(session).page(kind, this.fetcher(session), cursors);
+    const view = this.view(session);
+    if (cursors === undefined) {
+      const cached = view.cachedFirstPage(kind);
+      if (cached !== undefined) return makeResult(request.id, rawResult(cached));
+    }
+    const generation = view.currentGeneration;
+    const { items, next } = await view.page(kind, this.fetcher(session), cursors);
     const result: JsonObject = { [kind]: items };
     if (Object.keys(next).length > 0) result.nextCursor = this.cursors.encode({ kind, upstreams: next });
-    return makeResult(request.id, result);
+    if (cursors !== undefined) return makeResult(request.id, result);
+    const json = JSON.stringify(result);
+    view.storeFirstPage(kind, generation, json);
+    return makeResult(request.id, rawResult(json));
   }
 
   private async forward(

@@ -2,6 +2,7 @@ import type { ServerResponse } from 'node:http';
 import type { JsonRpcMessage, JsonRpcResponse } from '../jsonrpc/message.js';
 import type { RequestStream } from '../session/downstream-session.js';
 import { SseStream } from './sse-stream.js';
+import { serializeMessage } from '../jsonrpc/serialize.js';
 
 /**
  * Answers one POST that carried requests. It starts undecided: if every response is ready before anything
@@ -57,7 +58,7 @@ export class PostResponder implements RequestStream {
       new SseStream(this.response, this.headers).end();
       return;
     }
-    const body = JSON.stringify(this.batch ? this.buffered : this.buffered[0]);
+    const body = this.batch ? `[${this.buffered.map(serializeMessage).join(',')}]` : serializeMessage(this.buffered[0] as JsonRpcResponse);
     // Issue 3: the gateway reports its own share of the latency; concurrent upstream waits in a batch overlap,
     // so the gateway share is clamped at zero rather than going negative.
     const total = performance.now() - this.started;

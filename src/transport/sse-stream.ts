@@ -1,5 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { JsonRpcMessage } from '../jsonrpc/message.js';
+import { serializeMessage } from '../jsonrpc/serialize.js';
 
 const KEEPALIVE_MS = 15_000;
 
@@ -40,7 +41,7 @@ export class SseStream {
   }
 
   send(message: JsonRpcMessage): boolean {
-    return this.event('message', JSON.stringify(message));
+    return this.event('message', serializeMessage(message));
   }
 
   event(name: string, data: string): boolean {

@@ -4,6 +4,7 @@ import { isNotification, isRequest, makeError, RpcCode, toMessage, type JsonRpcM
 import type { Logger } from '../observability/logger.js';
 import type { Router } from '../router/router.js';
 import type { DownstreamSession, RequestStream } from '../session/downstream-session.js';
+import { serializeMessage } from '../jsonrpc/serialize.js';
 
 export interface StdioServerOptions {
   router: Router;
@@ -91,7 +92,7 @@ export class StdioServer {
   }
 
   private write(message: JsonRpcMessage): boolean {
-    this.options.output.write(`${JSON.stringify(message)}\n`);
+    this.options.output.write(`${serializeMessage(message)}\n`);
     return true;
   }
 }

@@ -55,3 +55,12 @@ test('URI templates match what they expand to', () => {
   assert.equal(compileTemplate('notes://{title}').test('notes://welcome'), true);
   assert.equal(compileTemplate('search://q{?term,limit}').test('search://q?term=x&limit=2'), true);
 });
+
+test('a raw result is spliced in verbatim, and ordinary messages serialise as JSON.stringify does', async () => {
+  const { rawResult, serializeMessage } = await import('../../src/jsonrpc/serialize.js');
+  const cached = JSON.stringify({ tools: [{ name: 'a__x' }] });
+  const text = serializeMessage({ jsonrpc: '2.0', id: 'q"1', result: rawResult(cached) });
+  assert.deepEqual(JSON.parse(text), { jsonrpc: '2.0', id: 'q"1', result: { tools: [{ name: 'a__x' }] } });
+  const plain = { jsonrpc: '2.0' as const, id: 3, result: { ok: true } };
+  assert.equal(serializeMessage(plain), JSON.stringify(plain));
+});
