@@ -1,4 +1,4 @@
-import { Agent } from 'undici';
+import { Pool } from 'undici';
 import type { GatewayConfig } from './config/schema.js';
 import { LATEST_PROTOCOL_VERSION } from './jsonrpc/protocol-versions.js';
 import type { Logger } from './observability/logger.js';
@@ -27,14 +27,16 @@ export function buildCore(config: GatewayConfig, logger: Logger): GatewayCore {
   const { gateway, servers } = config;
   // One connection pool per configured HTTP server, shared by every client session's upstream session to it
   // and never by two servers (DESIGN.md invariant 1; issue 4 refines the key to the execution identity).
-  const dispatchers = new Map<string, Agent>();
-  const dispatcherFor = (name: string): Agent => {
-    let agent = dispatchers.get(name);
-    if (agent === undefined) {
-      agent = new Agent({ connectTimeout: servers[name]?.connectTimeoutMs, keepAliveTimeout: 30_000 });
-      dispatchers.set(name, agent);
+  // A Pool, not an Agent: every HTTP transport of one server talks to one origin (legacy SSE endpoints on
+  // another origin are refused), and a Pool skips the Agent's per-request origin lookup.
+  const dispatchers = new Map<string, Pool>();
+  const dispatcherFor = (name: string, url: string): Pool => {
+    let pool = dispatchers.get(name);
+    if (pool === undefined) {
+      pool = new Pool(new URL(url).origin, { connectTimeout: servers[name]?.connectTimeoutMs, keepAliveTimeout: 30_000 });
+      dispatchers.set(name, pool);
     }
-    return agent;
+    return pool;
   };
   const registry = new UpstreamRegistry<CallContext>({
     servers,
@@ -42,7 +44,7 @@ export function buildCore(config: GatewayConfig, logger: Logger): GatewayCore {
       createTransport(name, server, {
         logger,
         maxMessageBytes: gateway.limits.maxUpstreamMessageBytes,
-        dispatcher: server.transport === 'stdio' ? undefined : dispatcherFor(name),
+        dispatcher: server.transport === 'stdio' ? undefined : dispatcherFor(name, server.url),
       }),
     clientInfo: { name: gateway.name, version: VERSION },
     protocolVersion: LATEST_PROTOCOL_VERSION,
@@ -79,7 +81,7 @@ export function buildCore(config: GatewayConfig, logger: Logger): GatewayCore {
     async close() {
       sessions.closeAll();
       await registry.closeAll();
-      await Promise.all([...dispatchers.values()].map((agent) => agent.close().catch(() => undefined)));
+      await Promise.all([...dispatchers.values()].map((pool) => pool.destroy().catch(() => undefined)));
     },
   };
 }

@@ -14,6 +14,7 @@ import { rawResult } from '../jsonrpc/serialize.js';
 import type { Logger } from '../observability/logger.js';
 import type { DownstreamSession, RequestStream, TransportKind } from '../session/downstream-session.js';
 import type { SessionManager } from '../session/session-manager.js';
+import { CancelScope } from '../session/cancel-scope.js';
 import type { UpstreamClient, UpstreamReply } from '../upstream/upstream-client.js';
 import type { UpstreamRegistry } from '../upstream/upstream-registry.js';
 import { CatalogView, type ListFetcher, type ListKind } from './catalog.js';
@@ -98,12 +99,12 @@ export class Router {
    * utilities/cancellation).
    */
   async handleRequest(session: DownstreamSession, request: JsonRpcRequest, stream: RequestStream | undefined): Promise<JsonRpcResponse | undefined> {
-    const controller = new AbortController();
+    const controller = new CancelScope();
     session.inflight.set(request.id, controller);
     try {
-      return await this.dispatch(session, request, { session, stream }, controller.signal);
+      return await this.dispatch(session, request, { session, stream }, controller);
     } catch (error) {
-      if (controller.signal.aborted && GatewayError.is(error) && error.code === 'MCPGATE_ERR_CANCELLED') return undefined;
+      if (controller.aborted && GatewayError.is(error) && error.code === 'MCPGATE_ERR_CANCELLED') return undefined;
       if (!GatewayError.is(error)) this.options.logger.error({ err: error, method: request.method }, 'request failed');
       return toJsonRpcError(request.id, error);
     } finally {
@@ -139,7 +140,7 @@ export class Router {
     }
   }
 
-  private async dispatch(session: DownstreamSession, request: JsonRpcRequest, context: CallContext, signal: AbortSignal): Promise<JsonRpcResponse> {
+  private async dispatch(session: DownstreamSession, request: JsonRpcRequest, context: CallContext, signal: CancelScope): Promise<JsonRpcResponse> {
     const params = request.params ?? {};
     const listKind = LIST_KINDS[request.method];
     if (listKind !== undefined) return this.list(session, request, listKind);
@@ -199,7 +200,7 @@ export class Router {
     server: string,
     params: JsonObject,
     context: CallContext,
-    signal: AbortSignal,
+    signal: CancelScope,
   ): Promise<JsonRpcResponse> {
     const client = await this.client(context.session, server);
     const started = performance.now();
@@ -220,7 +221,7 @@ export class Router {
     throw new GatewayError('MCPGATE_ERR_UNKNOWN_RESOURCE', `Resource not found: ${uri}`, { data: { uri } });
   }
 
-  private async complete(session: DownstreamSession, request: JsonRpcRequest, params: JsonObject, context: CallContext, signal: AbortSignal): Promise<JsonRpcResponse> {
+  private async complete(session: DownstreamSession, request: JsonRpcRequest, params: JsonObject, context: CallContext, signal: CancelScope): Promise<JsonRpcResponse> {
     const ref = asObject(params.ref);
     if (ref?.type === 'ref/prompt' && typeof ref.name === 'string') {
       const route = await this.view(session).resolve('prompts', ref.name, this.fetcher(session));

@@ -1,5 +1,6 @@
 import type { JsonObject, JsonRpcId, JsonRpcMessage } from '../jsonrpc/message.js';
 import type { ProtocolVersion } from '../jsonrpc/protocol-versions.js';
+import type { CancelScope } from './cancel-scope.js';
 
 /**
  * Where the gateway can reach a client outside a request's own stream: the GET stream of a Streamable HTTP
@@ -46,7 +47,7 @@ export class DownstreamSession {
   capabilitySignature: string | undefined;
   channel: SessionChannel | undefined;
   /** Downstream request id → the controller that cancels its upstream work. */
-  readonly inflight = new Map<JsonRpcId, AbortController>();
+  readonly inflight = new Map<JsonRpcId, CancelScope>();
   private outbound: Map<JsonRpcId, OutboundRequest> | undefined;
   private subscriptions: Set<string> | undefined;
   private readonly closeHooks: Array<() => void> = [];

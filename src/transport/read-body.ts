@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { GatewayError } from '../errors/gateway-error.js';
+import { collectStream } from '../util/collect-stream.js';
 
 /**
  * Reads a request body up to `limit` bytes. A declared Content-Length over the limit is refused before any
@@ -11,17 +12,12 @@ export async function readBody(request: IncomingMessage, limit: number): Promise
     request.resume();
     throw tooLarge(limit);
   }
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of request as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > limit) {
-      request.resume();
-      throw tooLarge(limit);
-    }
-    chunks.push(chunk);
+  const body = await collectStream(request, limit);
+  if (body === undefined) {
+    request.resume();
+    throw tooLarge(limit);
   }
-  return chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size);
+  return body;
 }
 
 function tooLarge(limit: number): GatewayError {

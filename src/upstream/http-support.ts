@@ -4,6 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { request, type Dispatcher } from 'undici';
 import type { Logger } from '../observability/logger.js';
 import { GatewayError } from '../errors/gateway-error.js';
+import { collectStream } from '../util/collect-stream.js';
 import { toMessage, type JsonRpcMessage } from '../jsonrpc/message.js';
 import { SseEventTooLargeError, type SseParser } from './sse-parser.js';
 
@@ -96,17 +97,12 @@ export async function readJsonBody(server: string, body: Readable, headers: Inco
     abortBody(body);
     throw tooLargeError(server, limit);
   }
-  const chunks: Buffer[] = [];
-  let total = 0;
-  for await (const chunk of body as AsyncIterable<Buffer>) {
-    total += chunk.length;
-    if (total > limit) {
-      abortBody(body);
-      throw tooLargeError(server, limit);
-    }
-    chunks.push(chunk);
+  const buffer = await collectStream(body, limit);
+  if (buffer === undefined) {
+    abortBody(body);
+    throw tooLargeError(server, limit);
   }
-  const text = Buffer.concat(chunks, total).toString('utf8');
+  const text = buffer.toString('utf8');
   if (text.trim() === '') return undefined;
   try {
     return JSON.parse(text) as unknown;

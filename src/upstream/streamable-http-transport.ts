@@ -1,6 +1,6 @@
 import { setMaxListeners } from 'node:events';
 import type { Readable } from 'node:stream';
-import { Agent, request, type Dispatcher } from 'undici';
+import { Agent, type Dispatcher } from 'undici';
 import { GatewayError } from '../errors/gateway-error.js';
 import { isNotification, isRequest, isResponse, type JsonRpcId, type JsonRpcMessage } from '../jsonrpc/message.js';
 import type { Logger } from '../observability/logger.js';
@@ -41,6 +41,9 @@ export class StreamableHttpTransport implements UpstreamTransport {
   readonly #maxBytes: number;
   // Every in-flight request listens on this signal; concurrency is bounded elsewhere, so no listener cap here.
   readonly #lifetime = lifetimeController();
+  readonly #path: string;
+  /** POST response streams being read: destroyed on close, since POSTs carry no abort signal. */
+  readonly #streams = new Set<Readable>();
   #sessionId: string | undefined;
   #protocolVersion: string | undefined;
   #closing: Promise<void> | undefined;
@@ -52,6 +55,7 @@ export class StreamableHttpTransport implements UpstreamTransport {
     }
     this.#server = options.serverName;
     this.#url = new URL(options.url);
+    this.#path = this.#url.pathname + this.#url.search;
     this.#headers = options.headers ?? {};
     this.#ownsDispatcher = options.dispatcher === undefined;
     this.#dispatcher = options.dispatcher ?? new Agent({ connect: { timeout: options.connectTimeoutMs } });
@@ -113,6 +117,8 @@ export class StreamableHttpTransport implements UpstreamTransport {
   #shutdown(endSession: boolean): Promise<void> {
     this.#closing ??= (async () => {
       this.#lifetime.abort();
+      for (const stream of this.#streams) stream.destroy();
+      this.#streams.clear();
       if (endSession && this.#sessionId !== undefined) {
         const headers = buildHeaders(this.#headers, { 'mcp-session-id': this.#sessionId, 'mcp-protocol-version': this.#protocolVersion });
         await deleteSession(this.#url, headers, this.#dispatcher).catch((error: unknown) =>
@@ -133,7 +139,18 @@ export class StreamableHttpTransport implements UpstreamTransport {
     });
     try {
       // No body timeout: SSE streams may legitimately idle for as long as a tool runs; close() aborts them.
-      return await request(this.#url, { method, headers, body, dispatcher: this.#dispatcher, signal: this.#lifetime.signal, bodyTimeout: 0 });
+      // POSTs carry no abort signal: an EventTarget listener per call is a measurable share of the hot path
+      // (issue 3 profile). close() instead destroys the response streams still being read (#streams); a
+      // JSON answer still in flight is simply discarded. Long-lived GET streams keep the signal.
+      return await this.#dispatcher.request({
+        origin: this.#url.origin,
+        path: this.#path,
+        method,
+        headers,
+        body,
+        signal: method === 'GET' ? this.#lifetime.signal : undefined,
+        bodyTimeout: 0,
+      });
     } catch (error) {
       if (this.#closing) throw closedError(this.#server, 'transport is closed');
       throw unavailableError(this.#server, error);
@@ -195,7 +212,9 @@ export class StreamableHttpTransport implements UpstreamTransport {
     for (;;) {
       if (body !== undefined) {
         const idBefore = parser.lastEventId;
+        this.#streams.add(body);
         const dropped = await pumpSse(this.#server, body, parser).then(() => undefined, (error: unknown) => error);
+        this.#streams.delete(body);
         if (this.#closing) return;
         if (GatewayError.is(dropped) && dropped.code === 'MCPGATE_ERR_UPSTREAM_RESPONSE_TOO_LARGE') {
           this.#report(dropped, requestId);

@@ -44,9 +44,16 @@ export interface UpstreamClientOptions<C> {
   handlers: UpstreamHandlers<C>;
 }
 
+/** What a request needs from its cancellation source (the router's CancelScope fits). */
+export interface CancelSignal {
+  readonly aborted: boolean;
+  /** Registers the listener; returns the function that removes it. */
+  subscribe(listener: () => void): () => void;
+}
+
 export interface RequestOptions<C> {
   timeoutMs: number;
-  signal?: AbortSignal | undefined;
+  signal?: CancelSignal | undefined;
   context?: C | undefined;
 }
 
@@ -185,7 +192,7 @@ export class UpstreamClient<C = unknown> {
     }
 
     return new Promise<UpstreamReply>((resolve, reject) => {
-      const onAbort = (): void => this.abandon(id, 'Cancelled by the client', cancelledError(this.serverName));
+      const unsubscribe = signal?.subscribe(() => this.abandon(id, 'Cancelled by the client', cancelledError(this.serverName)));
       const entry: Pending<C> = {
         resolve,
         reject,
@@ -194,7 +201,7 @@ export class UpstreamClient<C = unknown> {
         progressToken,
         cleanup: () => {
           if (entry.timer !== undefined) clearTimeout(entry.timer);
-          signal?.removeEventListener('abort', onAbort);
+          unsubscribe?.();
         },
       };
       entry.timer = setTimeout(() => {
@@ -206,7 +213,6 @@ export class UpstreamClient<C = unknown> {
           }),
         );
       }, options.timeoutMs);
-      signal?.addEventListener('abort', onAbort, { once: true });
       this.pending.set(id, entry);
 
       const message: JsonRpcRequest =
