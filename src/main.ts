@@ -1,4 +1,4 @@
-import { Pool } from 'undici';
+import { allowsUnmeasured } from './config/isolation-schema.js';
 import type { GatewayConfig } from './config/schema.js';
 import { LATEST_PROTOCOL_VERSION } from './jsonrpc/protocol-versions.js';
 import type { Logger } from './observability/logger.js';
@@ -9,6 +9,9 @@ import { SessionManager } from './session/session-manager.js';
 import { GatewayHttpServer } from './transport/http-server.js';
 import { StdioServer } from './transport/stdio-server.js';
 import { createTransport } from './upstream/create-transport.js';
+import { DispatcherRegistry } from './upstream/dispatcher-registry.js';
+import { executionIdentityOf } from './upstream/execution-identity.js';
+import { connectOptionsFor } from './upstream/tls-pin.js';
 import { UpstreamRegistry } from './upstream/upstream-registry.js';
 import { VERSION } from './version.js';
 
@@ -25,30 +28,29 @@ export interface GatewayCore {
 
 export function buildCore(config: GatewayConfig, logger: Logger): GatewayCore {
   const { gateway, servers } = config;
-  // One connection pool per configured HTTP server, shared by every client session's upstream session to it
-  // and never by two servers (DESIGN.md invariant 1; issue 4 refines the key to the execution identity).
-  // A Pool, not an Agent: every HTTP transport of one server talks to one origin (legacy SSE endpoints on
-  // another origin are refused), and a Pool skips the Agent's per-request origin lookup.
-  const dispatchers = new Map<string, Pool>();
-  const dispatcherFor = (name: string, url: string): Pool => {
-    let pool = dispatchers.get(name);
-    if (pool === undefined) {
-      pool = new Pool(new URL(url).origin, { connectTimeout: servers[name]?.connectTimeoutMs, keepAliveTimeout: 30_000 });
-      dispatchers.set(name, pool);
-    }
-    return pool;
-  };
+  // Every per-upstream cache is keyed by the execution identity (issue 4 §1, DESIGN.md invariant 1), derived
+  // once here: one HTTP pool per identity, one shared stdio child per identity.
+  const identities = new Map(Object.entries(servers).map(([name, server]) => [name, executionIdentityOf(name, server)]));
+  const dispatchers = new DispatcherRegistry({
+    servers,
+    identities,
+    callTimeoutMs: gateway.limits.callTimeoutMs,
+    // TLS pins, CA bundle and mTLS client certificate of this server (issue 4 §3); undefined = undici's default.
+    connect: (name, server, timeoutMs) => connectOptionsFor(name, server, gateway.mode, logger, timeoutMs),
+  });
   const registry = new UpstreamRegistry<CallContext>({
     servers,
     createTransport: (name, server) =>
       createTransport(name, server, {
         logger,
         maxMessageBytes: gateway.limits.maxUpstreamMessageBytes,
-        dispatcher: server.transport === 'stdio' ? undefined : dispatcherFor(name, server.url),
+        dispatcher: server.transport === 'stdio' ? undefined : dispatchers.dispatcherFor(name),
+        allowUnmeasured: server.transport === 'stdio' && allowsUnmeasured(server, gateway.mode),
       }),
     clientInfo: { name: gateway.name, version: VERSION },
     protocolVersion: LATEST_PROTOCOL_VERSION,
     logger,
+    identityOf: (name) => identities.get(name)?.hash,
   });
   const sessions = new SessionManager({
     maxSessions: gateway.limits.maxSessions,
@@ -81,7 +83,7 @@ export function buildCore(config: GatewayConfig, logger: Logger): GatewayCore {
     async close() {
       sessions.closeAll();
       await registry.closeAll();
-      await Promise.all([...dispatchers.values()].map((pool) => pool.destroy().catch(() => undefined)));
+      await dispatchers.close();
     },
   };
 }

@@ -3,7 +3,8 @@
 //   http family:  upstream = the HTTP mock (one process, shared by every contender of the run)
 //   stdio family: upstream = the stdio mock, spawned by the contender itself (one child per session or request)
 
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { HttpClient, SseClient, StdioClient } from './client.mjs';
@@ -105,9 +106,14 @@ export function writeMcpgateConfig(ctx, { urls = [], stdio = 0, extraGateway = '
     'servers:',
   ];
   urls.forEach((url, index) => lines.push(`  up${index}: { transport: http, url: "${url}" }`));
+  // Production mode refuses unmeasured stdio servers: the mock script is measured, as an operator would do.
+  const script = join(ctx.benchDir, 'mock/stdio-server.mjs');
+  const digest = `sha256:${createHash('sha256').update(readFileSync(script)).digest('hex')}`;
   for (let index = 0; index < stdio; index += 1) {
     const { command, args } = stdioMockCommand(ctx);
-    lines.push(`  up${index}: { transport: stdio, command: ${JSON.stringify(command)}, args: ${JSON.stringify(args)} }`);
+    lines.push(
+      `  up${index}: { transport: stdio, command: ${JSON.stringify(command)}, args: ${JSON.stringify(args)}, digest: "${digest}", measure: ${JSON.stringify(script)} }`,
+    );
   }
   const file = join(ctx.workDir, `${name.replace(/\W+/g, '-')}-${process.hrtime.bigint()}.yaml`);
   writeFileSync(file, `${lines.filter((line) => line !== '').join('\n')}\n`);

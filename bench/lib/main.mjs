@@ -14,13 +14,14 @@ import { runW3 } from '../workloads/w3.mjs';
 import { runW4 } from '../workloads/w4.mjs';
 import { runW5 } from '../workloads/w5.mjs';
 import { runW6 } from '../workloads/w6.mjs';
+import { runW7, W7_DEFAULTS } from '../workloads/w7.mjs';
 
-const WORKLOADS = { W1: runW1, W2: runW2, W3: runW3, W4: runW4, W5: runW5, W6: runW6 };
+const WORKLOADS = { W1: runW1, W2: runW2, W3: runW3, W4: runW4, W5: runW5, W6: runW6, W7: runW7 };
 
-/** Full run: about 14 minutes on an idle 2-core machine, 5 of them the W6 soak (`--soak-seconds`). */
+/** Full run (W1–W7): about 14 minutes on an idle 2-core machine, 5 of them the W6 soak (`--soak-seconds`). */
 const FULL = {
   name: 'full',
-  workloads: ['W1', 'W2', 'W3', 'W4', 'W5', 'W6'],
+  workloads: ['W1', 'W2', 'W3', 'W4', 'W5', 'W6', 'W7'],
   rounds: 3,
   pointSeconds: 2,
   warmupSeconds: 0.5,
@@ -37,6 +38,7 @@ const FULL = {
   w4: { levels: [1, 8], seconds: 2, sizeBytes: 1048576 },
   w5: { upstreams: [1, 100], reps: 5 },
   w6: { seconds: 300, concurrency: 32, churnEvery: 200, sampleSeconds: 5 },
+  w7: { ...W7_DEFAULTS },
 };
 
 /** Smoke: W1 for direct, bare and mcpgate at c=1 and c=32, two rounds; well under 60 s. */
@@ -129,6 +131,7 @@ function estimateSeconds(profile) {
     W4: 5 * (profile.primeSeconds + 0.5) + profile.rounds * profile.w4.levels.length * 5 * (profile.w4.seconds + profile.warmupSeconds + 0.2),
     W5: 3 + profile.w5.reps * (1 + profile.w5.upstreams.length),
     W6: profile.w6.seconds + 6,
+    W7: 2 * (profile.w7.seconds + profile.warmupSeconds) + 8,
   };
   return Math.round(profile.workloads.reduce((sum, name) => sum + (parts[name] ?? 0), 0));
 }

@@ -1,5 +1,6 @@
 import { ConfigError, formatConfigIssue } from '../config/config-error.js';
 import { loadConfig } from '../config/load.js';
+import { assertSpawnPolicy } from '../config/spawn-policy.js';
 
 export interface CheckIo {
   /** Variables for `${VAR}` interpolation (normally `process.env`). */
@@ -19,6 +20,8 @@ export interface CheckIo {
 export async function runCheck(file: string, io: CheckIo): Promise<number> {
   try {
     const config = await loadConfig(file, { env: io.env });
+    // A production config with an unmeasured stdio server loads, but could never spawn it (issue 4 §4).
+    assertSpawnPolicy(config, file);
     const names = Object.keys(config.servers);
     const noun = names.length === 1 ? 'server' : 'servers';
     io.stdout(names.length === 0 ? `ok: 0 servers` : `ok: ${names.length} ${noun} (${names.join(', ')})`);

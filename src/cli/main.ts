@@ -2,16 +2,20 @@
 import { Command } from 'commander';
 import { ConfigError } from '../config/config-error.js';
 import { loadConfig } from '../config/load.js';
+import { assertSpawnPolicy } from '../config/spawn-policy.js';
 import { runStdioGateway, startHttpGateway } from '../main.js';
 import { createLogger } from '../observability/logger.js';
 import { VERSION } from '../version.js';
 import { runCheck } from './check.js';
+import { runPin } from './pin.js';
 
 const DEFAULT_CONFIG = 'mcpgate.yaml';
 
 async function load(file: string) {
   try {
-    return await loadConfig(file, { env: process.env });
+    const config = await loadConfig(file, { env: process.env });
+    assertSpawnPolicy(config, file);
+    return config;
   } catch (error) {
     if (error instanceof ConfigError) {
       process.stderr.write(`${error.message}\n`);
@@ -84,6 +88,18 @@ program
       stderr: (line) => process.stderr.write(`${line}\n`),
     });
     process.exitCode = code;
+  });
+
+program
+  .command('pin')
+  .description('connect to an https:// upstream and print both pin forms of its certificate (tls.pin, tls.spkiPin)')
+  .argument('<https-url>', 'the upstream URL')
+  .option('--ca <file>', 'PEM CA bundle to verify against (as tls.ca), instead of the system roots')
+  .action(async (url: string, options: { ca?: string }) => {
+    process.exitCode = await runPin(url, { ca: options.ca }, {
+      stdout: (line) => process.stdout.write(`${line}\n`),
+      stderr: (line) => process.stderr.write(`${line}\n`),
+    });
   });
 
 await program.parseAsync(process.argv);

@@ -95,7 +95,11 @@ function convertEntry(path: ConfigPath, entry: unknown, issues: McpServersIssue[
   const other = hasCommand ? URL_KEYS : STDIO_KEYS;
   const server: Record<string, unknown> = { transport };
   for (const [key, value] of Object.entries(entry)) {
-    if (own.has(key)) {
+    if (key === 'env' && hasCommand) {
+      // The format's `env` is a plain record of variables to set; ours is { allow, set } (issue 4 §4). A value
+      // that is not a record passes through unchanged for the schema to report.
+      server[key] = isPlainObject(value) ? { set: value } : value;
+    } else if (own.has(key)) {
       server[key] = value;
     } else if (key === 'disabled') {
       if (typeof value === 'boolean') server['enabled'] = !value;
@@ -134,7 +138,8 @@ function transportOf(
 
 /**
  * Maps a path in our shape (as reported by the schema) back to the `mcpServers` document it came from, so
- * that errors name what the user wrote: `servers.x.transport` → `mcpServers.x.type`, `enabled` → `disabled`.
+ * that errors name what the user wrote: `servers.x.transport` → `mcpServers.x.type`, `enabled` → `disabled`,
+ * `env.set.X` → `env.X`.
  */
 export function toMcpServersPath(path: ConfigPath): ConfigPath {
   if (path[0] !== 'servers') return path;
@@ -142,5 +147,7 @@ export function toMcpServersPath(path: ConfigPath): ConfigPath {
   if (name === undefined) return ['mcpServers'];
   if (key === undefined) return ['mcpServers', name];
   const renamed = key === 'transport' ? 'type' : key === 'enabled' ? 'disabled' : key;
-  return ['mcpServers', name, renamed, ...rest];
+  // `env.set.X` was written `env.X` (see convertEntry).
+  const tail = key === 'env' && rest[0] === 'set' ? rest.slice(1) : rest;
+  return ['mcpServers', name, renamed, ...tail];
 }

@@ -1,4 +1,7 @@
 import { z } from 'zod';
+import { checkStdioIsolation, httpIsolationFields, stdioIsolationFields } from './isolation-schema.js';
+import { checkHttpTrust, tlsSchema } from './tls-rules.js';
+import { serverResilienceFields, stdioRestartFields } from './resilience-schema.js';
 
 /**
  * The configuration schema: the one place that holds defaults (STYLE.md §6). Parsed once at start-up, then
@@ -39,20 +42,24 @@ const serverCommon = {
   /** Time allowed for connecting and the initialize handshake. */
   connectTimeoutMs: integer(z.number().int().positive()).default(10_000),
   tools: toolFilterSchema.prefault({}),
+  /** limits { maxConcurrent, maxQueued, queueTimeoutMs } and breaker { … } (issue 4 §5-6; resilience-schema.ts). */
+  ...serverResilienceFields,
 };
 
 const stdioServerSchema = z.strictObject({
   transport: z.literal('stdio'),
   command: z.string().min(1),
   args: z.array(z.string()).default([]),
-  /** Variables set in the child's environment. */
-  env: z.record(z.string(), z.string()).default({}),
   cwd: z.string().optional(),
+  /** env { allow, set }, home, digest, measure, allowUnmeasured (issue 4 §4; isolation-schema.ts). */
+  ...stdioIsolationFields,
   /**
    * `session`: one child per downstream session (DESIGN.md invariant 8). `shared`: one child for every session,
    * which is only safe for servers that never send requests to the client.
    */
   scope: z.enum(['session', 'shared']).default('session'),
+  /** restart { initialBackoffMs, maxBackoffMs, crashLoop } (issue 4 §4 lifecycle; resilience-schema.ts). */
+  ...stdioRestartFields,
   ...serverCommon,
 });
 
@@ -61,6 +68,12 @@ const httpServerSchema = z.strictObject({
   transport: z.enum(['http', 'sse', 'auto']),
   url: z.url({ protocol: /^https?$/ }),
   headers: z.record(z.string(), z.string()).default({}),
+  /** Pins, CA bundle, mTLS client certificate and SNI for an https:// URL (issue 4 §3; rules in tls-rules.ts). */
+  tls: tlsSchema.optional(),
+  /** Permits plain http:// to a non-loopback host (issue 4 §3); the connection is then unprotected. */
+  allowInsecureHttp: z.boolean().default(false),
+  /** http { connections, keepAliveTimeoutMs, … } pool limits and spiffeId (issue 4 §1-2; isolation-schema.ts). */
+  ...httpIsolationFields,
   ...serverCommon,
 });
 
@@ -110,6 +123,8 @@ export const configSchema = z
   .superRefine((config, ctx) => {
     const separator = config.gateway.separator;
     for (const [name, server] of Object.entries(config.servers)) {
+      if (server.transport !== 'stdio') checkHttpTrust(name, server, config.gateway.mode, ctx);
+      else checkStdioIsolation(name, server, ctx);
       if (config.gateway.prefix !== 'never' && name.includes(separator)) {
         ctx.addIssue({
           code: 'custom',

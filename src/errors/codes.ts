@@ -38,6 +38,9 @@ export const ErrorCatalogue = {
   MCPGATE_ERR_CLIENT_CAPABILITY: { http: 400, rpc: RpcCode.InvalidRequest },
   MCPGATE_ERR_SHUTTING_DOWN: { http: 503, rpc: RpcCode.ServerError },
   MCPGATE_ERR_INTERNAL: { http: 500, rpc: RpcCode.InternalError },
+  MCPGATE_ERR_UPSTREAM_TLS_PIN: { http: 502, rpc: RpcCode.ServerError },
+  MCPGATE_ERR_UPSTREAM_BUSY: { http: 503, rpc: RpcCode.ServerError },
+  MCPGATE_ERR_UPSTREAM_DIGEST_MISMATCH: { http: 502, rpc: RpcCode.ServerError },
 } as const;
 
 export type ErrorCode = keyof typeof ErrorCatalogue;

@@ -1,3 +1,4 @@
+import type { ErrorCode } from '../errors/codes.js';
 import { GatewayError, toJsonRpcError } from '../errors/gateway-error.js';
 import {
   asObject,
@@ -202,14 +203,21 @@ export class Router {
     context: CallContext,
     signal: CancelScope,
   ): Promise<JsonRpcResponse> {
-    const client = await this.client(context.session, server);
-    const started = performance.now();
-    try {
-      const reply = await client.request(request.method, params, { timeoutMs: this.timeoutFor(server), signal, context });
-      return toResponse(request, reply);
-    } finally {
-      context.stream?.recordUpstreamTime?.(performance.now() - started);
-    }
+    // Opening the upstream session and the call itself both run under the server's bulkhead and breaker.
+    return this.options.registry.run(
+      server,
+      async () => {
+        const client = await this.client(context.session, server);
+        const started = performance.now();
+        try {
+          const reply = await client.request(request.method, params, { timeoutMs: this.timeoutFor(server), signal, context });
+          return toResponse(request, reply);
+        } finally {
+          context.stream?.recordUpstreamTime?.(performance.now() - started);
+        }
+      },
+      signal,
+    );
   }
 
   private async resourceOwner(session: DownstreamSession, uri: string): Promise<string> {
@@ -241,10 +249,12 @@ export class Router {
     await Promise.all(
       this.options.registry.serverNames.map(async (server) => {
         try {
-          const client = await this.client(session, server);
-          if ('logging' in client.serverCapabilities) {
-            await client.request('logging/setLevel', { level: params.level }, { timeoutMs: this.timeoutFor(server) });
-          }
+          await this.options.registry.run(server, async () => {
+            const client = await this.client(session, server);
+            if ('logging' in client.serverCapabilities) {
+              await client.request('logging/setLevel', { level: params.level }, { timeoutMs: this.timeoutFor(server) });
+            }
+          });
         } catch (error) {
           this.options.logger.warn({ server, err: error instanceof Error ? error.message : String(error) }, 'logging/setLevel not delivered');
         }
@@ -272,13 +282,17 @@ export class Router {
   private fetcher(session: DownstreamSession): ListFetcher {
     return {
       capabilities: async (server) => {
+        // An open session needs no upstream exchange, so it takes no slot: a saturated server still lists.
+        const open = this.options.registry.peek(server, session.id);
+        if (open !== undefined) return open.serverCapabilities;
         try {
-          return (await this.client(session, server)).serverCapabilities;
+          return await this.options.registry.run(server, async () => (await this.client(session, server)).serverCapabilities);
         } catch {
           return undefined;
         }
       },
-      list: async (server, method, params) => (await this.client(session, server)).request(method, params, { timeoutMs: this.timeoutFor(server) }),
+      list: (server, method, params) =>
+        this.options.registry.run(server, async () => (await this.client(session, server)).request(method, params, { timeoutMs: this.timeoutFor(server) })),
     };
   }
 
@@ -330,8 +344,16 @@ export class Router {
 
   private unknownName(kind: 'tools' | 'prompts', name: string): GatewayError {
     const split = this.options.naming.mode === 'never' ? undefined : splitPrefixed(this.options.naming, this.options.registry.serverNames, name);
-    const state = split === undefined ? undefined : this.options.registry.snapshot()[split.server]?.state;
-    if (split !== undefined && state === 'failed') {
+    const status = split === undefined ? undefined : this.options.registry.snapshot()[split.server];
+    const state = status?.state;
+    // Issue 4 §3 and §4: a TLS pin or digest mismatch keeps its own code and message (which names the server
+    // and holds no address or path), so the caller learns it is a trust failure, not an outage.
+    const trustCode = TRUST_FAILURES.find((code) => code === status?.lastErrorCode);
+    if (split !== undefined && state === 'failed' && trustCode !== undefined) {
+      const message = status?.lastError ?? `upstream "${split.server}" failed a trust check`;
+      return new GatewayError(trustCode, message, { data: { server: split.server } });
+    }
+    if (split !== undefined && (state === 'failed' || state === 'crash-loop')) {
       return new GatewayError('MCPGATE_ERR_UPSTREAM_UNAVAILABLE', `server "${split.server}" is unavailable`, { data: { server: split.server } });
     }
     return kind === 'tools'
@@ -343,6 +365,9 @@ export class Router {
 function toResponse(request: JsonRpcRequest, reply: UpstreamReply): JsonRpcResponse {
   return reply.ok ? { jsonrpc: '2.0', id: request.id, result: reply.result } : { jsonrpc: '2.0', id: request.id, error: reply.error };
 }
+
+/** Open failures reported with their own code rather than as "unavailable". */
+const TRUST_FAILURES: readonly ErrorCode[] = ['MCPGATE_ERR_UPSTREAM_TLS_PIN', 'MCPGATE_ERR_UPSTREAM_DIGEST_MISMATCH'];
 
 /** The client capabilities upstreams are known to list differently for. */
 const LISTING_CAPABILITIES = ['elicitation', 'roots', 'sampling'];

@@ -18,6 +18,11 @@ export interface CreateTransportDeps {
   dispatcher?: Dispatcher;
   /** SIGTERM → SIGKILL grace for stdio children. Default 5000. */
   killGraceMs?: number;
+  /**
+   * Whether a stdio server without `digest` may be spawned (resolved from the server's `allowUnmeasured` and
+   * `gateway.mode` by the caller). Default false: fails closed.
+   */
+  allowUnmeasured?: boolean;
 }
 
 /** Builds the transport `config.transport` names. Nothing is opened until `start()`. */
@@ -29,8 +34,13 @@ export function createTransport(serverName: string, config: ServerConfig, deps: 
         serverName,
         command: config.command,
         args: config.args,
-        env: config.env,
+        env: config.env.set,
+        envAllow: config.env.allow,
+        home: config.home,
         cwd: config.cwd,
+        digest: config.digest,
+        measure: config.measure,
+        allowUnmeasured: deps.allowUnmeasured ?? false,
         logger,
         maxMessageBytes,
         killGraceMs: deps.killGraceMs,

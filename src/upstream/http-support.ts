@@ -42,7 +42,12 @@ export function isAbortError(error: unknown): boolean {
   return error instanceof Error && (error.name === 'AbortError' || (error as { code?: unknown }).code === 'UND_ERR_ABORTED');
 }
 
+/**
+ * A network failure as UPSTREAM_UNAVAILABLE. A GatewayError raised by the connector itself (a TLS pin mismatch,
+ * an unreadable tls.ca file; issue 4 §3) passes through unchanged: it already names the server and says why.
+ */
 export function unavailableError(server: string, cause: unknown): GatewayError {
+  if (GatewayError.is(cause)) return cause;
   const code = (cause as { code?: unknown } | undefined)?.code;
   const reason = typeof code === 'string' ? ` (${code})` : '';
   return new GatewayError('MCPGATE_ERR_UPSTREAM_UNAVAILABLE', `upstream "${server}" is unavailable${reason}`, {

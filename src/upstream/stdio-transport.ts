@@ -1,8 +1,11 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { resolve } from 'node:path';
 import type { Writable } from 'node:stream';
 import { GatewayError } from '../errors/gateway-error.js';
 import { toMessage, type JsonRpcMessage } from '../jsonrpc/message.js';
 import type { Logger } from '../observability/logger.js';
+import { buildChildEnv } from './child-env.js';
+import { resolveCommand, verifyMeasurement } from './measured-spawn.js';
 import { StderrRelay } from './stderr-relay.js';
 import type { InboundContext, UpstreamTransport } from './transport.js';
 
@@ -10,9 +13,22 @@ export interface StdioTransportOptions {
   serverName: string;
   command: string;
   args?: readonly string[];
-  /** Variables set in the child's environment, on top of the small inherited allowlist. */
+  /** Variables set in the child's environment (`env.set`); they win over inherited ones. */
   env?: Readonly<Record<string, string>>;
+  /** Names of the gateway's variables passed through when set (`env.allow`), besides PATH and HOME. */
+  envAllow?: readonly string[];
+  /** HOME given to the child; default the gateway's. */
+  home?: string;
   cwd?: string;
+  /** `sha256:<hex>` the executable (or `measure`) must hash to before every spawn (issue 4 §4). */
+  digest?: string;
+  /** The file hashed instead of the executable, for interpreted servers. */
+  measure?: string;
+  /**
+   * Whether to spawn without a digest. Default false (fails closed); the composition root passes the
+   * mode-dependent default (`allowsUnmeasured`).
+   */
+  allowUnmeasured?: boolean;
   logger: Logger;
   /** Largest stdout line (one JSON-RPC message) accepted from the child, in bytes. */
   maxMessageBytes: number;
@@ -20,25 +36,10 @@ export interface StdioTransportOptions {
   killGraceMs?: number;
 }
 
-/**
- * The only variables a child inherits from the gateway (DESIGN.md invariant 8): the gateway's environment holds
- * its own secrets. NODE_OPTIONS is deliberately absent: it could inject code into Node-based servers.
- */
-const INHERITED_ENV = ['PATH', 'HOME', 'LANG', 'TMPDIR'] as const;
 /** After the child exits, how long a grandchild holding its stdio pipes may delay onclose. */
 const EXIT_DRAIN_MS = 1_000;
 const LF = 0x0a;
 const LOGGED_LINE_CHARS = 2_048;
-
-/** The child's environment: the allowlisted variables of `parent`, then the configured ones. */
-export function buildChildEnv(configured: Readonly<Record<string, string>>, parent: NodeJS.ProcessEnv = process.env): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const name of INHERITED_ENV) {
-    const value = parent[name];
-    if (value !== undefined) env[name] = value;
-  }
-  return { ...env, ...configured };
-}
 
 /**
  * An MCP server run as a child process, speaking newline-delimited JSON-RPC on stdin/stdout (spec 2025-11-25,
@@ -57,6 +58,8 @@ export class StdioTransport implements UpstreamTransport {
   readonly #killGraceMs: number;
   readonly #groupKill = process.platform !== 'win32';
   #child: ChildProcessWithoutNullStreams | undefined;
+  #starting = false;
+  #closeRequested = false;
   #exited = false;
   #closed = false;
   #closedPromise: Promise<void> | undefined;
@@ -85,16 +88,38 @@ export class StdioTransport implements UpstreamTransport {
     return this.#child?.pid;
   }
 
-  /** Spawns the child; resolves once it runs, rejects with UPSTREAM_UNAVAILABLE if it cannot be started. */
+  /**
+   * Measures, then spawns the child; resolves once it runs. Rejects with UPSTREAM_DIGEST_MISMATCH when the
+   * measured file does not match `digest`, UPSTREAM_UNAVAILABLE when it is unmeasured and may not be, or when it
+   * cannot be started.
+   */
   async start(): Promise<void> {
-    if (this.#child !== undefined) throw new Error('StdioTransport: start() may be called once');
-    const { command, args = [], env = {}, cwd } = this.#options;
+    if (this.#child !== undefined || this.#starting) throw new Error('StdioTransport: start() may be called once');
+    this.#starting = true;
+    const { command, args = [], env: set = {}, envAllow, home, cwd } = this.#options;
+    const childEnv = buildChildEnv({ allow: envAllow, set, home });
+    const childCwd = resolve(cwd ?? '.');
+    // Resolved with the child's own PATH and cwd, as the spawn would; then the resolved file is what runs.
+    const executable = resolveCommand(command, childCwd, childEnv['PATH']);
+    const measurement = { serverName: this.#server, digest: this.#options.digest, measure: this.#options.measure, allowUnmeasured: this.#options.allowUnmeasured ?? false };
+    try {
+      const measured = await verifyMeasurement(measurement, executable, childCwd);
+      if (measured !== undefined) this.#logger.debug({ server: this.#server, file: measured }, 'upstream digest verified');
+    } catch (error) {
+      this.#logger.error({ server: this.#server, command, executable, measure: this.#options.measure, err: error }, 'upstream spawn refused');
+      throw error;
+    }
+    if (this.#closeRequested) {
+      throw new GatewayError('MCPGATE_ERR_UPSTREAM_CLOSED', `upstream "${this.#server}" was closed before it started`, { data: { server: this.#server } });
+    }
     let child: ChildProcessWithoutNullStreams;
     try {
       // Invalid arguments (a NUL byte, say) throw synchronously; a missing binary arrives as 'error'.
-      const spawned = spawn(command, args, {
+      // argv0 keeps the configured name, so that the program sees what it would have seen from a shell.
+      const spawned = spawn(executable ?? command, args, {
+        argv0: command,
         cwd,
-        env: buildChildEnv(env),
+        env: childEnv,
         stdio: ['pipe', 'pipe', 'pipe'],
         shell: false,
         windowsHide: true,
@@ -138,6 +163,7 @@ export class StdioTransport implements UpstreamTransport {
       this.onclose?.();
     });
     this.#closedPromise = new Promise((resolve) => child.once('close', () => resolve()));
+    if (this.#closeRequested) void this.#terminate();
   }
 
   /** Writes one line; waits for 'drain' when the pipe is full so that a slow child applies backpressure. */
@@ -155,6 +181,8 @@ export class StdioTransport implements UpstreamTransport {
 
   /** Ends stdin, sends SIGTERM, then SIGKILL after killGraceMs; resolves once the child has exited. */
   async close(): Promise<void> {
+    // Closed while measuring: start() sees this and spawns nothing (hashing a large binary takes a while).
+    this.#closeRequested = true;
     if (this.#child === undefined || this.#closed) return;
     await this.#terminate();
   }

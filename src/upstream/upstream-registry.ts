@@ -2,10 +2,12 @@ import type { ServerConfig } from '../config/schema.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { JsonObject } from '../jsonrpc/message.js';
 import type { Logger } from '../observability/logger.js';
+import { ServerGuard, type GuardSnapshot } from './server-guard.js';
 import type { UpstreamTransport } from './transport.js';
-import { UpstreamClient, type UpstreamHandlers } from './upstream-client.js';
+import { UpstreamClient, type CancelSignal, type UpstreamHandlers } from './upstream-client.js';
 
-export type ServerState = 'idle' | 'connecting' | 'ready' | 'failed' | 'disabled';
+/** `crash-loop`: a stdio server that failed too often within its window; calls fail fast until its backoff ends. */
+export type ServerState = 'idle' | 'connecting' | 'ready' | 'failed' | 'crash-loop' | 'disabled';
 
 export interface ServerStatus {
   transport: string;
@@ -14,6 +16,10 @@ export interface ServerStatus {
   /** Upstream sessions open now (one per downstream session for session-scoped servers). */
   connections: number;
   lastError?: string;
+  /** The MCPGATE_ERR_* code of lastError, when it was a GatewayError (e.g. a TLS pin mismatch, issue 4 §3). */
+  lastErrorCode?: string;
+  /** The first 16 hex digits of the execution identity: equal only for entries sharing a pool or child. */
+  identity?: string;
   since: string;
 }
 
@@ -25,6 +31,11 @@ export interface UpstreamRegistryOptions {
   clientInfo: { name: string; version: string };
   protocolVersion: string;
   logger: Logger;
+  /**
+   * Each server's execution identity hash (issue 4 §1). `scope: shared` children are keyed by it, so two
+   * entries share a child only when they run the same program the same way; default: the server name.
+   */
+  identityOf?: (server: string) => string | undefined;
 }
 
 /** Who an upstream session is opened for. `key` is the downstream session id; shared servers ignore it. */
@@ -39,6 +50,8 @@ export interface Binding<C> {
 interface Entry<C> {
   promise: Promise<UpstreamClient<C>>;
   client: UpstreamClient<C> | undefined;
+  /** Set when the gateway itself closes it: any other close of a stdio child is a crash (issue 4 §4). */
+  released?: boolean;
 }
 
 /**
@@ -56,6 +69,8 @@ export class UpstreamRegistry<C> {
   private readonly status = new Map<string, ServerStatus>();
   /** Closes started by release() and not yet finished: closeAll() must wait for them too. */
   private readonly closing = new Set<Promise<void>>();
+  /** Bulkhead, circuit breaker and respawn pacing per server (issue 4 §4-6). */
+  private readonly guards = new Map<string, ServerGuard>();
   readonly serverNames: readonly string[];
 
   constructor(options: UpstreamRegistryOptions) {
@@ -63,14 +78,27 @@ export class UpstreamRegistry<C> {
     this.serverNames = Object.keys(options.servers).filter((name) => options.servers[name]?.enabled !== false);
     const since = new Date().toISOString();
     for (const [name, config] of Object.entries(options.servers)) {
+      const identity = options.identityOf?.(name);
       this.status.set(name, {
         transport: config.transport,
         scope: scopeOf(config),
         state: config.enabled ? 'idle' : 'disabled',
         connections: 0,
         since,
+        ...(identity === undefined ? {} : { identity: identity.slice(0, 16) }),
       });
+      this.guards.set(name, new ServerGuard({ server: name, config }));
     }
+  }
+
+  /**
+   * Runs one exchange with `server` (opening its upstream session, a forwarded call, a list fetch) under that
+   * server's circuit breaker and bulkhead, so that the router stays policy-free. `signal` lets a caller
+   * cancelled while queued for a slot leave the queue.
+   */
+  run<T>(server: string, task: () => Promise<T>, signal?: CancelSignal): Promise<T> {
+    const guard = this.guards.get(server);
+    return guard === undefined ? task() : guard.run(task, signal);
   }
 
   config(server: string): ServerConfig | undefined {
@@ -84,14 +112,20 @@ export class UpstreamRegistry<C> {
     if (config === undefined) {
       return Promise.reject(new GatewayError('MCPGATE_ERR_UPSTREAM_UNAVAILABLE', `server "${server}" is not configured`, { data: { server } }));
     }
-    const key = scopeOf(config) === 'shared' ? server : `${server}\u0000${binding.key}`;
+    const key = this.keyFor(server, config, binding.key);
     const existing = this.entries.get(key);
     if (existing !== undefined && (existing.client === undefined || existing.client.isOpen)) return existing.promise;
+    try {
+      // A stdio server that failed recently is respawned only once its backoff has passed (issue 4 §4).
+      this.guards.get(server)?.restart?.check();
+    } catch (error) {
+      return Promise.reject(error);
+    }
 
     const entry: Entry<C> = { promise: Promise.resolve(undefined as never), client: undefined };
     entry.promise = this.open(server, config, key, binding, entry);
     this.entries.set(key, entry);
-    if (key !== server) {
+    if (scopeOf(config) !== 'shared') {
       let keys = this.byBinding.get(binding.key);
       if (keys === undefined) this.byBinding.set(binding.key, (keys = new Set()));
       keys.add(key);
@@ -99,11 +133,17 @@ export class UpstreamRegistry<C> {
     return entry.promise;
   }
 
+  /** Shared: one entry per execution identity. Session: one per (server, downstream session), which is finer. */
+  private keyFor(server: string, config: ServerConfig, bindingKey: string): string {
+    if (scopeOf(config) !== 'shared') return `${server}\u0000${bindingKey}`;
+    return `shared\u0000${this.options.identityOf?.(server) ?? server}`;
+  }
+
   /** The client already open for this binding, if any: never opens one. */
   peek(server: string, bindingKey: string): UpstreamClient<C> | undefined {
     const config = this.config(server);
     if (config === undefined) return undefined;
-    const key = scopeOf(config) === 'shared' ? server : `${server}\u0000${bindingKey}`;
+    const key = this.keyFor(server, config, bindingKey);
     const client = this.entries.get(key)?.client;
     return client?.isOpen ? client : undefined;
   }
@@ -115,6 +155,7 @@ export class UpstreamRegistry<C> {
     for (const key of keys ?? []) {
       const entry = this.entries.get(key);
       if (entry === undefined) continue;
+      entry.released = true;
       this.entries.delete(key);
       const closing = entry.promise.then((client) => client.close(), () => undefined);
       this.closing.add(closing);
@@ -122,8 +163,8 @@ export class UpstreamRegistry<C> {
     }
   }
 
-  snapshot(): Record<string, ServerStatus> {
-    return Object.fromEntries(this.status);
+  snapshot(): Record<string, ServerStatus & Partial<GuardSnapshot>> {
+    return Object.fromEntries([...this.status].map(([name, status]) => [name, { ...status, ...this.guards.get(name)?.snapshot() }]));
   }
 
   /**
@@ -133,6 +174,7 @@ export class UpstreamRegistry<C> {
    */
   async closeAll(): Promise<void> {
     const entries = [...this.entries.values()];
+    for (const entry of entries) entry.released = true;
     this.entries.clear();
     this.byBinding.clear();
     await Promise.all([...entries.map((entry) => entry.promise.then((client) => client.close(), () => undefined)), ...this.closing]);
@@ -155,6 +197,7 @@ export class UpstreamRegistry<C> {
         onClose: () => {
           if (this.entries.get(key) === entry) this.entries.delete(key);
           if (entry.client !== undefined) this.adjustConnections(server, -1);
+          if (entry.client !== undefined && entry.released !== true) this.recordCrash(server, 'the upstream closed unexpectedly');
           handlers.onClose();
         },
       },
@@ -170,9 +213,20 @@ export class UpstreamRegistry<C> {
       if (this.entries.get(key) === entry) this.entries.delete(key);
       const message = error instanceof Error ? error.message : String(error);
       this.setState(server, 'failed', message);
+      const status = this.status.get(server);
+      if (status !== undefined) status.lastErrorCode = GatewayError.is(error) ? error.code : undefined;
+      this.recordCrash(server, message);
       this.options.logger.warn({ server, err: message }, 'upstream could not be opened');
       throw error;
     }
+  }
+
+  /** A stdio child that exited on its own or failed to start: paces its respawn, flags a crash loop. */
+  private recordCrash(server: string, reason: string): void {
+    const restart = this.guards.get(server)?.restart;
+    if (restart === undefined) return;
+    restart.recordFailure(reason);
+    if (restart.isCrashLoop()) this.setState(server, 'crash-loop', reason);
   }
 
   private setState(server: string, state: ServerState, lastError?: string): void {

@@ -22,13 +22,13 @@ async function check(file: string, env: NodeJS.ProcessEnv = {}) {
 
 describe('runCheck', () => {
   it('exits 0 with a one-line summary when the file is valid', async () => {
-    const file = await dir.write('ok.yaml', 'servers:\n  fs:\n    command: mcp-fs\n  web:\n    url: ${URL}\n');
+    const file = await dir.write('ok.yaml', 'servers:\n  fs:\n    command: mcp-fs\n    allowUnmeasured: true\n  web:\n    url: ${URL}\n');
     assert.deepEqual(await check(file, { URL: 'https://x.example/mcp' }), {
       code: 0,
       stdout: ['ok: 2 servers (fs, web)'],
       stderr: [],
     });
-    const one = await dir.write('one.yaml', 'servers:\n  fs:\n    command: mcp-fs\n');
+    const one = await dir.write('one.yaml', `servers:\n  fs:\n    command: mcp-fs\n    digest: "sha256:${'ab'.repeat(32)}"\n`);
     assert.deepEqual((await check(one)).stdout, ['ok: 1 server (fs)']);
   });
 
@@ -40,6 +40,18 @@ describe('runCheck', () => {
     assert.equal(result.stderr.length, 2);
     assert.equal(result.stderr[0], `${file}:4:5: servers.fs.colour: unknown key "colour"`);
     assert.match(result.stderr[1] ?? '', new RegExp(`^${escape(file)}:7:11: gateway\\.listen\\.port: .+`));
+  });
+
+  it('exits 1 for an unmeasured stdio server in production mode, naming it (issue 4 §4)', async () => {
+    const text = 'servers:\n  fs:\n    command: mcp-fs\n  ok:\n    command: mcp-ok\n    allowUnmeasured: true\n';
+    const production = await check(await dir.write('unmeasured.yaml', text));
+    assert.equal(production.code, 1);
+    assert.equal(production.stderr.length, 1);
+    assert.match(production.stderr[0] ?? '', /servers\.fs: stdio server "fs" has no digest and gateway\.mode is production/);
+    const dev = await check(await dir.write('unmeasured-dev.yaml', `gateway:\n  mode: dev\n${text}`));
+    assert.deepEqual(dev.stdout, ['ok: 2 servers (fs, ok)']);
+    const explicit = await check(await dir.write('unmeasured-dev-off.yaml', 'gateway:\n  mode: dev\nservers:\n  fs:\n    command: x\n    allowUnmeasured: false\n'));
+    assert.equal(explicit.code, 1, 'allowUnmeasured: false is honoured in dev mode too');
   });
 
   it('exits 1 for a missing environment variable, naming it', async () => {

@@ -36,7 +36,9 @@ servers:
     command: npx
     args: ["-y", "@modelcontextprotocol/server-filesystem", /srv]
     env:
-      NODE_ENV: production
+      allow: [LANG]
+      set:
+        NODE_ENV: production
     cwd: /srv
     scope: shared
     tools:
@@ -72,6 +74,7 @@ describe('loadConfig: valid files', () => {
     assert.ok(fs?.transport === 'stdio');
     assert.deepEqual(fs.args, ['-y', '@modelcontextprotocol/server-filesystem', '/srv']);
     assert.equal(fs.scope, 'shared');
+    assert.deepEqual(fs.env, { allow: ['LANG'], set: { NODE_ENV: 'production' } });
     assert.deepEqual(fs.tools.rename, { read_file: 'read' });
     const github = config.servers['github'];
     assert.ok(github?.transport === 'http');
@@ -91,7 +94,7 @@ describe('loadConfig: valid files', () => {
     const fs = config.servers['fs'];
     assert.ok(fs?.transport === 'stdio');
     assert.deepEqual(fs.args, []);
-    assert.deepEqual(fs.env, {});
+    assert.deepEqual(fs.env, { allow: [], set: {} });
     assert.equal(fs.scope, 'session');
     assert.equal(fs.enabled, true);
     assert.equal(fs.connectTimeoutMs, 10_000);

@@ -42,7 +42,7 @@ describe('mcpServers import', () => {
     assert.ok(fs?.transport === 'stdio');
     assert.equal(fs.command, 'npx');
     assert.deepEqual(fs.args, ['-y', '@modelcontextprotocol/server-filesystem', '/Users/me/Desktop']);
-    assert.deepEqual(fs.env, { DEBUG: '1' });
+    assert.deepEqual(fs.env, { allow: [], set: { DEBUG: '1' } }, 'the format\'s env record becomes env.set');
     assert.equal(fs.cwd, '/tmp');
     assert.equal(fs.enabled, true);
     const remote = config.servers['remote'];
@@ -121,6 +121,17 @@ describe('mcpServers import', () => {
     assert.deepEqual(toMcpServersPath(['servers', 'a', 'enabled']), ['mcpServers', 'a', 'disabled']);
     assert.deepEqual(toMcpServersPath(['servers', 'a', 'args', 0]), ['mcpServers', 'a', 'args', 0]);
     assert.deepEqual(toMcpServersPath(['gateway', 'listen']), ['gateway', 'listen']);
+    assert.deepEqual(toMcpServersPath(['servers', 'a', 'env', 'set', 'DEBUG']), ['mcpServers', 'a', 'env', 'DEBUG']);
+  });
+
+  it('reads the format\'s env record as env.set, and reports a bad value where it was written', async () => {
+    assert.deepEqual(convertMcpServers({ mcpServers: { a: { command: 'x', env: { A: '1' } } } }).config, {
+      servers: { a: { transport: 'stdio', command: 'x', env: { set: { A: '1' } } } },
+    });
+    const error = await rejectsConfig(load('{\n  "mcpServers": {\n    "a": { "command": "x", "env": { "A": 1 } }\n  }\n}\n'));
+    assert.equal(issueAt(error, 'mcpServers.a.env.A').line, 3);
+    const notRecord = await rejectsConfig(load('{"mcpServers": {"a": {"command": "x", "env": ["A"]}}}'));
+    assert.ok(notRecord.issues.some((issue) => issue.path === 'mcpServers.a.env'));
   });
 
   it('converts without touching values it does not own', () => {

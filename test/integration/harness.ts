@@ -67,7 +67,7 @@ export function stdioFixture(label: string, spec: StdioFixtureSpec = {}): Server
     transport: 'stdio',
     command: process.execPath,
     args: [STDIO_FIXTURE, '--label', label, ...(spec.args ?? [])],
-    env: { FIXTURE_EVENTS: eventsPath(label) },
+    env: { set: { FIXTURE_EVENTS: eventsPath(label) } },
     ...spec.extra,
   };
 }

@@ -1,7 +1,32 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { after, describe, it } from 'node:test';
 import { startStreamableFixture, type HttpFixture } from '../fixtures/integration/http-fixtures.js';
 import { cleanup, connect, isAlive, jsonOf, readEvents, startGateway, stdioFixture, waitFor } from './harness.js';
+
+/**
+ * The state letter of a process from /proc/<pid>/stat (R, S, Z, …), or undefined once it is gone. A zombie (Z)
+ * is a child that exited and was never waited for: it still answers `kill(pid, 0)`, so isAlive() alone cannot
+ * tell it from a live process.
+ */
+function processState(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name (field 2) is in parentheses and may contain spaces: the state follows the last ')'.
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0];
+  } catch {
+    return undefined;
+  }
+}
+
+/** Pids of the processes whose parent is `parent`, zombies included. */
+function childrenOf(parent: number): number[] {
+  try {
+    return readFileSync(`/proc/${parent}/task/${parent}/children`, 'utf8').split(' ').filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
 
 describe('shutdown', () => {
   let http: HttpFixture | undefined;
@@ -41,7 +66,43 @@ describe('shutdown', () => {
     // The stubborn children saw SIGTERM and stayed; only SIGKILL (after the grace period) ends them.
     assert.ok(readEvents('stubborn').some((event) => event.kind === 'sigterm'), 'the stubborn child never got SIGTERM');
     await waitFor(() => pids.every((pid) => !isAlive(pid)), `upstream children ${pids.filter(isAlive).join(',')} to be gone`, 1_000);
+    // Gone for good: neither a zombie nor anything else is left under those pids.
+    assert.deepEqual(
+      pids.map((pid) => processState(pid)),
+      pids.map(() => undefined),
+    );
     // The gateway said goodbye to its HTTP upstream before exiting.
     assert.equal(http.liveSessions(), 0);
+  });
+
+  it('a child that crashes is reaped while the gateway runs (no zombie), and after SIGINT the gateway exits 0 with no child left', async () => {
+    const gateway = await startGateway({
+      servers: {
+        c: stdioFixture('zc'),
+        a: stdioFixture('za'),
+        stubborn: stdioFixture('zstubborn', { args: ['--ignore-sigterm'] }),
+      },
+    });
+    const client = await connect(gateway.url);
+    const crashed = jsonOf(await client.callTool({ name: 'c__pid', arguments: {} })).pid as number;
+    assert.ok(childrenOf(gateway.pid).includes(crashed), 'the upstream child is a direct child of the gateway');
+    await client.callTool({ name: 'c__crash', arguments: {} }).catch(() => undefined);
+    // The gateway waits for its dead child: the pid disappears instead of lingering as Z.
+    await waitFor(() => processState(crashed) === undefined, `crashed child ${crashed} to be reaped (state ${processState(crashed) ?? 'gone'})`);
+    assert.deepEqual(
+      childrenOf(gateway.pid).filter((pid) => processState(pid) === 'Z'),
+      [],
+    );
+
+    const pids = [crashed];
+    for (const server of ['c', 'a', 'stubborn']) pids.push(jsonOf(await client.callTool({ name: `${server}__pid`, arguments: {} })).pid as number);
+    assert.equal(new Set(pids).size, 4, `pids: ${pids.join(',')}`);
+
+    process.kill(gateway.pid, 'SIGINT');
+    const { code, signal } = await gateway.exited;
+    assert.equal(signal, null);
+    assert.equal(code, 0, gateway.stderrText());
+    assert.ok(readEvents('zstubborn').some((event) => event.kind === 'sigterm'), 'the stubborn child never got SIGTERM');
+    await waitFor(() => pids.every((pid) => processState(pid) === undefined), `upstream children ${pids.filter((pid) => processState(pid) !== undefined).join(',')} to be gone`, 1_000);
   });
 });

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 import { after, afterEach, describe, it } from 'node:test';
 import { GatewayError } from '../../src/errors/gateway-error.js';
-import { buildChildEnv, StdioTransport, type StdioTransportOptions } from '../../src/upstream/stdio-transport.js';
+import { buildChildEnv } from '../../src/upstream/child-env.js';
+import { StdioTransport, type StdioTransportOptions } from '../../src/upstream/stdio-transport.js';
 import { captureLogger, textOf, TestRpc, until } from '../fixtures/upstream/rpc-helper.js';
 
 const fixture = (name: string): string => fileURLToPath(new URL(`../fixtures/upstream/${name}`, import.meta.url));
@@ -22,6 +23,7 @@ function makeTransport(script: string, args: string[], overrides: Partial<StdioT
     cwd: projectRoot,
     logger,
     maxMessageBytes: 64 * 1024,
+    allowUnmeasured: true,
     ...overrides,
   });
   open.push(transport);
@@ -71,9 +73,12 @@ describe('StdioTransport', () => {
     }
   });
 
-  it('builds the child env from the allowlist only', () => {
-    const env = buildChildEnv({ A: '1' }, { PATH: '/bin', HOME: '/h', SECRET: 's', NODE_OPTIONS: '--require x', LANG: 'C' });
-    assert.deepEqual(env, { PATH: '/bin', HOME: '/h', LANG: 'C', A: '1' });
+  it('builds the child env from PATH, HOME, env.allow and env.set only', () => {
+    const parent = { PATH: '/bin', HOME: '/h', SECRET: 's', NODE_OPTIONS: '--require x', LANG: 'C', TZ: 'UTC' };
+    assert.deepEqual(buildChildEnv({ set: { A: '1' } }, parent), { PATH: '/bin', HOME: '/h', A: '1' });
+    assert.deepEqual(buildChildEnv({ allow: ['LANG', 'ABSENT'], set: { A: '1' } }, parent), { PATH: '/bin', HOME: '/h', LANG: 'C', A: '1' });
+    assert.deepEqual(buildChildEnv({ home: '/srv/x', set: { LANG: 'fr' } }, parent), { PATH: '/bin', HOME: '/srv/x', LANG: 'fr' });
+    assert.deepEqual(buildChildEnv({ set: { PATH: '/opt/bin' } }, parent), { PATH: '/opt/bin', HOME: '/h' });
   });
 
   it('handles split chunks, several messages per chunk, CRLF and blank lines', async () => {
@@ -161,7 +166,7 @@ describe('StdioTransport', () => {
 
   it('rejects start() with UPSTREAM_UNAVAILABLE naming the server when the command does not exist', async () => {
     const { logger } = captureLogger();
-    const transport = new StdioTransport({ serverName: 'ghost', command: '/nonexistent/mcp-server', logger, maxMessageBytes: 1024 });
+    const transport = new StdioTransport({ serverName: 'ghost', command: '/nonexistent/mcp-server', logger, maxMessageBytes: 1024, allowUnmeasured: true });
     let closed = 0;
     transport.onclose = () => (closed += 1);
     await assert.rejects(transport.start(), (error: unknown) => {
@@ -174,7 +179,7 @@ describe('StdioTransport', () => {
     });
     await transport.close();
     assert.equal(closed, 0);
-    const invalid = new StdioTransport({ serverName: 'nul', command: process.execPath, args: ['a\0b'], logger, maxMessageBytes: 1024 });
+    const invalid = new StdioTransport({ serverName: 'nul', command: process.execPath, args: ['a\0b'], logger, maxMessageBytes: 1024, allowUnmeasured: true });
     await assert.rejects(invalid.start(), { code: 'MCPGATE_ERR_UPSTREAM_UNAVAILABLE' });
   });
 
