@@ -11,16 +11,15 @@ import {
   type JsonRpcResponse,
 } from '../jsonrpc/message.js';
 import { negotiateVersion } from '../jsonrpc/protocol-versions.js';
-import { rawResult } from '../jsonrpc/serialize.js';
 import type { Logger } from '../observability/logger.js';
 import type { DownstreamSession, RequestStream, TransportKind } from '../session/downstream-session.js';
 import type { SessionManager } from '../session/session-manager.js';
 import { CancelScope } from '../session/cancel-scope.js';
 import type { UpstreamClient, UpstreamReply } from '../upstream/upstream-client.js';
 import type { UpstreamRegistry } from '../upstream/upstream-registry.js';
-import { CatalogView, type ListFetcher, type ListKind } from './catalog.js';
+import type { ListFetcher, ListKind } from './catalog.js';
 import { type CallContext, createUpstreamHandlers, deliver } from './client-bridge.js';
-import { CursorCodec } from './cursor.js';
+import { ListViews } from './list-views.js';
 import type { Naming, ToolFilter } from './naming.js';
 import { splitPrefixed } from './naming.js';
 
@@ -45,12 +44,6 @@ const LIST_KINDS: Record<string, ListKind> = {
   'resources/templates/list': 'resourceTemplates',
 };
 
-const LIST_CHANGED_KINDS: Record<string, ListKind[]> = {
-  'notifications/tools/list_changed': ['tools'],
-  'notifications/prompts/list_changed': ['prompts'],
-  'notifications/resources/list_changed': ['resources', 'resourceTemplates'],
-};
-
 /** The capabilities the gateway declares: it can front any upstream feature, so it declares them all. */
 const GATEWAY_CAPABILITIES: JsonObject = {
   logging: {},
@@ -67,12 +60,18 @@ const GATEWAY_CAPABILITIES: JsonObject = {
  */
 export class Router {
   private readonly options: RouterOptions;
-  private readonly cursors = new CursorCodec();
-  private readonly views = new Map<string, CatalogView>();
+  private readonly lists: ListViews;
   private readonly pendingBroadcasts = new Set<string>();
 
   constructor(options: RouterOptions) {
     this.options = options;
+    this.lists = new ListViews({
+      servers: options.registry.serverNames,
+      filters: options.filters,
+      naming: options.naming,
+      ttlMs: options.listCacheTtlMs,
+      logger: options.logger,
+    });
   }
 
   /** Handles `initialize`: validates it, creates the session, and answers with the negotiated version. */
@@ -144,7 +143,7 @@ export class Router {
   private async dispatch(session: DownstreamSession, request: JsonRpcRequest, context: CallContext, signal: CancelScope): Promise<JsonRpcResponse> {
     const params = request.params ?? {};
     const listKind = LIST_KINDS[request.method];
-    if (listKind !== undefined) return this.list(session, request, listKind);
+    if (listKind !== undefined) return this.lists.answer(session, request, listKind, this.fetcher(session));
     switch (request.method) {
       case 'ping':
         return makeResult(request.id, {});
@@ -153,7 +152,7 @@ export class Router {
         const kind = request.method === 'tools/call' ? 'tools' : 'prompts';
         const name = params.name;
         if (typeof name !== 'string') throw new GatewayError('MCPGATE_ERR_INVALID_PARAMS', 'params.name must be a string');
-        const route = await this.view(session).resolve(kind, name, this.fetcher(session));
+        const route = await this.lists.viewFor(session).resolve(kind, name, this.fetcher(session));
         if (route === undefined) throw this.unknownName(kind, name);
         return this.forward(request, route.server, { ...params, name: route.name }, context, signal);
       }
@@ -176,24 +175,6 @@ export class Router {
       default:
         return makeError(request.id, RpcCode.MethodNotFound, `Method not found: ${request.method}`);
     }
-  }
-
-  private async list(session: DownstreamSession, request: JsonRpcRequest, kind: ListKind): Promise<JsonRpcResponse> {
-    const cursor = request.params?.cursor;
-    const cursors = cursor === undefined ? undefined : this.cursors.decode(cursor, kind).upstreams;
-    const view = this.view(session);
-    if (cursors === undefined) {
-      const cached = view.cachedFirstPage(kind);
-      if (cached !== undefined) return makeResult(request.id, rawResult(cached));
-    }
-    const generation = view.currentGeneration;
-    const { items, next } = await view.page(kind, this.fetcher(session), cursors);
-    const result: JsonObject = { [kind]: items };
-    if (Object.keys(next).length > 0) result.nextCursor = this.cursors.encode({ kind, upstreams: next });
-    if (cursors !== undefined) return makeResult(request.id, result);
-    const json = JSON.stringify(result);
-    view.storeFirstPage(kind, generation, json);
-    return makeResult(request.id, rawResult(json));
   }
 
   private async forward(
@@ -221,7 +202,7 @@ export class Router {
   }
 
   private async resourceOwner(session: DownstreamSession, uri: string): Promise<string> {
-    const owner = await this.view(session).resolveResource(uri, this.fetcher(session));
+    const owner = await this.lists.viewFor(session).resolveResource(uri, this.fetcher(session));
     if (owner !== undefined) return owner;
     // A URI no list mentions can still be valid (dynamic resources); with one server there is only one place to ask.
     const servers = this.options.registry.serverNames;
@@ -232,7 +213,7 @@ export class Router {
   private async complete(session: DownstreamSession, request: JsonRpcRequest, params: JsonObject, context: CallContext, signal: CancelScope): Promise<JsonRpcResponse> {
     const ref = asObject(params.ref);
     if (ref?.type === 'ref/prompt' && typeof ref.name === 'string') {
-      const route = await this.view(session).resolve('prompts', ref.name, this.fetcher(session));
+      const route = await this.lists.viewFor(session).resolve('prompts', ref.name, this.fetcher(session));
       if (route === undefined) throw this.unknownName('prompts', ref.name);
       return this.forward(request, route.server, { ...params, ref: { ...ref, name: route.name } }, context, signal);
     }
@@ -296,25 +277,9 @@ export class Router {
     };
   }
 
-  private view(session: DownstreamSession): CatalogView {
-    const signature = (session.capabilitySignature ??= capabilitySignature(session.clientCapabilities));
-    let view = this.views.get(signature);
-    if (view === undefined) {
-      view = new CatalogView({
-        servers: this.options.registry.serverNames,
-        filters: this.options.filters,
-        naming: this.options.naming,
-        ttlMs: this.options.listCacheTtlMs,
-        logger: this.options.logger,
-      });
-      this.views.set(signature, view);
-    }
-    return view;
-  }
-
   private readonly events = {
     onListChanged: (server: string, method: string): void => {
-      for (const kind of LIST_CHANGED_KINDS[method] ?? []) for (const view of this.views.values()) view.invalidate(server, kind);
+      this.lists.invalidate(server, method);
       this.broadcast(method);
     },
     onResourceUpdated: (notification: JsonRpcNotification, owner: DownstreamSession | undefined): void => {
@@ -368,14 +333,3 @@ function toResponse(request: JsonRpcRequest, reply: UpstreamReply): JsonRpcRespo
 
 /** Open failures reported with their own code rather than as "unavailable". */
 const TRUST_FAILURES: readonly ErrorCode[] = ['MCPGATE_ERR_UPSTREAM_TLS_PIN', 'MCPGATE_ERR_UPSTREAM_DIGEST_MISMATCH'];
-
-/** The client capabilities upstreams are known to list differently for. */
-const LISTING_CAPABILITIES = ['elicitation', 'roots', 'sampling'];
-
-/**
- * Client capabilities that change what an upstream lists, as a stable key. Only known capabilities count, so
- * clients cannot mint an unbounded number of catalogue views (each holding full cached lists).
- */
-function capabilitySignature(capabilities: JsonObject): string {
-  return LISTING_CAPABILITIES.filter((key) => key in capabilities).join(',');
-}
