@@ -41,6 +41,10 @@ export const ErrorCatalogue = {
   MCPGATE_ERR_UPSTREAM_TLS_PIN: { http: 502, rpc: RpcCode.ServerError },
   MCPGATE_ERR_UPSTREAM_BUSY: { http: 503, rpc: RpcCode.ServerError },
   MCPGATE_ERR_UPSTREAM_DIGEST_MISMATCH: { http: 502, rpc: RpcCode.ServerError },
+  MCPGATE_ERR_STORE_UNAVAILABLE: { http: 503, rpc: RpcCode.ServerError },
+  MCPGATE_ERR_STORE_CONFLICT: { http: 409, rpc: RpcCode.InvalidParams },
+  MCPGATE_ERR_STORE_NOT_FOUND: { http: 404, rpc: RpcCode.InvalidParams },
+  MCPGATE_ERR_STORE_INVALID: { http: 400, rpc: RpcCode.InvalidParams },
 } as const;
 
 export type ErrorCode = keyof typeof ErrorCatalogue;

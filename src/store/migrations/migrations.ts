@@ -1,0 +1,74 @@
+/**
+ * Versioned schema migrations. The SQL is dialect-neutral (TEXT, BIGINT, plain constraints) so SQLite and
+ * PostgreSQL run the same statements; a dialect-specific entry may override one. Versions are append-only:
+ * never edit a released one, add a new version instead. Timestamps are epoch milliseconds in BIGINT columns.
+ */
+export type SqlDialect = 'sqlite' | 'postgres';
+
+export interface Migration {
+  readonly version: number;
+  readonly name: string;
+  readonly statements: readonly string[];
+  /** Replaces `statements` for one dialect when the neutral SQL will not do. */
+  readonly dialects?: Partial<Record<SqlDialect, readonly string[]>>;
+}
+
+export const MIGRATIONS_TABLE_SQL =
+  'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)';
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: 'principals-keys-permissions-toolsets',
+    statements: [
+      `CREATE TABLE orgs (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        created_at BIGINT NOT NULL)`,
+      `CREATE TABLE teams (
+        id TEXT PRIMARY KEY,
+        org_id TEXT NOT NULL REFERENCES orgs(id),
+        name TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        UNIQUE (org_id, name))`,
+      `CREATE TABLE principals (
+        id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL CHECK (kind IN ('user', 'agent')),
+        org_id TEXT NOT NULL REFERENCES orgs(id),
+        team_id TEXT REFERENCES teams(id),
+        name TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        UNIQUE (org_id, kind, name))`,
+      `CREATE TABLE api_keys (
+        id TEXT PRIMARY KEY,
+        principal_id TEXT NOT NULL REFERENCES principals(id),
+        team_id TEXT REFERENCES teams(id),
+        prefix TEXT NOT NULL,
+        hash TEXT NOT NULL UNIQUE,
+        label TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        expires_at BIGINT,
+        last_used_at BIGINT,
+        revoked_at BIGINT)`,
+      'CREATE INDEX api_keys_principal ON api_keys (principal_id)',
+      'CREATE INDEX api_keys_team ON api_keys (team_id)',
+      // One JSON document per (level, subject): the levels live in different tables, so no foreign key;
+      // the store checks that the subject exists before writing.
+      `CREATE TABLE permissions (
+        level TEXT NOT NULL CHECK (level IN ('org', 'team', 'user', 'agent', 'key')),
+        subject_id TEXT NOT NULL,
+        document TEXT NOT NULL,
+        updated_at BIGINT NOT NULL,
+        PRIMARY KEY (level, subject_id))`,
+      `CREATE TABLE toolsets (
+        name TEXT PRIMARY KEY,
+        entries TEXT NOT NULL,
+        updated_at BIGINT NOT NULL)`,
+    ],
+  },
+];
+
+/** The statements of one migration for one dialect. */
+export function statementsFor(migration: Migration, dialect: SqlDialect): readonly string[] {
+  return migration.dialects?.[dialect] ?? migration.statements;
+}

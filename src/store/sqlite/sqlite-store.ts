@@ -1,0 +1,121 @@
+import { mkdirSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import Database from 'better-sqlite3';
+import { GatewayError } from '../../errors/gateway-error.js';
+import type { SqlDriver, SqlExecutor, SqlRow, SqlValue } from '../sql/driver.js';
+import { mapStoreError } from '../sql/map-error.js';
+import { SqlStore } from '../sql/sql-store.js';
+
+export const DEFAULT_SQLITE_PATH = './data/mcpgate.db';
+
+export interface SqliteStoreOptions {
+  /** A file path (its directory is created) or `:memory:`. */
+  readonly path: string;
+  /** How long a writer waits for another process's lock before failing (SQLite `busy_timeout`). */
+  readonly busyTimeoutMs?: number;
+}
+
+function checkOptions(options: SqliteStoreOptions): Required<SqliteStoreOptions> {
+  if (typeof options !== 'object' || options === null) throw new TypeError('SqliteStore: options must be an object');
+  if (typeof options.path !== 'string' || options.path.length === 0) throw new TypeError('SqliteStore: path must be a non-empty string');
+  const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
+  if (!Number.isInteger(busyTimeoutMs) || busyTimeoutMs < 0) throw new TypeError('SqliteStore: busyTimeoutMs must be a non-negative integer');
+  return { path: options.path, busyTimeoutMs };
+}
+
+/**
+ * Migrations in flight per database file in this process. better-sqlite3 blocks the thread while it waits on a
+ * lock, so two stores of one process migrating the same file would deadlock until busy_timeout: they queue
+ * here instead. Other processes are kept apart by BEGIN IMMEDIATE and busy_timeout.
+ */
+const migrationQueues = new Map<string, Promise<void>>();
+
+/** better-sqlite3 is synchronous; the driver wraps each statement so the Store stays async like PostgreSQL's. */
+class SqliteDriver implements SqlDriver {
+  readonly dialect = 'sqlite';
+  readonly #db: Database.Database;
+  readonly #statements = new Map<string, Database.Statement>();
+  readonly #path: string;
+  #closed = false;
+
+  constructor(options: Required<SqliteStoreOptions>) {
+    this.#path = options.path;
+    try {
+      if (options.path !== ':memory:') mkdirSync(dirname(options.path), { recursive: true });
+      this.#db = new Database(options.path);
+      // WAL lets readers run beside the writer; foreign keys are off by default in SQLite.
+      this.#db.pragma('journal_mode = WAL');
+      this.#db.pragma('foreign_keys = ON');
+      this.#db.pragma(`busy_timeout = ${options.busyTimeoutMs}`);
+    } catch (error) {
+      throw mapStoreError(error, `open SQLite store at ${options.path}`);
+    }
+  }
+
+  async all(sql: string, params: readonly SqlValue[] = []): Promise<SqlRow[]> {
+    return this.#execute(sql, (statement) => statement.all(...params) as SqlRow[]);
+  }
+
+  async run(sql: string, params: readonly SqlValue[] = []): Promise<number> {
+    return this.#execute(sql, (statement) => statement.run(...params).changes);
+  }
+
+  withMigrationLock(fn: (tx: SqlExecutor) => Promise<void>): Promise<void> {
+    // Each :memory: connection is its own database: nothing to queue behind.
+    if (this.#path === ':memory:') return this.#migrateLocked(fn);
+    const key = resolve(this.#path);
+    const previous = migrationQueues.get(key) ?? Promise.resolve();
+    const current = previous.catch(() => undefined).then(() => this.#migrateLocked(fn));
+    const tail = current.catch(() => undefined);
+    migrationQueues.set(key, tail);
+    void tail.then(() => {
+      if (migrationQueues.get(key) === tail) migrationQueues.delete(key);
+    });
+    return current;
+  }
+
+  async #migrateLocked(fn: (tx: SqlExecutor) => Promise<void>): Promise<void> {
+    this.#checkOpen();
+    // IMMEDIATE takes the write lock now, so a second process waits (busy_timeout) instead of racing.
+    this.#db.exec('BEGIN IMMEDIATE');
+    try {
+      await fn(this);
+      this.#db.exec('COMMIT');
+    } catch (error) {
+      if (this.#db.inTransaction) this.#db.exec('ROLLBACK');
+      throw mapStoreError(error, 'migrate SQLite store');
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#statements.clear();
+    this.#db.close();
+  }
+
+  #checkOpen(): void {
+    if (this.#closed) throw new GatewayError('MCPGATE_ERR_STORE_UNAVAILABLE', 'the store is closed');
+  }
+
+  #execute<T>(sql: string, use: (statement: Database.Statement) => T): T {
+    this.#checkOpen();
+    try {
+      let statement = this.#statements.get(sql);
+      if (statement === undefined) {
+        statement = this.#db.prepare(sql);
+        this.#statements.set(sql, statement);
+      }
+      return use(statement);
+    } catch (error) {
+      throw mapStoreError(error, 'SQLite store');
+    }
+  }
+}
+
+/** The embedded default store (DESIGN.md §4): one SQLite file in WAL mode. Call `migrate()` before use. */
+export class SqliteStore extends SqlStore {
+  constructor(options: SqliteStoreOptions) {
+    super(new SqliteDriver(checkOptions(options)));
+  }
+}

@@ -1,0 +1,69 @@
+import { z } from 'zod';
+import { GatewayError } from '../errors/gateway-error.js';
+import type { PermissionDocument, PermissionLevel, ToolsetEntry } from './store.js';
+
+// No trimming: documents must round-trip byte for byte, so a name is refused rather than rewritten.
+const name = z.string().min(1).max(200).regex(/\S/);
+const nameList = z.array(name).max(10_000);
+
+const permissionSchema = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('none') }).strict(),
+  z
+    .object({
+      kind: z.literal('allow'),
+      servers: nameList.optional(),
+      tools: z.record(name, nameList).optional(),
+      toolsets: nameList.optional(),
+    })
+    .strict(),
+]);
+
+const toolsetSchema = z.array(z.object({ server: name, toolGlob: name }).strict()).max(10_000);
+
+export const PERMISSION_LEVELS: readonly PermissionLevel[] = ['org', 'team', 'user', 'agent', 'key'];
+
+/** Refuses a bad input before any write, so a half-valid record never lands in the store. */
+export function invalid(message: string, data?: Record<string, unknown>): GatewayError {
+  return new GatewayError('MCPGATE_ERR_STORE_INVALID', message, data === undefined ? {} : { data });
+}
+
+export function notFound(entity: string, id: string): GatewayError {
+  return new GatewayError('MCPGATE_ERR_STORE_NOT_FOUND', `no ${entity} with id "${id}"`, { data: { entity, id } });
+}
+
+export function checkName(value: unknown, what: string): string {
+  const parsed = name.safeParse(value);
+  if (!parsed.success) throw invalid(`${what} must be a non-empty string of at most 200 characters`);
+  return parsed.data;
+}
+
+export function checkLevel(level: unknown): PermissionLevel {
+  if (!PERMISSION_LEVELS.includes(level as PermissionLevel)) {
+    throw invalid(`unknown permission level "${String(level)}"`, { level: String(level) });
+  }
+  return level as PermissionLevel;
+}
+
+export function checkPermissionDocument(document: unknown): PermissionDocument {
+  const parsed = permissionSchema.safeParse(document);
+  if (!parsed.success) throw invalid(`malformed permission document: ${parsed.error.issues[0]?.message ?? 'invalid'}`);
+  return parsed.data;
+}
+
+export function checkToolsetEntries(entries: unknown): ToolsetEntry[] {
+  const parsed = toolsetSchema.safeParse(entries);
+  if (!parsed.success) throw invalid(`malformed toolset entries: ${parsed.error.issues[0]?.message ?? 'invalid'}`);
+  return parsed.data;
+}
+
+/**
+ * Parses a stored document. A row that exists but does not parse is a store failure, not "no document":
+ * issue 5 §3 requires that an unreadable permission record denies, so it must never read as absent.
+ */
+export function readStoredJson<T>(text: unknown, check: (value: unknown) => T, what: string): T {
+  try {
+    return check(JSON.parse(String(text)));
+  } catch (error) {
+    throw new GatewayError('MCPGATE_ERR_STORE_UNAVAILABLE', `stored ${what} cannot be read`, { cause: error });
+  }
+}

@@ -1,0 +1,95 @@
+import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
+import { describe, it } from 'node:test';
+import {
+  apiKeyPrefix,
+  extractApiKey,
+  generateApiKey,
+  hashApiKey,
+  isApiKeyFormat,
+  verifyApiKey,
+} from '../../src/authn/api-keys.js';
+
+const SECRET = 's'.repeat(32);
+const OTHER = 'o'.repeat(32);
+
+describe('API keys', () => {
+  it('generates mcpg_ + 43 base64url characters of 32 random bytes, each key different', () => {
+    const seen = new Set<string>();
+    for (let i = 0; i < 200; i++) {
+      const { key, prefix, hash } = generateApiKey(SECRET);
+      assert.match(key, /^mcpg_[A-Za-z0-9_-]{43}$/);
+      assert.equal(Buffer.from(key.slice(5), 'base64url').length, 32);
+      assert.equal(prefix, key.slice(0, 13));
+      assert.ok(key.startsWith(prefix));
+      assert.equal(hash, createHmac('sha256', SECRET).update(key).digest('hex'));
+      assert.equal(hash.includes(key.slice(5)), false);
+      seen.add(key);
+    }
+    assert.equal(seen.size, 200);
+  });
+
+  it('hashes with HMAC-SHA-256 under the server secret; another secret gives another hash', () => {
+    const { key } = generateApiKey(SECRET);
+    assert.match(hashApiKey(SECRET, key), /^[0-9a-f]{64}$/);
+    assert.equal(hashApiKey(SECRET, key), hashApiKey(Buffer.from(SECRET), key));
+    assert.notEqual(hashApiKey(SECRET, key), hashApiKey(OTHER, key));
+    assert.throws(() => hashApiKey('short', key), /at least 32 bytes/);
+  });
+
+  it('verifies only the right key under the right secret', () => {
+    const { key, hash } = generateApiKey(SECRET);
+    assert.equal(verifyApiKey(SECRET, key, hash), true);
+    assert.equal(verifyApiKey(OTHER, key, hash), false);
+    assert.equal(verifyApiKey(SECRET, generateApiKey(SECRET).key, hash), false);
+    const flipped = (hash[0] === 'a' ? 'b' : 'a') + hash.slice(1);
+    assert.equal(verifyApiKey(SECRET, key, flipped), false);
+    // A malformed stored hash is a mismatch, never a throw from timingSafeEqual's length check.
+    assert.equal(verifyApiKey(SECRET, key, hash.slice(2)), false);
+    assert.equal(verifyApiKey(SECRET, key, ''), false);
+  });
+
+  it('recognises the key format and derives the prefix', () => {
+    const { key } = generateApiKey(SECRET);
+    assert.equal(isApiKeyFormat(key), true);
+    assert.equal(isApiKeyFormat(key.slice(0, -1)), false);
+    assert.equal(isApiKeyFormat(`${key}A`), false);
+    assert.equal(isApiKeyFormat(key.replace('mcpg_', 'mcpx_')), false);
+    assert.equal(isApiKeyFormat(`${key.slice(0, -1)}=`), false);
+    assert.equal(apiKeyPrefix(key).length, 13);
+  });
+});
+
+describe('extractApiKey', () => {
+  const { key } = generateApiKey(SECRET);
+
+  it('reads Authorization: Bearer and X-Mcpgate-Key and says which', () => {
+    assert.deepEqual(extractApiKey({ authorization: `Bearer ${key}` }), { kind: 'key', key, header: 'authorization' });
+    assert.deepEqual(extractApiKey({ authorization: `bearer  ${key}` }), { kind: 'key', key, header: 'authorization' });
+    assert.deepEqual(extractApiKey({ 'x-mcpgate-key': key }), { kind: 'key', key, header: 'x-mcpgate-key' });
+    assert.deepEqual(extractApiKey({ 'x-mcpgate-key': [key] }), { kind: 'key', key, header: 'x-mcpgate-key' });
+    // The same key in both headers is one credential.
+    assert.deepEqual(extractApiKey({ authorization: `Bearer ${key}`, 'x-mcpgate-key': key }), { kind: 'key', key, header: 'x-mcpgate-key' });
+  });
+
+  it('leaves requests without a gateway key to other authenticators', () => {
+    assert.deepEqual(extractApiKey({}), { kind: 'none' });
+    assert.deepEqual(extractApiKey({ authorization: 'Bearer eyJhbGciOiJSUzI1NiJ9.e30.sig' }), { kind: 'none' });
+    assert.deepEqual(extractApiKey({ authorization: 'Basic dXNlcjpwYXNz' }), { kind: 'none' });
+  });
+
+  it('refuses malformed, conflicting and oversized credentials', () => {
+    const malformed = { kind: 'invalid', reason: 'malformed' };
+    const conflicting = { kind: 'invalid', reason: 'conflicting' };
+    assert.deepEqual(extractApiKey({ authorization: `Bearer ${key}x` }), malformed);
+    assert.deepEqual(extractApiKey({ authorization: 'Bearer mcpg_' }), malformed);
+    assert.deepEqual(extractApiKey({ 'x-mcpgate-key': 'nope' }), malformed);
+    assert.deepEqual(extractApiKey({ 'x-mcpgate-key': '' }), malformed);
+    const other = generateApiKey(SECRET).key;
+    assert.deepEqual(extractApiKey({ authorization: `Bearer ${other}`, 'x-mcpgate-key': key }), conflicting);
+    assert.deepEqual(extractApiKey({ authorization: 'Bearer eyJ.e30.sig', 'x-mcpgate-key': key }), conflicting);
+    assert.deepEqual(extractApiKey({ 'x-mcpgate-key': [key, other] }), conflicting);
+    assert.deepEqual(extractApiKey({ 'x-mcpgate-key': [key, key] }), conflicting);
+    assert.deepEqual(extractApiKey({ authorization: `Bearer ${'a'.repeat(5000)}` }), { kind: 'invalid', reason: 'oversized' });
+  });
+});
