@@ -1,0 +1,159 @@
+import { GatewayError } from '../errors/gateway-error.js';
+import type { PermissionDocument, PermissionLevel, PermissionRecord, Store, Toolset } from '../store/store.js';
+import { CidrSet } from './client-ip.js';
+import {
+  DenyAllDecision,
+  GrantDecision,
+  type AccessDecision,
+  type Caller,
+  type LevelGrant,
+} from './decision.js';
+
+export { clientIpOf, CidrSet, normalizeIp, UNKNOWN_CLIENT_IP } from './client-ip.js';
+
+/** What the engine needs to know about one configured server (issue 5 §5). */
+export interface PolicyServerConfig {
+  /** `internal` servers are reachable only from `allowedCidrs`. Default `public`. */
+  readonly visibility?: 'public' | 'internal';
+  readonly allowedCidrs?: readonly string[];
+}
+
+export interface PermissionEngineOptions {
+  /** Only the read methods are used: `getPermissions` and `getToolset`. */
+  readonly store: Pick<Store, 'getPermissions' | 'getToolset'>;
+  /** Issue 5 §3: when true, a key without its own permission record is denied everything. */
+  readonly requireKeyPermissions: boolean;
+  readonly servers: Readonly<Record<string, PolicyServerConfig>>;
+  /** Addresses or CIDR ranges whose `X-Forwarded-For` is believed (see `clientIpOf`). */
+  readonly trustedProxies: readonly string[];
+}
+
+/**
+ * Computes a caller's effective permission from the store (issue 5 §3–§5). Pure policy: it never touches a
+ * socket or an upstream, so it can run before any upstream contact (DESIGN.md invariant 3).
+ *
+ * `decide` never rejects: any failure to read a permission record or toolset yields a decision that denies
+ * everything (issue 5 §3, "denied, never allowed"), with `denial.reason = 'store-unavailable'`.
+ */
+export class PermissionEngine {
+  readonly #store: PermissionEngineOptions['store'];
+  readonly #requireKeyPermissions: boolean;
+  /** Internal server → the ranges it may be used from; servers absent here are public. */
+  readonly #internal = new Map<string, CidrSet>();
+  /** Built once, so request-time resolution does not re-parse the configuration. */
+  readonly trustedProxies: CidrSet;
+
+  /** @throws GatewayError `MCPGATE_ERR_CONFIG_INVALID` for a malformed CIDR or proxy entry. */
+  constructor(options: PermissionEngineOptions) {
+    this.#store = options.store;
+    this.#requireKeyPermissions = options.requireKeyPermissions;
+    for (const [name, server] of Object.entries(options.servers)) {
+      if (server.visibility !== 'internal') continue;
+      // An internal server without ranges is reachable from nowhere: fail closed rather than open.
+      this.#internal.set(name, new CidrSet(server.allowedCidrs ?? [], `servers.${name}.allowedCidrs`));
+    }
+    this.trustedProxies = new CidrSet(options.trustedProxies, 'trustedProxies');
+  }
+
+  /** The caller's effective permission. Never rejects; see the class comment. */
+  async decide(caller: Caller): Promise<AccessDecision> {
+    // Levels from widest to narrowest; the user-or-agent level follows the key owner's kind (issue 5 §3).
+    const levels: Array<readonly [PermissionLevel, string]> = [['org', caller.orgId]];
+    if (caller.teamId !== undefined) levels.push(['team', caller.teamId]);
+    levels.push([caller.principalKind, caller.principalId], ['key', caller.keyId]);
+
+    let records: Array<PermissionRecord | undefined>;
+    try {
+      records = await Promise.all(levels.map(([level, id]) => this.#store.getPermissions(level, id)));
+    } catch (error) {
+      return storeFailure(error, 'a permission record');
+    }
+
+    const keyRecord = records[records.length - 1];
+    if (keyRecord === undefined && this.#requireKeyPermissions) {
+      return new DenyAllDecision({
+        reason: 'key-without-permissions',
+        level: 'key',
+        message: 'requireKeyPermissions is on and this key has no permission record of its own',
+      });
+    }
+    // A key without a record inherits its team's: the team level is already part of the intersection, so the
+    // key level simply adds no restriction of its own.
+    const documents: Array<readonly [PermissionLevel, PermissionDocument]> = [];
+    for (const record of records) if (record !== undefined) documents.push([record.level, record.document]);
+
+    for (const [level, document] of documents) {
+      if (document.kind === 'none') {
+        return new DenyAllDecision({ reason: 'none', level, message: `the ${level} level's permission is "none"` });
+      }
+    }
+
+    let toolsets: Map<string, Toolset | undefined>;
+    try {
+      toolsets = await this.#loadToolsets(documents);
+    } catch (error) {
+      return storeFailure(error, 'a toolset');
+    }
+
+    const warnings: string[] = [];
+    const grants: LevelGrant[] = [];
+    for (const [level, document] of documents) {
+      const grant = grantOf(level, document, toolsets, warnings);
+      if (grant !== undefined) grants.push(grant);
+    }
+
+    const blocked = new Set<string>();
+    for (const [server, ranges] of this.#internal) if (!ranges.has(caller.clientIp)) blocked.add(server);
+    return new GrantDecision(grants, blocked, warnings);
+  }
+
+  /** Reads each referenced toolset once per decision, in parallel. `undefined` marks an unknown name. */
+  async #loadToolsets(
+    documents: ReadonlyArray<readonly [PermissionLevel, PermissionDocument]>,
+  ): Promise<Map<string, Toolset | undefined>> {
+    const names = new Set<string>();
+    for (const [, document] of documents) if (document.kind === 'allow') for (const name of document.toolsets ?? []) names.add(name);
+    const loaded = await Promise.all([...names].map(async (name) => [name, await this.#store.getToolset(name)] as const));
+    return new Map(loaded);
+  }
+}
+
+function storeFailure(error: unknown, what: string): AccessDecision {
+  const detail = GatewayError.is(error) ? `${error.code}: ${error.message}` : error instanceof Error ? error.message : String(error);
+  return new DenyAllDecision({ reason: 'store-unavailable', message: `${what} could not be read (${detail}); denying everything` });
+}
+
+/**
+ * One level's allow-list after toolset expansion, or `undefined` when the level restricts nothing (an `allow`
+ * document with no `servers`, `tools` or `toolsets`: an omitted list does not restrict, store.ts).
+ *
+ * Once any list is present, the level allows exactly: servers in `servers` (all their tools unless `tools`
+ * names them), servers keyed in `tools` (those globs), and the (server, glob) pairs of its toolsets, which ADD
+ * to `tools` (issue 5 §4). A server listed in `servers` without `tools` keeps all its tools: a toolset cannot
+ * narrow what the level already granted in full.
+ */
+function grantOf(
+  level: PermissionLevel,
+  document: PermissionDocument,
+  toolsets: ReadonlyMap<string, Toolset | undefined>,
+  warnings: string[],
+): LevelGrant | undefined {
+  if (document.kind !== 'allow') return undefined;
+  if (document.servers === undefined && document.tools === undefined && document.toolsets === undefined) return undefined;
+  const servers = new Map<string, string[] | undefined>();
+  const addGlobs = (server: string, globs: readonly string[]): void => {
+    if (servers.has(server) && servers.get(server) === undefined) return; // already all tools
+    servers.set(server, [...(servers.get(server) ?? []), ...globs]);
+  };
+  for (const [server, globs] of Object.entries(document.tools ?? {})) addGlobs(server, globs);
+  for (const server of document.servers ?? []) if (!Object.hasOwn(document.tools ?? {}, server)) servers.set(server, undefined);
+  for (const name of document.toolsets ?? []) {
+    const toolset = toolsets.get(name);
+    if (toolset === undefined) {
+      warnings.push(`unknown toolset "${name}" referenced by the ${level} level; it grants nothing`);
+      continue;
+    }
+    for (const entry of toolset.entries) addGlobs(entry.server, [entry.toolGlob]);
+  }
+  return { level, servers };
+}
