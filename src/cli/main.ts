@@ -7,6 +7,7 @@ import { runStdioGateway, startHttpGateway } from '../main.js';
 import { createLogger } from '../observability/logger.js';
 import { VERSION } from '../version.js';
 import { runCheck } from './check.js';
+import { registerKeysCommand } from './keys.js';
 import { runPin } from './pin.js';
 
 const DEFAULT_CONFIG = 'mcpgate.yaml';
@@ -101,5 +102,15 @@ program
       stderr: (line) => process.stderr.write(`${line}\n`),
     });
   });
+
+registerKeysCommand(
+  program,
+  {
+    env: process.env,
+    stdout: (line) => process.stdout.write(`${line}\n`),
+    stderr: (line) => process.stderr.write(`${line}\n`),
+  },
+  DEFAULT_CONFIG,
+);
 
 await program.parseAsync(process.argv);

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { checkStdioIsolation, httpIsolationFields, stdioIsolationFields } from './isolation-schema.js';
 import { checkHttpTrust, tlsSchema } from './tls-rules.js';
 import { serverResilienceFields, stdioRestartFields } from './resilience-schema.js';
+import { isLoopbackHost } from '../util/tls-pins.js';
 
 /**
  * The configuration schema: the one place that holds defaults (STYLE.md §6). Parsed once at start-up, then
@@ -102,6 +103,26 @@ const securitySchema = z.strictObject({
   allowedHosts: z.array(z.string().min(1)).default([]),
 });
 
+/** Shortest HMAC secret accepted for API keys (matches api-keys.ts): 256 bits, as long as the HMAC output. */
+const MIN_KEY_SECRET_BYTES = 32;
+
+const authSchema = z.strictObject({
+  /**
+   * `apiKey`: every request carries a gateway key (issue 5 §6). `none` skips authentication and is accepted only
+   * in dev mode on a loopback listener (checked in configSchema below), so it can never face a network.
+   */
+  mode: z.enum(['apiKey', 'none']).default('apiKey'),
+  /** The HMAC secret for key hashes, usually `${MCPGATE_KEY_SECRET}`; without it a file next to SQLite is used. */
+  keySecret: z
+    .string()
+    .refine((value) => Buffer.byteLength(value, 'utf8') >= MIN_KEY_SECRET_BYTES, {
+      message: `auth.keySecret must be at least ${MIN_KEY_SECRET_BYTES} bytes`,
+    })
+    .optional(),
+  /** Require every key to carry its own permission list instead of inheriting its team's (issue 5 §3). */
+  requireKeyPermissions: z.boolean().default(false),
+});
+
 const gatewaySchema = z.strictObject({
   name: z.string().min(1).default('mcpgate'),
   mode: z.enum(['dev', 'production']).default('production'),
@@ -113,6 +134,9 @@ const gatewaySchema = z.strictObject({
   /** How long an upstream's list stays cached when it sends no list_changed. */
   listCacheTtlMs: integer(z.number().int().nonnegative()).default(60_000),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** Control-plane store (issue 5 §1): `postgres://…` or an SQLite path; unset means SQLite `./data/mcpgate.db`. */
+  store: z.string().min(1).optional(),
+  auth: authSchema.prefault({}),
 });
 
 export const configSchema = z
@@ -121,6 +145,14 @@ export const configSchema = z
     servers: z.record(z.string().regex(SERVER_NAME_PATTERN, 'server names are 1-64 of A-Z a-z 0-9 _ . -'), serverSchema),
   })
   .superRefine((config, ctx) => {
+    // Issue 5 §6: the only unauthenticated mode is dev on loopback, so a misconfigured `none` fails at start.
+    if (config.gateway.auth.mode === 'none' && (config.gateway.mode !== 'dev' || !isLoopbackHost(config.gateway.listen.host))) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['gateway', 'auth', 'mode'],
+        message: 'auth.mode "none" is allowed only with gateway.mode "dev" and a loopback listen.host (127.0.0.1, ::1, localhost)',
+      });
+    }
     const separator = config.gateway.separator;
     for (const [name, server] of Object.entries(config.servers)) {
       if (server.transport !== 'stdio') checkHttpTrust(name, server, config.gateway.mode, ctx);
@@ -154,3 +186,4 @@ export type HttpServerConfig = z.infer<typeof httpServerSchema>;
 export type ToolFilterConfig = z.infer<typeof toolFilterSchema>;
 export type LimitsConfig = z.infer<typeof limitsSchema>;
 export type SecurityConfig = z.infer<typeof securitySchema>;
+export type AuthConfig = z.infer<typeof authSchema>;

@@ -45,6 +45,8 @@ export const ErrorCatalogue = {
   MCPGATE_ERR_STORE_CONFLICT: { http: 409, rpc: RpcCode.InvalidParams },
   MCPGATE_ERR_STORE_NOT_FOUND: { http: 404, rpc: RpcCode.InvalidParams },
   MCPGATE_ERR_STORE_INVALID: { http: 400, rpc: RpcCode.InvalidParams },
+  MCPGATE_ERR_UNAUTHENTICATED: { http: 401, rpc: RpcCode.InvalidRequest },
+  MCPGATE_ERR_KEY_SECRET: { http: 500, rpc: RpcCode.InternalError },
 } as const;
 
 export type ErrorCode = keyof typeof ErrorCatalogue;

@@ -1,0 +1,201 @@
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import pg from 'pg';
+import { generateApiKey } from '../../src/authn/api-keys.js';
+import { Authenticator, WWW_AUTHENTICATE, type AuthResult } from '../../src/authn/authenticator.js';
+import { ErrorCatalogue } from '../../src/errors/codes.js';
+import { createStore } from '../../src/store/create-store.js';
+import type { Store } from '../../src/store/store.js';
+
+const SECRET = randomBytes(32).toString('hex');
+const root = mkdtempSync(join(tmpdir(), 'mcpgate-authn-'));
+let counter = 0;
+after(() => rmSync(root, { recursive: true, force: true }));
+
+interface Fixture {
+  readonly store: Store;
+  readonly key: string;
+  readonly keyId: string;
+  readonly principalId: string;
+  readonly orgId: string;
+  readonly teamId: string;
+}
+
+/** A real SQLite store on a temp file with one org, team, user and key. */
+async function fixture(store?: Store, expiresAt?: Date): Promise<Fixture> {
+  const s = store ?? (await createStore(join(root, `db-${counter++}.db`)));
+  const org = await s.createOrg('acme');
+  const team = await s.createTeam({ orgId: org.id, name: 'red' });
+  const user = await s.createPrincipal({ kind: 'user', orgId: org.id, teamId: team.id, name: 'alice' });
+  const generated = generateApiKey(SECRET);
+  const record = await s.createKey({ principalId: user.id, prefix: generated.prefix, hash: generated.hash, label: 't', ...(expiresAt === undefined ? {} : { expiresAt }) });
+  return { store: s, key: generated.key, keyId: record.id, principalId: user.id, orgId: org.id, teamId: team.id };
+}
+
+function refused(result: AuthResult, status: number, reason: string): void {
+  assert.equal(result.ok, false, `expected a refusal (${reason})`);
+  if (result.ok) return;
+  assert.equal(result.status, status);
+  assert.equal(result.reason, reason);
+  assert.equal(ErrorCatalogue[result.code].http, status, 'the code maps to the same HTTP status');
+}
+
+/** The store with one method replaced, keeping every other call on the real store. */
+function withMethod<K extends keyof Store>(store: Store, name: K, impl: Store[K]): Store {
+  return new Proxy(store, {
+    get(target, prop) {
+      if (prop === name) return impl;
+      const value: unknown = Reflect.get(target, prop, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
+describe('Authenticator on SQLite', () => {
+  it('accepts a key via Authorization: Bearer and via X-Mcpgate-Key, and records its use', async () => {
+    const f = await fixture();
+    const auth = new Authenticator({ store: f.store, secret: SECRET });
+    const bearer = await auth.authenticate({ authorization: `Bearer ${f.key}` });
+    assert.deepEqual(bearer, {
+      ok: true,
+      caller: { keyId: f.keyId, principalId: f.principalId, principalKind: 'user', orgId: f.orgId, teamId: f.teamId, viaHeader: 'authorization' },
+    });
+    const custom = await auth.authenticate({ 'x-mcpgate-key': f.key });
+    assert.ok(custom.ok && custom.caller.viaHeader === 'x-mcpgate-key' && custom.caller.keyId === f.keyId);
+    await auth.settled();
+    const stored = await f.store.getKey(f.keyId);
+    assert.ok(stored?.lastUsedAt instanceof Date, 'touchKey recorded the use');
+    await f.store.close();
+  });
+
+  it('refuses a missing key and an unknown key with the same 401 message', async () => {
+    const f = await fixture();
+    const auth = new Authenticator({ store: f.store, secret: SECRET });
+    const missing = await auth.authenticate({});
+    const unknown = await auth.authenticate({ authorization: `Bearer ${generateApiKey(SECRET).key}` });
+    refused(missing, 401, 'missing');
+    refused(unknown, 401, 'unknown');
+    assert.ok(!missing.ok && !unknown.ok);
+    assert.equal(missing.message, unknown.message, 'an unknown key is indistinguishable from no key');
+    assert.equal(missing.code, 'MCPGATE_ERR_UNAUTHENTICATED');
+    // A key hashed under another secret is unknown too: the secret is part of the identity.
+    const foreign = generateApiKey(randomBytes(32).toString('hex')).key;
+    refused(await auth.authenticate({ 'x-mcpgate-key': foreign }), 401, 'unknown');
+    await f.store.close();
+  });
+
+  it('refuses malformed, conflicting and oversized credentials before touching the store', async () => {
+    const f = await fixture();
+    let lookups = 0;
+    const counting = withMethod(f.store, 'findKeyByHash', (hash: string) => {
+      lookups += 1;
+      return f.store.findKeyByHash(hash);
+    });
+    const auth = new Authenticator({ store: counting, secret: SECRET });
+    refused(await auth.authenticate({ authorization: 'Bearer mcpg_short' }), 401, 'malformed');
+    refused(await auth.authenticate({ 'x-mcpgate-key': 'not-a-key' }), 401, 'malformed');
+    const other = generateApiKey(SECRET).key;
+    refused(await auth.authenticate({ authorization: `Bearer ${f.key}`, 'x-mcpgate-key': other }), 401, 'conflicting');
+    refused(await auth.authenticate({ 'x-mcpgate-key': [f.key, other] }), 401, 'conflicting');
+    refused(await auth.authenticate({ authorization: `Bearer ${'a'.repeat(2000)}` }), 401, 'oversized');
+    assert.equal(lookups, 0);
+    // A JWT-shaped bearer is not a gateway key: "missing" from this authenticator's point of view.
+    refused(await auth.authenticate({ authorization: 'Bearer eyJhbGciOiJub25lIn0.e30.' }), 401, 'missing');
+    await f.store.close();
+  });
+
+  it('refuses an expired key from the moment of expiry', async () => {
+    const expiresAt = new Date(Date.now() + 60_000);
+    const f = await fixture(undefined, expiresAt);
+    let now = new Date(expiresAt.getTime() - 1);
+    const auth = new Authenticator({ store: f.store, secret: SECRET, now: () => now });
+    assert.equal((await auth.authenticate({ authorization: `Bearer ${f.key}` })).ok, true);
+    now = expiresAt;
+    refused(await auth.authenticate({ authorization: `Bearer ${f.key}` }), 401, 'expired');
+    await f.store.close();
+  });
+
+  it('refuses a revoked key on its very next request', async () => {
+    const f = await fixture();
+    const auth = new Authenticator({ store: f.store, secret: SECRET });
+    assert.equal((await auth.authenticate({ 'x-mcpgate-key': f.key })).ok, true);
+    await f.store.revokeKey(f.keyId);
+    refused(await auth.authenticate({ 'x-mcpgate-key': f.key }), 401, 'revoked');
+    await f.store.close();
+  });
+
+  it('answers 503 and never allows when the store is down', async () => {
+    const f = await fixture();
+    const auth = new Authenticator({ store: f.store, secret: SECRET });
+    await f.store.close();
+    refused(await auth.authenticate({ authorization: `Bearer ${f.key}` }), 503, 'store-unavailable');
+    // A non-GatewayError from a broken backend is a 503 as well, not a crash and not an allow.
+    const g = await fixture();
+    const broken = withMethod(g.store, 'findKeyByHash', () => Promise.reject(new TypeError('driver bug')));
+    refused(await new Authenticator({ store: broken, secret: SECRET }).authenticate({ authorization: `Bearer ${g.key}` }), 503, 'store-unavailable');
+    await g.store.close();
+  });
+
+  it('does not wait for touchKey, and a failed touch is logged without failing the request', async () => {
+    const f = await fixture();
+    const warnings: Record<string, unknown>[] = [];
+    let release = (): void => undefined;
+    const slow = withMethod(f.store, 'touchKey', () =>
+      new Promise<void>((_resolve, reject) => {
+        release = () => reject(new Error('disk full'));
+      }),
+    );
+    const auth = new Authenticator({ store: slow, secret: SECRET, logger: { warn: (fields) => warnings.push(fields) } });
+    const result = await auth.authenticate({ authorization: `Bearer ${f.key}` });
+    assert.equal(result.ok, true, 'the answer came while touchKey was still pending');
+    release();
+    await auth.settled();
+    assert.equal(warnings.length, 1);
+    assert.equal(warnings[0]?.keyId, f.keyId);
+    assert.equal(JSON.stringify(warnings).includes(f.key), false, 'the key is never logged');
+    await f.store.close();
+  });
+
+  it('refuses a secret shorter than 32 bytes and exports the 401 challenge', async () => {
+    const f = await fixture();
+    assert.throws(() => new Authenticator({ store: f.store, secret: 'short' }), /32 bytes/);
+    assert.equal(WWW_AUTHENTICATE, 'Bearer realm="mcpgate"');
+    await f.store.close();
+  });
+});
+
+describe('Authenticator on PostgreSQL', () => {
+  const server = process.env.MCPGATE_TEST_PG ?? 'postgres://postgres@127.0.0.1:5432';
+  const name = `mcpgate_test_authn_${randomBytes(6).toString('hex')}`;
+
+  async function admin(sql: string): Promise<void> {
+    const client = new pg.Client({ connectionString: `${server}/postgres` });
+    await client.connect();
+    try {
+      await client.query(sql);
+    } finally {
+      await client.end();
+    }
+  }
+
+  after(() => admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
+
+  it('accepts, then refuses after revocation, then fails closed when the pool is gone', async () => {
+    await admin(`CREATE DATABASE ${name}`);
+    const store = await createStore(`${server}/${name}`);
+    const f = await fixture(store);
+    const auth = new Authenticator({ store, secret: SECRET });
+    const ok = await auth.authenticate({ authorization: `Bearer ${f.key}` });
+    assert.ok(ok.ok && ok.caller.orgId === f.orgId && ok.caller.teamId === f.teamId);
+    await auth.settled();
+    assert.ok((await store.getKey(f.keyId))?.lastUsedAt instanceof Date);
+    await store.revokeKey(f.keyId);
+    refused(await auth.authenticate({ authorization: `Bearer ${f.key}` }), 401, 'revoked');
+    await store.close();
+    refused(await auth.authenticate({ authorization: `Bearer ${f.key}` }), 503, 'store-unavailable');
+  });
+});
