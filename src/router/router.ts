@@ -2,10 +2,13 @@ import type { ErrorCode } from '../errors/codes.js';
 import { GatewayError, toJsonRpcError } from '../errors/gateway-error.js';
 import {
   asObject,
+  isNotification,
+  isRequest,
   makeError,
   makeResult,
   RpcCode,
   type JsonObject,
+  type JsonRpcMessage,
   type JsonRpcNotification,
   type JsonRpcRequest,
   type JsonRpcResponse,
@@ -131,6 +134,17 @@ export class Router {
       default:
         this.options.logger.debug({ method: notification.method }, 'client notification ignored');
     }
+  }
+
+  /**
+   * Routes one message of an initialized session by its kind: requests are answered (undefined when
+   * cancelled), notifications and responses are absorbed. For transports that see one message at a time.
+   */
+  async handleMessage(session: DownstreamSession, message: JsonRpcMessage, stream: RequestStream | undefined): Promise<JsonRpcResponse | undefined> {
+    if (isRequest(message)) return this.handleRequest(session, message, stream);
+    if (isNotification(message)) this.handleNotification(session, message);
+    else this.handleResponse(session, message);
+    return undefined;
   }
 
   /** A client's answer to a request the gateway relayed from an upstream. */

@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { GatewayError, toJsonRpcError } from '../errors/gateway-error.js';
-import { isNotification, isRequest, makeError, RpcCode, type JsonRpcMessage } from '../jsonrpc/message.js';
+import { isRequest, makeError, RpcCode, type JsonRpcMessage } from '../jsonrpc/message.js';
 import type { Logger } from '../observability/logger.js';
 import type { Router } from '../router/router.js';
-import type { DownstreamSession, RequestStream } from '../session/downstream-session.js';
+import type { DownstreamSession } from '../session/downstream-session.js';
 import type { SessionManager } from '../session/session-manager.js';
 import { accepts, decodeBody, isJsonContentType } from './http-helpers.js';
 import { readBody } from './read-body.js';
@@ -95,16 +95,12 @@ export class LegacySseEndpoint {
       if (isRequest(message)) stream.send(makeError(message.id, RpcCode.InvalidRequest, 'Session not initialized'));
       return;
     }
-    session.lastSeen = Date.now();
-    if (isRequest(message)) {
-      const requestStream: RequestStream = { send: (outbound) => stream.send(outbound) };
-      const response = await router.handleRequest(session, message, requestStream);
-      if (response !== undefined) stream.send(response);
-    } else if (isNotification(message)) {
-      router.handleNotification(session, message);
-    } else {
-      router.handleResponse(session, message);
-    }
+    // Through the manager, so activity is stamped with its clock and an ended session is not revived.
+    if (this.options.sessions.touch(session.id) === undefined) return;
+    // On this transport every message to the client travels on the one stream: the session channel serves as
+    // each request's stream too.
+    const response = await router.handleMessage(session, message, session.channel);
+    if (response !== undefined) stream.send(response);
   }
 
   closeAll(): void {

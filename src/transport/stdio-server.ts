@@ -1,6 +1,6 @@
 import type { Readable, Writable } from 'node:stream';
 import { toJsonRpcError } from '../errors/gateway-error.js';
-import { isNotification, isRequest, makeError, RpcCode, toMessage, type JsonRpcMessage } from '../jsonrpc/message.js';
+import { isRequest, makeError, RpcCode, toMessage, type JsonRpcMessage } from '../jsonrpc/message.js';
 import type { Logger } from '../observability/logger.js';
 import type { Router } from '../router/router.js';
 import type { DownstreamSession, RequestStream } from '../session/downstream-session.js';
@@ -83,12 +83,8 @@ export class StdioServer {
       if (isRequest(message)) this.write(makeError(message.id, RpcCode.InvalidRequest, 'Session not initialized'));
       return;
     }
-    if (isRequest(message)) {
-      const response = await router.handleRequest(session, message, this.stream);
-      if (response !== undefined) this.write(response);
-    }
-    else if (isNotification(message)) router.handleNotification(session, message);
-    else router.handleResponse(session, message);
+    const response = await router.handleMessage(session, message, this.stream);
+    if (response !== undefined) this.write(response);
   }
 
   private write(message: JsonRpcMessage): boolean {
