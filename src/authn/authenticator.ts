@@ -43,6 +43,8 @@ export type AuthResult =
       readonly code: ErrorCode;
       readonly message: string;
       readonly reason: AuthFailureReason;
+      /** The full `WWW-Authenticate` value for a 401 or 403, or undefined when none is sent (503). */
+      readonly challenge: string | undefined;
     };
 
 type HeaderValue = string | readonly string[] | undefined;
@@ -81,7 +83,7 @@ const MESSAGES: Readonly<Record<Exclude<AuthFailureReason, 'store-unavailable'>,
 };
 
 function refuse(reason: Exclude<AuthFailureReason, 'store-unavailable'>): AuthResult {
-  return { ok: false, status: 401, code: 'MCPGATE_ERR_UNAUTHENTICATED', message: MESSAGES[reason], reason };
+  return { ok: false, status: 401, code: 'MCPGATE_ERR_UNAUTHENTICATED', message: MESSAGES[reason], reason, challenge: WWW_AUTHENTICATE };
 }
 
 const STORE_DOWN: AuthResult = {
@@ -90,6 +92,7 @@ const STORE_DOWN: AuthResult = {
   code: 'MCPGATE_ERR_STORE_UNAVAILABLE',
   message: 'the gateway cannot check credentials right now; try again later',
   reason: 'store-unavailable',
+  challenge: undefined,
 };
 
 /**
