@@ -17,14 +17,6 @@ export interface GeneratedApiKey {
   readonly hash: string;
 }
 
-export type ApiKeyHeader = 'authorization' | 'x-mcpgate-key';
-
-export type ExtractedApiKey =
-  | { readonly kind: 'none' }
-  | { readonly kind: 'key'; readonly key: string; readonly header: ApiKeyHeader }
-  /** Malformed, or two different credentials in one request: refuse, never guess which one counts. */
-  | { readonly kind: 'invalid'; readonly reason: 'malformed' | 'conflicting' | 'oversized' };
-
 function checkSecret(secret: string | Buffer): void {
   const length = typeof secret === 'string' ? Buffer.byteLength(secret) : secret.length;
   if (length < MIN_SECRET_BYTES) throw new TypeError(`the API-key server secret must be at least ${MIN_SECRET_BYTES} bytes`);
@@ -58,42 +50,4 @@ export function verifyApiKey(secret: string | Buffer, key: string, storedHash: s
   const expected = Buffer.from(storedHash, 'hex');
   const actual = Buffer.from(hashApiKey(secret, key), 'hex');
   return timingSafeEqual(actual, expected);
-}
-
-type HeaderValue = string | readonly string[] | undefined;
-
-function single(value: HeaderValue): string | undefined | null {
-  if (value === undefined) return undefined;
-  if (typeof value === 'string') return value;
-  // A repeated credential header is ambiguous: null marks it as conflicting.
-  return value.length === 1 ? value[0] : null;
-}
-
-/** Longest header value worth parsing; a key is 48 characters, so anything far longer is an attack or a bug. */
-const MAX_HEADER_LENGTH = 1024;
-
-/**
- * Reads a gateway key from `Authorization: Bearer <key>` or `X-Mcpgate-Key: <key>` (issue 5 §2), with header
- * names lower-cased as Node delivers them. An `Authorization` value that is not a gateway key (e.g. a JWT) is
- * left for another authenticator: `none` is returned unless `X-Mcpgate-Key` is present.
- */
-export function extractApiKey(headers: Readonly<Record<string, HeaderValue>>): ExtractedApiKey {
-  const authorization = single(headers.authorization);
-  const custom = single(headers['x-mcpgate-key']);
-  if (authorization === null || custom === null) return { kind: 'invalid', reason: 'conflicting' };
-  if ((authorization?.length ?? 0) > MAX_HEADER_LENGTH || (custom?.length ?? 0) > MAX_HEADER_LENGTH) {
-    return { kind: 'invalid', reason: 'oversized' };
-  }
-  const bearer = authorization === undefined ? undefined : /^Bearer +(\S+) *$/i.exec(authorization)?.[1];
-  const fromAuthorization = bearer !== undefined && bearer.startsWith(API_KEY_PREFIX) ? bearer : undefined;
-  if (custom !== undefined) {
-    const key = custom.trim();
-    // Any Authorization alongside X-Mcpgate-Key is a second credential unless it is the very same key.
-    if (authorization !== undefined && fromAuthorization !== key) return { kind: 'invalid', reason: 'conflicting' };
-    return isApiKeyFormat(key) ? { kind: 'key', key, header: 'x-mcpgate-key' } : { kind: 'invalid', reason: 'malformed' };
-  }
-  if (fromAuthorization === undefined) return { kind: 'none' };
-  return isApiKeyFormat(fromAuthorization)
-    ? { kind: 'key', key: fromAuthorization, header: 'authorization' }
-    : { kind: 'invalid', reason: 'malformed' };
 }

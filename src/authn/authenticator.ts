@@ -1,139 +1,126 @@
-import type { ErrorCode } from '../errors/codes.js';
 import { GatewayError } from '../errors/gateway-error.js';
-import type { PrincipalKind, Store } from '../store/store.js';
-import { extractApiKey, hashApiKey, verifyApiKey, type ApiKeyHeader } from './api-keys.js';
+import type { Store } from '../store/store.js';
+import { hashApiKey, verifyApiKey } from './api-keys.js';
+import { bearerChallenge, WWW_AUTHENTICATE } from './challenge.js';
+import { extractCredential } from './credentials.js';
+import type { JwtVerifier } from './jwt-verifier.js';
+import { STORE_DOWN, type AuthFailure, type AuthFailureReason, type AuthLogger, type AuthResult, type RequestHeaders } from './types.js';
 
-/**
- * The `WWW-Authenticate` value the HTTP layer sends with every 401 (RFC 6750 §3). RFC 9728
- * `resource_metadata="…"` joins it with JWT resource-server mode (issue 5 §8).
- */
-export const WWW_AUTHENTICATE = 'Bearer realm="mcpgate"';
+export { WWW_AUTHENTICATE };
+export type { AuthFailure, AuthFailureReason, AuthLogger, AuthResult, Caller, CredentialHeader, RequestHeaders } from './types.js';
 
-/** Who is calling, once a key has been checked. Everything authorization needs, nothing secret. */
-export interface Caller {
-  readonly keyId: string;
-  readonly principalId: string;
-  readonly principalKind: PrincipalKind;
-  readonly orgId: string;
-  readonly teamId?: string;
-  /** Which header carried the key, for logs and for the session binding (issue 5 §6). */
-  readonly viaHeader: ApiKeyHeader;
-}
-
-/** Why a request was refused; for logs and metrics only, never sent to the client (it would reveal too much). */
-export type AuthFailureReason =
-  | 'missing'
-  | 'malformed'
-  | 'conflicting'
-  | 'oversized'
-  | 'unknown'
-  | 'expired'
-  | 'revoked'
-  | 'store-unavailable';
-
-/**
- * The outcome of {@link Authenticator.authenticate}. A failure carries the HTTP status and error code to answer
- * with; 401 answers must carry {@link WWW_AUTHENTICATE}. 403 is reserved for authorization steps built on this.
- */
-export type AuthResult =
-  | { readonly ok: true; readonly caller: Caller }
-  | {
-      readonly ok: false;
-      readonly status: 401 | 403 | 503;
-      readonly code: ErrorCode;
-      readonly message: string;
-      readonly reason: AuthFailureReason;
-      /** The full `WWW-Authenticate` value for a 401 or 403, or undefined when none is sent (503). */
-      readonly challenge: string | undefined;
-    };
-
-type HeaderValue = string | readonly string[] | undefined;
-
-/** Request headers as Node delivers them: lower-case names. */
-export type RequestHeaders = Readonly<Record<string, HeaderValue>>;
+/** Default spacing of `lastUsedAt` writes per key: the field is for operators, not for enforcement. */
+export const DEFAULT_TOUCH_INTERVAL_MS = 60_000;
+/** Above this many remembered keys, entries older than the interval are dropped. */
+const MAX_TRACKED_TOUCHES = 50_000;
 
 export interface AuthenticatorOptions {
   readonly store: Store;
   /** The HMAC secret from `resolveKeySecret` (key-secret.ts). */
   readonly secret: string | Buffer;
-  /** The clock; tests move it to cross an expiry. */
+  /** The clock; tests move it to cross an expiry or a touch interval. */
   readonly now?: () => Date;
   /** Where failed `touchKey` writes are recorded; they never fail the request. */
   readonly logger?: AuthLogger;
+  /** JWT resource-server mode (issue 5 §8): a Bearer value that is not a gateway key is verified by this. */
+  readonly jwt?: JwtVerifier;
+  /**
+   * The RFC 9728 metadata URL that 401 challenges point at (`Bearer resource_metadata="…"`). Defaults to the JWT
+   * verifier's; without either, 401s carry `Bearer realm="mcpgate"`.
+   */
+  readonly resourceMetadataUrl?: string;
+  /** Write `lastUsedAt` at most once per this many ms per key (default 60 000; 0 writes on every request). */
+  readonly touchIntervalMs?: number;
+  /** How many keys the touch throttle remembers before pruning; tests lower it. Default 50 000. */
+  readonly maxTrackedTouches?: number;
 }
 
-/** The slice of the pino logger the authenticator uses. */
-export interface AuthLogger {
-  warn(fields: Record<string, unknown>, message: string): void;
-}
+type KeyFailure = Exclude<AuthFailureReason, 'store-unavailable' | 'insufficient-scope' | 'unknown-org' | 'unknown-team' | 'invalid-claim' | 'jwks-unavailable'>;
 
 /**
  * One message for "no key" and "no such key": an attacker probing keys must not learn whether one exists
  * (issue 5 §2). Expired and revoked keys get their own message: only a holder of the real key can see those.
  */
-const MISSING_MESSAGE = 'a valid gateway API key is required (Authorization: Bearer mcpg_… or X-Mcpgate-Key)';
-const MESSAGES: Readonly<Record<Exclude<AuthFailureReason, 'store-unavailable'>, string>> = {
-  missing: MISSING_MESSAGE,
-  unknown: MISSING_MESSAGE,
+const MISSING_KEY = 'a valid gateway API key is required (Authorization: Bearer mcpg_… or X-Mcpgate-Key)';
+const MISSING_KEY_OR_TOKEN = 'a valid gateway API key (Authorization: Bearer mcpg_… or X-Mcpgate-Key) or bearer token is required';
+const MESSAGES: Readonly<Record<Exclude<KeyFailure, 'missing' | 'unknown'>, string>> = {
   malformed: 'the gateway API key is malformed',
   conflicting: 'the request carries more than one credential; send exactly one',
   oversized: 'the credential header is too large',
   expired: 'the gateway API key has expired',
   revoked: 'the gateway API key has been revoked',
-};
-
-function refuse(reason: Exclude<AuthFailureReason, 'store-unavailable'>): AuthResult {
-  return { ok: false, status: 401, code: 'MCPGATE_ERR_UNAUTHENTICATED', message: MESSAGES[reason], reason, challenge: WWW_AUTHENTICATE };
-}
-
-const STORE_DOWN: AuthResult = {
-  ok: false,
-  status: 503,
-  code: 'MCPGATE_ERR_STORE_UNAVAILABLE',
-  message: 'the gateway cannot check credentials right now; try again later',
-  reason: 'store-unavailable',
-  challenge: undefined,
+  'invalid-token': 'the bearer token is invalid or expired',
 };
 
 /**
- * Authenticates a request by its gateway API key (issue 5 §2, §6, §10; DESIGN.md invariant 5: fail closed).
- * Every call reads the store, so a revocation or expiry takes effect on the very next request: there is no
- * cache to outlive it. Any store failure is a 503, never an allow.
+ * Authenticates a request by its gateway API key or, when a {@link JwtVerifier} is given, by a bearer JWT
+ * (issue 5 §2, §6, §8, §10; DESIGN.md invariant 5: fail closed). Every key check reads the store, so a
+ * revocation or expiry takes effect on the very next request: there is no cache to outlive it. Any store or
+ * JWKS failure is a 503, never an allow.
  */
 export class Authenticator {
   readonly #store: Store;
   readonly #secret: string | Buffer;
   readonly #now: () => Date;
   readonly #logger: AuthLogger | undefined;
+  readonly #jwt: JwtVerifier | undefined;
+  readonly #metadataUrl: string | undefined;
+  readonly #touchIntervalMs: number;
+  readonly #maxTrackedTouches: number;
   readonly #touches = new Set<Promise<void>>();
+  /** keyId → when its last `touchKey` was started (ms on the injected clock). */
+  readonly #lastTouch = new Map<string, number>();
 
   constructor(options: AuthenticatorOptions) {
     // Hashing once here throws for a secret shorter than 32 bytes before the first request can arrive.
     hashApiKey(options.secret, '');
+    const interval = options.touchIntervalMs ?? DEFAULT_TOUCH_INTERVAL_MS;
+    if (!Number.isInteger(interval) || interval < 0) throw new TypeError('Authenticator: touchIntervalMs must be a non-negative integer');
+    const tracked = options.maxTrackedTouches ?? MAX_TRACKED_TOUCHES;
+    if (!Number.isInteger(tracked) || tracked < 1) throw new TypeError('Authenticator: maxTrackedTouches must be a positive integer');
     this.#store = options.store;
     this.#secret = options.secret;
     this.#now = options.now ?? (() => new Date());
     this.#logger = options.logger;
+    this.#jwt = options.jwt;
+    this.#metadataUrl = options.resourceMetadataUrl === undefined ? options.jwt?.resourceMetadataUrl : new URL(options.resourceMetadataUrl).href;
+    this.#touchIntervalMs = interval;
+    this.#maxTrackedTouches = tracked;
   }
 
-  /** Checks the request's key. Never throws: every failure, including a broken store, is a refusal. */
+  /** The URL 401 challenges point at, if any; the HTTP layer serves the metadata document there. */
+  get resourceMetadataUrl(): string | undefined {
+    return this.#metadataUrl;
+  }
+
+  /** Checks the request's credential. Never throws: every failure, including a broken store, is a refusal. */
   async authenticate(headers: RequestHeaders): Promise<AuthResult> {
-    const extracted = extractApiKey(headers);
-    if (extracted.kind === 'none') return refuse('missing');
-    if (extracted.kind === 'invalid') return refuse(extracted.reason);
+    const credential = extractCredential(headers, { bearerTokens: this.#jwt !== undefined });
+    if (credential.kind === 'none') return this.#refuse('missing');
+    if (credential.kind === 'invalid') return this.#refuse(credential.reason);
+    if (credential.kind === 'bearer') {
+      // extractCredential yields 'bearer' only when a verifier is configured.
+      if (this.#jwt === undefined) return this.#refuse('malformed');
+      try {
+        return await this.#jwt.verify(credential.token);
+      } catch {
+        // verify() is written never to throw; if it ever does, the answer is still a refusal.
+        return this.#refuse('invalid-token');
+      }
+    }
 
     let record;
     try {
-      record = await this.#store.findKeyByHash(hashApiKey(this.#secret, extracted.key));
+      record = await this.#store.findKeyByHash(hashApiKey(this.#secret, credential.key));
     } catch {
       return STORE_DOWN;
     }
     // The lookup is by hash; the constant-time compare guards against a store that matched loosely.
-    if (record === undefined || !verifyApiKey(this.#secret, extracted.key, record.hash)) return refuse('unknown');
+    if (record === undefined || !verifyApiKey(this.#secret, credential.key, record.hash)) return this.#refuse('unknown');
     const now = this.#now();
     // Any revocation time counts, even one a replica with a fast clock wrote "in the future" (issue 5 §10).
-    if (record.revokedAt !== undefined) return refuse('revoked');
-    if (record.expiresAt !== undefined && record.expiresAt.getTime() <= now.getTime()) return refuse('expired');
+    if (record.revokedAt !== undefined) return this.#refuse('revoked');
+    if (record.expiresAt !== undefined && record.expiresAt.getTime() <= now.getTime()) return this.#refuse('expired');
 
     this.#touch(record.id, now);
     return {
@@ -144,7 +131,8 @@ export class Authenticator {
         principalKind: record.principalKind,
         orgId: record.orgId,
         ...(record.teamId === undefined ? {} : { teamId: record.teamId }),
-        viaHeader: extracted.header,
+        viaHeader: credential.header,
+        via: 'api-key',
       },
     };
   }
@@ -154,16 +142,55 @@ export class Authenticator {
     await Promise.all([...this.#touches]);
   }
 
-  /** Records the use off the hot path: the answer does not wait for the write, and a failed write is only logged. */
+  #refuse(reason: KeyFailure): AuthFailure {
+    const missing = reason === 'missing' || reason === 'unknown';
+    const message = missing ? (this.#jwt === undefined ? MISSING_KEY : MISSING_KEY_OR_TOKEN) : MESSAGES[reason];
+    // RFC 6750 §3.1: no error code when nothing was presented; invalid_token once something was and failed.
+    const challenge =
+      this.#metadataUrl === undefined && reason === 'missing'
+        ? WWW_AUTHENTICATE
+        : bearerChallenge({ resourceMetadataUrl: this.#metadataUrl, ...(reason === 'missing' ? {} : { error: 'invalid_token' as const }) });
+    return { ok: false, status: 401, code: 'MCPGATE_ERR_UNAUTHENTICATED', message, reason, challenge };
+  }
+
+  /**
+   * Records the use off the hot path, at most once per `touchIntervalMs` per key: without the throttle every
+   * request would be a database write. The answer never waits for the write, and a failed write is only logged
+   * (and forgotten, so the next request retries it).
+   */
   #touch(keyId: string, at: Date): void {
+    const nowMs = at.getTime();
+    const last = this.#lastTouch.get(keyId);
+    if (last !== undefined && nowMs - last < this.#touchIntervalMs && nowMs >= last) return;
+    this.#remember(keyId, nowMs);
     const pending: Promise<void> = this.#store.touchKey(keyId, at).then(
       () => undefined,
       (error: unknown) => {
+        if (this.#lastTouch.get(keyId) === nowMs) this.#lastTouch.delete(keyId);
         const code = GatewayError.is(error) ? error.code : 'MCPGATE_ERR_INTERNAL';
         this.#logger?.warn({ keyId, code }, 'could not record API key use');
       },
     );
     this.#touches.add(pending);
     void pending.finally(() => this.#touches.delete(pending));
+  }
+
+  /**
+   * Bounds the throttle map: past the limit, entries older than the interval (which would allow a write anyway)
+   * go; if every entry is recent, the map is cleared, costing at most one extra write per key. Re-inserting on
+   * each touch keeps the map in touch order, so pruning stops at the first recent entry.
+   */
+  #remember(keyId: string, nowMs: number): void {
+    this.#lastTouch.delete(keyId);
+    this.#lastTouch.set(keyId, nowMs);
+    if (this.#lastTouch.size <= this.#maxTrackedTouches) return;
+    for (const [id, touchedAt] of this.#lastTouch) {
+      if (nowMs - touchedAt < this.#touchIntervalMs) break;
+      this.#lastTouch.delete(id);
+    }
+    if (this.#lastTouch.size > this.#maxTrackedTouches) {
+      this.#lastTouch.clear();
+      this.#lastTouch.set(keyId, nowMs);
+    }
   }
 }

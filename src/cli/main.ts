@@ -7,7 +7,11 @@ import { runStdioGateway, startHttpGateway } from '../main.js';
 import { createLogger } from '../observability/logger.js';
 import { VERSION } from '../version.js';
 import { runCheck } from './check.js';
+import { registerDirectoryCommands } from './directory.js';
+import { registerExplainCommand } from './explain.js';
 import { registerKeysCommand } from './keys.js';
+import { registerPermissionsCommand } from './permissions.js';
+import { registerToolsetsCommand } from './toolsets.js';
 import { runPin } from './pin.js';
 
 const DEFAULT_CONFIG = 'mcpgate.yaml';
@@ -103,14 +107,15 @@ program
     });
   });
 
-registerKeysCommand(
-  program,
-  {
-    env: process.env,
-    stdout: (line) => process.stdout.write(`${line}\n`),
-    stderr: (line) => process.stderr.write(`${line}\n`),
-  },
-  DEFAULT_CONFIG,
-);
+const controlIo = {
+  env: process.env,
+  stdout: (line: string) => process.stdout.write(`${line}\n`),
+  stderr: (line: string) => process.stderr.write(`${line}\n`),
+};
+registerKeysCommand(program, controlIo, DEFAULT_CONFIG);
+registerDirectoryCommands(program, controlIo, DEFAULT_CONFIG);
+registerPermissionsCommand(program, controlIo, DEFAULT_CONFIG);
+registerToolsetsCommand(program, controlIo, DEFAULT_CONFIG);
+registerExplainCommand(program, controlIo, DEFAULT_CONFIG);
 
 await program.parseAsync(process.argv);

@@ -3,6 +3,8 @@ import { checkStdioIsolation, httpIsolationFields, stdioIsolationFields } from '
 import { checkHttpTrust, tlsSchema } from './tls-rules.js';
 import { serverResilienceFields, stdioRestartFields } from './resilience-schema.js';
 import { isLoopbackHost } from '../util/tls-pins.js';
+import { jwtSchema } from './auth-schema.js';
+import { adminSchema } from './admin-schema.js';
 
 /**
  * The configuration schema: the one place that holds defaults (STYLE.md §6). Parsed once at start-up, then
@@ -43,6 +45,10 @@ const serverCommon = {
   /** Time allowed for connecting and the initialize handshake. */
   connectTimeoutMs: integer(z.number().int().positive()).default(10_000),
   tools: toolFilterSchema.prefault({}),
+  /** `internal` servers may be used only from `allowedCidrs` (issue 5 §5); the client IP honours trusted proxies. */
+  visibility: z.enum(['public', 'internal']).default('public'),
+  /** Addresses or CIDR ranges (IPv4 and IPv6) an `internal` server may be used from. */
+  allowedCidrs: z.array(z.string().min(1)).default([]),
   /** limits { maxConcurrent, maxQueued, queueTimeoutMs } and breaker { … } (issue 4 §5-6; resilience-schema.ts). */
   ...serverResilienceFields,
 };
@@ -101,6 +107,11 @@ const securitySchema = z.strictObject({
   allowedOrigins: z.array(z.string().min(1)).default([]),
   /** Host header values (host or host:port) accepted besides the loopback names of the listen port. */
   allowedHosts: z.array(z.string().min(1)).default([]),
+  /**
+   * Addresses or CIDR ranges of reverse proxies whose `X-Forwarded-For` is believed when resolving the client IP
+   * for `visibility: internal` servers (issue 5 §5). From anyone else the header is ignored.
+   */
+  trustedProxies: z.array(z.string().min(1)).default([]),
 });
 
 /** Shortest HMAC secret accepted for API keys (matches api-keys.ts): 256 bits, as long as the HMAC output. */
@@ -121,6 +132,8 @@ const authSchema = z.strictObject({
     .optional(),
   /** Require every key to carry its own permission list instead of inheriting its team's (issue 5 §3). */
   requireKeyPermissions: z.boolean().default(false),
+  /** JWT / OAuth resource-server mode (issue 5 §8; auth-schema.ts): when set, bearer JWTs are accepted beside keys. */
+  jwt: jwtSchema.optional(),
 });
 
 const gatewaySchema = z.strictObject({
@@ -137,6 +150,8 @@ const gatewaySchema = z.strictObject({
   /** Control-plane store (issue 5 §1): `postgres://…` or an SQLite path; unset means SQLite `./data/mcpgate.db`. */
   store: z.string().min(1).optional(),
   auth: authSchema.prefault({}),
+  /** The admin REST API's credential (issue 5 §9; admin-schema.ts); without a token the API is disabled. */
+  admin: adminSchema.prefault({}),
 });
 
 export const configSchema = z
@@ -155,6 +170,13 @@ export const configSchema = z
     }
     const separator = config.gateway.separator;
     for (const [name, server] of Object.entries(config.servers)) {
+      if (server.visibility === 'internal' && server.allowedCidrs.length === 0) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['servers', name, 'allowedCidrs'],
+          message: 'an internal server needs allowedCidrs; without them it could be used from nowhere',
+        });
+      }
       if (server.transport !== 'stdio') checkHttpTrust(name, server, config.gateway.mode, ctx);
       else checkStdioIsolation(name, server, ctx);
       if (config.gateway.prefix !== 'never' && name.includes(separator)) {

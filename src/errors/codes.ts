@@ -47,6 +47,13 @@ export const ErrorCatalogue = {
   MCPGATE_ERR_STORE_INVALID: { http: 400, rpc: RpcCode.InvalidParams },
   MCPGATE_ERR_UNAUTHENTICATED: { http: 401, rpc: RpcCode.InvalidRequest },
   MCPGATE_ERR_KEY_SECRET: { http: 500, rpc: RpcCode.InternalError },
+  MCPGATE_ERR_ADMIN_FORBIDDEN: { http: 403, rpc: RpcCode.InvalidRequest },
+  MCPGATE_ERR_ADMIN_NOT_FOUND: { http: 404, rpc: RpcCode.InvalidRequest },
+  MCPGATE_ERR_ADMIN_METHOD_NOT_ALLOWED: { http: 405, rpc: RpcCode.InvalidRequest },
+  MCPGATE_ERR_ADMIN_INVALID: { http: 400, rpc: RpcCode.InvalidParams },
+  MCPGATE_ERR_INSUFFICIENT_SCOPE: { http: 403, rpc: RpcCode.InvalidRequest },
+  MCPGATE_ERR_IDENTITY_UNMAPPED: { http: 403, rpc: RpcCode.InvalidRequest },
+  MCPGATE_ERR_JWKS_UNAVAILABLE: { http: 503, rpc: RpcCode.ServerError },
 } as const;
 
 export type ErrorCode = keyof typeof ErrorCatalogue;

@@ -8,8 +8,19 @@ import {
   type Caller,
   type LevelGrant,
 } from './decision.js';
+import { explainAccess, type AccessExplanation, type LevelRead, type ToolsetRead } from './explain.js';
+import { grantOf, levelsOf, toolsetNamesOf } from './grant.js';
 
 export { clientIpOf, CidrSet, normalizeIp, UNKNOWN_CLIENT_IP } from './client-ip.js';
+export {
+  explainAccess,
+  type AccessExplanation,
+  type ExplainInput,
+  type ExplainLine,
+  type ExplainDenial,
+  type LevelRead,
+  type ToolsetRead,
+} from './explain.js';
 
 /** What the engine needs to know about one configured server (issue 5 §5). */
 export interface PolicyServerConfig {
@@ -57,10 +68,7 @@ export class PermissionEngine {
 
   /** The caller's effective permission. Never rejects; see the class comment. */
   async decide(caller: Caller): Promise<AccessDecision> {
-    // Levels from widest to narrowest; the user-or-agent level follows the key owner's kind (issue 5 §3).
-    const levels: Array<readonly [PermissionLevel, string]> = [['org', caller.orgId]];
-    if (caller.teamId !== undefined) levels.push(['team', caller.teamId]);
-    levels.push([caller.principalKind, caller.principalId], ['key', caller.keyId]);
+    const levels = levelsOf(caller);
 
     let records: Array<PermissionRecord | undefined>;
     try {
@@ -107,53 +115,59 @@ export class PermissionEngine {
     return new GrantDecision(grants, blocked, warnings);
   }
 
+  /**
+   * Why `decide(caller)` would allow or refuse one tool, level by level (issue 5 §9, `mcpgate explain`). Reads
+   * the same records as `decide`, but each on its own, so a failing read is pinned to its level; the verdict
+   * itself comes from {@link explainAccess}, which follows `decide`'s order of precedence. Never rejects.
+   */
+  async explain(caller: Caller, server: string, upstreamToolName: string): Promise<AccessExplanation> {
+    const levels: LevelRead[] = await Promise.all(
+      levelsOf(caller).map(async ([level, subjectId]): Promise<LevelRead> => {
+        try {
+          return { level, subjectId, record: await this.#store.getPermissions(level, subjectId) };
+        } catch (error) {
+          return { level, subjectId, error: describe(error) };
+        }
+      }),
+    );
+    const documents: PermissionDocument[] = [];
+    for (const read of levels) if ('record' in read && read.record !== undefined) documents.push(read.record.document);
+    const toolsets = new Map<string, ToolsetRead>(
+      await Promise.all(
+        [...toolsetNamesOf(documents)].map(async (name): Promise<readonly [string, ToolsetRead]> => {
+          try {
+            return [name, { toolset: await this.#store.getToolset(name) }];
+          } catch (error) {
+            return [name, { error: describe(error) }];
+          }
+        }),
+      ),
+    );
+    return explainAccess({
+      caller,
+      server,
+      tool: upstreamToolName,
+      requireKeyPermissions: this.#requireKeyPermissions,
+      levels,
+      toolsets,
+      internal: this.#internal.get(server),
+    });
+  }
+
   /** Reads each referenced toolset once per decision, in parallel. `undefined` marks an unknown name. */
   async #loadToolsets(
     documents: ReadonlyArray<readonly [PermissionLevel, PermissionDocument]>,
   ): Promise<Map<string, Toolset | undefined>> {
-    const names = new Set<string>();
-    for (const [, document] of documents) if (document.kind === 'allow') for (const name of document.toolsets ?? []) names.add(name);
+    const names = toolsetNamesOf(documents.map(([, document]) => document));
     const loaded = await Promise.all([...names].map(async (name) => [name, await this.#store.getToolset(name)] as const));
     return new Map(loaded);
   }
 }
 
-function storeFailure(error: unknown, what: string): AccessDecision {
-  const detail = GatewayError.is(error) ? `${error.code}: ${error.message}` : error instanceof Error ? error.message : String(error);
-  return new DenyAllDecision({ reason: 'store-unavailable', message: `${what} could not be read (${detail}); denying everything` });
+function describe(error: unknown): string {
+  return GatewayError.is(error) ? `${error.code}: ${error.message}` : error instanceof Error ? error.message : String(error);
 }
 
-/**
- * One level's allow-list after toolset expansion, or `undefined` when the level restricts nothing (an `allow`
- * document with no `servers`, `tools` or `toolsets`: an omitted list does not restrict, store.ts).
- *
- * Once any list is present, the level allows exactly: servers in `servers` (all their tools unless `tools`
- * names them), servers keyed in `tools` (those globs), and the (server, glob) pairs of its toolsets, which ADD
- * to `tools` (issue 5 §4). A server listed in `servers` without `tools` keeps all its tools: a toolset cannot
- * narrow what the level already granted in full.
- */
-function grantOf(
-  level: PermissionLevel,
-  document: PermissionDocument,
-  toolsets: ReadonlyMap<string, Toolset | undefined>,
-  warnings: string[],
-): LevelGrant | undefined {
-  if (document.kind !== 'allow') return undefined;
-  if (document.servers === undefined && document.tools === undefined && document.toolsets === undefined) return undefined;
-  const servers = new Map<string, string[] | undefined>();
-  const addGlobs = (server: string, globs: readonly string[]): void => {
-    if (servers.has(server) && servers.get(server) === undefined) return; // already all tools
-    servers.set(server, [...(servers.get(server) ?? []), ...globs]);
-  };
-  for (const [server, globs] of Object.entries(document.tools ?? {})) addGlobs(server, globs);
-  for (const server of document.servers ?? []) if (!Object.hasOwn(document.tools ?? {}, server)) servers.set(server, undefined);
-  for (const name of document.toolsets ?? []) {
-    const toolset = toolsets.get(name);
-    if (toolset === undefined) {
-      warnings.push(`unknown toolset "${name}" referenced by the ${level} level; it grants nothing`);
-      continue;
-    }
-    for (const entry of toolset.entries) addGlobs(entry.server, [entry.toolGlob]);
-  }
-  return { level, servers };
+function storeFailure(error: unknown, what: string): AccessDecision {
+  return new DenyAllDecision({ reason: 'store-unavailable', message: `${what} could not be read (${describe(error)}); denying everything` });
 }

@@ -132,14 +132,20 @@ export interface Store {
   createOrg(name: string): Promise<Org>;
   getOrg(id: string): Promise<Org | undefined>;
   listOrgs(): Promise<Org[]>;
+  /** One read on the unique `orgs.name`; maps a JWT's org claim to an org (issue 5 §8). */
+  findOrgByName(name: string): Promise<Org | undefined>;
 
   createTeam(input: CreateTeamInput): Promise<Team>;
   getTeam(id: string): Promise<Team | undefined>;
   listTeams(orgId: string): Promise<Team[]>;
+  /** One read on the unique `(org_id, name)`: a team name means nothing outside its org. */
+  findTeamByName(orgId: string, name: string): Promise<Team | undefined>;
 
   createPrincipal(input: CreatePrincipalInput): Promise<Principal>;
   getPrincipal(id: string): Promise<Principal | undefined>;
   listPrincipals(orgId: string, kind?: PrincipalKind): Promise<Principal[]>;
+  /** One read on the unique `(org_id, kind, name)`: the same name may be a user and an agent. */
+  findPrincipalByName(orgId: string, kind: PrincipalKind, name: string): Promise<Principal | undefined>;
 
   /** Stores a key's hash and prefix; the key itself never reaches the store. */
   createKey(input: CreateKeyInput): Promise<ApiKeyRecord>;

@@ -3,12 +3,12 @@ import { createHmac } from 'node:crypto';
 import { describe, it } from 'node:test';
 import {
   apiKeyPrefix,
-  extractApiKey,
   generateApiKey,
   hashApiKey,
   isApiKeyFormat,
   verifyApiKey,
 } from '../../src/authn/api-keys.js';
+import { authorizationConflictsWithGatewayKey, extractCredential, type ExtractOptions } from '../../src/authn/credentials.js';
 
 const SECRET = 's'.repeat(32);
 const OTHER = 'o'.repeat(32);
@@ -60,22 +60,38 @@ describe('API keys', () => {
   });
 });
 
-describe('extractApiKey', () => {
+describe('extractCredential', () => {
   const { key } = generateApiKey(SECRET);
+  const keysOnly: ExtractOptions = { bearerTokens: false };
+  const withJwt: ExtractOptions = { bearerTokens: true };
+  const extractApiKey = (headers: Parameters<typeof extractCredential>[0]) => extractCredential(headers, keysOnly);
 
   it('reads Authorization: Bearer and X-Mcpgate-Key and says which', () => {
-    assert.deepEqual(extractApiKey({ authorization: `Bearer ${key}` }), { kind: 'key', key, header: 'authorization' });
-    assert.deepEqual(extractApiKey({ authorization: `bearer  ${key}` }), { kind: 'key', key, header: 'authorization' });
-    assert.deepEqual(extractApiKey({ 'x-mcpgate-key': key }), { kind: 'key', key, header: 'x-mcpgate-key' });
-    assert.deepEqual(extractApiKey({ 'x-mcpgate-key': [key] }), { kind: 'key', key, header: 'x-mcpgate-key' });
-    // The same key in both headers is one credential.
-    assert.deepEqual(extractApiKey({ authorization: `Bearer ${key}`, 'x-mcpgate-key': key }), { kind: 'key', key, header: 'x-mcpgate-key' });
+    for (const options of [keysOnly, withJwt]) {
+      assert.deepEqual(extractCredential({ authorization: `Bearer ${key}` }, options), { kind: 'key', key, header: 'authorization' });
+      assert.deepEqual(extractCredential({ authorization: `bearer  ${key}` }, options), { kind: 'key', key, header: 'authorization' });
+      assert.deepEqual(extractCredential({ 'x-mcpgate-key': key }, options), { kind: 'key', key, header: 'x-mcpgate-key' });
+      assert.deepEqual(extractCredential({ 'x-mcpgate-key': [key] }, options), { kind: 'key', key, header: 'x-mcpgate-key' });
+      // The same key in both headers is one credential.
+      assert.deepEqual(extractCredential({ authorization: `Bearer ${key}`, 'x-mcpgate-key': key }, options), { kind: 'key', key, header: 'x-mcpgate-key' });
+    }
   });
 
-  it('leaves requests without a gateway key to other authenticators', () => {
-    assert.deepEqual(extractApiKey({}), { kind: 'none' });
-    assert.deepEqual(extractApiKey({ authorization: 'Bearer eyJhbGciOiJSUzI1NiJ9.e30.sig' }), { kind: 'none' });
-    assert.deepEqual(extractApiKey({ authorization: 'Basic dXNlcjpwYXNz' }), { kind: 'none' });
+  it('hands a non-key Bearer on as a token only in JWT mode, and refuses it as malformed otherwise', () => {
+    const jwt = 'eyJhbGciOiJSUzI1NiJ9.e30.sig';
+    assert.deepEqual(extractCredential({ authorization: `Bearer ${jwt}` }, withJwt), { kind: 'bearer', token: jwt });
+    assert.deepEqual(extractApiKey({ authorization: `Bearer ${jwt}` }), { kind: 'invalid', reason: 'malformed' });
+    // A gateway-key-shaped value is never treated as a JWT, even a broken one.
+    assert.deepEqual(extractCredential({ authorization: 'Bearer mcpg_short' }, withJwt), { kind: 'invalid', reason: 'malformed' });
+  });
+
+  it('counts no header, or another scheme alone, as no credential', () => {
+    for (const options of [keysOnly, withJwt]) {
+      assert.deepEqual(extractCredential({}, options), { kind: 'none' });
+      assert.deepEqual(extractCredential({ authorization: 'Basic dXNlcjpwYXNz' }, options), { kind: 'none' });
+      assert.deepEqual(extractCredential({ authorization: 'Bearer' }, options), { kind: 'invalid', reason: 'malformed' });
+      assert.deepEqual(extractCredential({ authorization: 'Bearer a b' }, options), { kind: 'invalid', reason: 'malformed' });
+    }
   });
 
   it('refuses malformed, conflicting and oversized credentials', () => {
@@ -86,10 +102,26 @@ describe('extractApiKey', () => {
     assert.deepEqual(extractApiKey({ 'x-mcpgate-key': 'nope' }), malformed);
     assert.deepEqual(extractApiKey({ 'x-mcpgate-key': '' }), malformed);
     const other = generateApiKey(SECRET).key;
-    assert.deepEqual(extractApiKey({ authorization: `Bearer ${other}`, 'x-mcpgate-key': key }), conflicting);
-    assert.deepEqual(extractApiKey({ authorization: 'Bearer eyJ.e30.sig', 'x-mcpgate-key': key }), conflicting);
-    assert.deepEqual(extractApiKey({ 'x-mcpgate-key': [key, other] }), conflicting);
-    assert.deepEqual(extractApiKey({ 'x-mcpgate-key': [key, key] }), conflicting);
+    for (const options of [keysOnly, withJwt]) {
+      assert.deepEqual(extractCredential({ authorization: `Bearer ${other}`, 'x-mcpgate-key': key }, options), conflicting);
+      assert.deepEqual(extractCredential({ authorization: 'Bearer eyJ.e30.sig', 'x-mcpgate-key': key }, options), conflicting);
+      assert.deepEqual(extractCredential({ authorization: 'Basic dXNlcjpwYXNz', 'x-mcpgate-key': key }, options), conflicting);
+      assert.deepEqual(extractCredential({ 'x-mcpgate-key': [key, other] }, options), conflicting);
+      assert.deepEqual(extractCredential({ 'x-mcpgate-key': [key, key] }, options), conflicting);
+      assert.deepEqual(extractCredential({ authorization: [`Bearer ${key}`, `Bearer ${key}`] }, options), conflicting);
+      assert.deepEqual(extractCredential({ 'x-mcpgate-key': 'k'.repeat(1025) }, options), { kind: 'invalid', reason: 'oversized' });
+    }
+    // Keys are 48 characters, so 1 KiB is the limit without JWTs; tokens get 8 KiB.
     assert.deepEqual(extractApiKey({ authorization: `Bearer ${'a'.repeat(5000)}` }), { kind: 'invalid', reason: 'oversized' });
+    assert.deepEqual(extractCredential({ authorization: `Bearer ${'a'.repeat(5000)}` }, withJwt), { kind: 'bearer', token: 'a'.repeat(5000) });
+    assert.deepEqual(extractCredential({ authorization: `Bearer ${'a'.repeat(8192)}` }, withJwt), { kind: 'invalid', reason: 'oversized' });
+  });
+
+  it('names the conflict rule: Authorization beside X-Mcpgate-Key conflicts unless it is the same key', () => {
+    const other = generateApiKey(SECRET).key;
+    assert.equal(authorizationConflictsWithGatewayKey(`Bearer ${key}`, key), false);
+    assert.equal(authorizationConflictsWithGatewayKey(`Bearer ${other}`, key), true);
+    // Until pass-through exists (DESIGN.md invariant 5), an upstream token in Authorization is still refused.
+    assert.equal(authorizationConflictsWithGatewayKey('Bearer eyJhbGciOiJSUzI1NiJ9.e30.sig', key), true);
   });
 });

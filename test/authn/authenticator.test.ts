@@ -62,7 +62,7 @@ describe('Authenticator on SQLite', () => {
     const bearer = await auth.authenticate({ authorization: `Bearer ${f.key}` });
     assert.deepEqual(bearer, {
       ok: true,
-      caller: { keyId: f.keyId, principalId: f.principalId, principalKind: 'user', orgId: f.orgId, teamId: f.teamId, viaHeader: 'authorization' },
+      caller: { keyId: f.keyId, principalId: f.principalId, principalKind: 'user', orgId: f.orgId, teamId: f.teamId, viaHeader: 'authorization', via: 'api-key' },
     });
     const custom = await auth.authenticate({ 'x-mcpgate-key': f.key });
     assert.ok(custom.ok && custom.caller.viaHeader === 'x-mcpgate-key' && custom.caller.keyId === f.keyId);
@@ -103,8 +103,8 @@ describe('Authenticator on SQLite', () => {
     refused(await auth.authenticate({ 'x-mcpgate-key': [f.key, other] }), 401, 'conflicting');
     refused(await auth.authenticate({ authorization: `Bearer ${'a'.repeat(2000)}` }), 401, 'oversized');
     assert.equal(lookups, 0);
-    // A JWT-shaped bearer is not a gateway key: "missing" from this authenticator's point of view.
-    refused(await auth.authenticate({ authorization: 'Bearer eyJhbGciOiJub25lIn0.e30.' }), 401, 'missing');
+    // Without JWT mode, a bearer that is not a gateway key is a malformed credential, not a missing one.
+    refused(await auth.authenticate({ authorization: 'Bearer eyJhbGciOiJub25lIn0.e30.' }), 401, 'malformed');
     await f.store.close();
   });
 
@@ -163,7 +163,145 @@ describe('Authenticator on SQLite', () => {
   it('refuses a secret shorter than 32 bytes and exports the 401 challenge', async () => {
     const f = await fixture();
     assert.throws(() => new Authenticator({ store: f.store, secret: 'short' }), /32 bytes/);
+    assert.throws(() => new Authenticator({ store: f.store, secret: SECRET, touchIntervalMs: -1 }), /touchIntervalMs/);
     assert.equal(WWW_AUTHENTICATE, 'Bearer realm="mcpgate"');
+    await f.store.close();
+  });
+
+  it('challenges with the realm, adding invalid_token only when a credential was presented', async () => {
+    const f = await fixture();
+    const auth = new Authenticator({ store: f.store, secret: SECRET });
+    const missing = await auth.authenticate({});
+    assert.ok(!missing.ok && missing.challenge === 'Bearer realm="mcpgate"');
+    const unknown = await auth.authenticate({ authorization: `Bearer ${generateApiKey(SECRET).key}` });
+    assert.ok(!unknown.ok && unknown.challenge === 'Bearer realm="mcpgate", error="invalid_token"');
+    await f.store.close();
+  });
+
+  it('points 401 challenges at the RFC 9728 metadata URL when one is configured', async () => {
+    const f = await fixture();
+    const url = 'https://gw.example.com/.well-known/oauth-protected-resource/mcp';
+    const auth = new Authenticator({ store: f.store, secret: SECRET, resourceMetadataUrl: url });
+    assert.equal(auth.resourceMetadataUrl, url);
+    const missing = await auth.authenticate({});
+    assert.ok(!missing.ok);
+    assert.equal(missing.challenge, `Bearer resource_metadata="${url}"`);
+    const revokedKey = await f.store.revokeKey(f.keyId);
+    assert.ok(revokedKey.revokedAt);
+    const revoked = await auth.authenticate({ 'x-mcpgate-key': f.key });
+    assert.ok(!revoked.ok);
+    assert.equal(revoked.challenge, `Bearer error="invalid_token", resource_metadata="${url}"`);
+    await f.store.close();
+  });
+});
+
+describe('Authenticator touch throttle', () => {
+  /** Counts touchKey calls on a real store, per key id. */
+  function counting(store: Store): { store: Store; touches: Map<string, number> } {
+    const touches = new Map<string, number>();
+    const wrapped = withMethod(store, 'touchKey', (id: string, at?: Date) => {
+      touches.set(id, (touches.get(id) ?? 0) + 1);
+      return store.touchKey(id, at);
+    });
+    return { store: wrapped, touches };
+  }
+
+  it('writes lastUsedAt at most once per interval per key, by default every 60 s', async () => {
+    const f = await fixture();
+    const { store, touches } = counting(f.store);
+    let now = Date.now();
+    const auth = new Authenticator({ store, secret: SECRET, now: () => new Date(now) });
+    for (let i = 0; i < 10; i++) assert.equal((await auth.authenticate({ 'x-mcpgate-key': f.key })).ok, true);
+    await auth.settled();
+    assert.equal(touches.get(f.keyId), 1, 'ten requests in one instant write once');
+    const first = (await f.store.getKey(f.keyId))?.lastUsedAt?.getTime();
+    assert.equal(first, now);
+    now += 59_999;
+    await auth.authenticate({ 'x-mcpgate-key': f.key });
+    await auth.settled();
+    assert.equal(touches.get(f.keyId), 1, 'still inside the interval');
+    now += 1;
+    await auth.authenticate({ 'x-mcpgate-key': f.key });
+    await auth.settled();
+    assert.equal(touches.get(f.keyId), 2, 'a write once the interval has passed');
+    assert.equal((await f.store.getKey(f.keyId))?.lastUsedAt?.getTime(), now);
+    // The throttle only skips writes: a revoked key is still refused on its next request.
+    await f.store.revokeKey(f.keyId);
+    refused(await auth.authenticate({ 'x-mcpgate-key': f.key }), 401, 'revoked');
+    await f.store.close();
+  });
+
+  it('throttles each key separately, and touchIntervalMs 0 writes on every request', async () => {
+    const f = await fixture();
+    const second = generateApiKey(SECRET);
+    const secondRecord = await f.store.createKey({ principalId: f.principalId, prefix: second.prefix, hash: second.hash, label: 'two' });
+    const { store, touches } = counting(f.store);
+    const auth = new Authenticator({ store, secret: SECRET });
+    await auth.authenticate({ 'x-mcpgate-key': f.key });
+    await auth.authenticate({ 'x-mcpgate-key': second.key });
+    await auth.authenticate({ 'x-mcpgate-key': second.key });
+    await auth.settled();
+    assert.deepEqual([touches.get(f.keyId), touches.get(secondRecord.id)], [1, 1]);
+
+    const every = counting(f.store);
+    const eager = new Authenticator({ store: every.store, secret: SECRET, touchIntervalMs: 0 });
+    for (let i = 0; i < 3; i++) await eager.authenticate({ 'x-mcpgate-key': f.key });
+    await eager.settled();
+    assert.equal(every.touches.get(f.keyId), 3);
+    await f.store.close();
+  });
+
+  it('retries a failed touch on the next request instead of waiting out the interval', async () => {
+    const f = await fixture();
+    let calls = 0;
+    const flaky = withMethod(f.store, 'touchKey', (id: string, at?: Date) => {
+      calls += 1;
+      return calls === 1 ? Promise.reject(new Error('disk full')) : f.store.touchKey(id, at);
+    });
+    const auth = new Authenticator({ store: flaky, secret: SECRET, logger: { warn: () => undefined } });
+    await auth.authenticate({ 'x-mcpgate-key': f.key });
+    await auth.settled();
+    await auth.authenticate({ 'x-mcpgate-key': f.key });
+    await auth.settled();
+    assert.equal(calls, 2);
+    assert.ok((await f.store.getKey(f.keyId))?.lastUsedAt instanceof Date);
+    await auth.authenticate({ 'x-mcpgate-key': f.key });
+    await auth.settled();
+    assert.equal(calls, 2, 'after a successful write the throttle applies again');
+    await f.store.close();
+  });
+
+  it('bounds the map: past the limit old entries go, and if all are recent it is cleared', async () => {
+    const f = await fixture();
+    const keys = [f.key];
+    for (let i = 0; i < 3; i++) {
+      const generated = generateApiKey(SECRET);
+      await f.store.createKey({ principalId: f.principalId, prefix: generated.prefix, hash: generated.hash, label: `k${i}` });
+      keys.push(generated.key);
+    }
+    const { store, touches } = counting(f.store);
+    let now = Date.now();
+    const auth = new Authenticator({ store, secret: SECRET, now: () => new Date(now), maxTrackedTouches: 2 });
+    const total = (): number => [...touches.values()].reduce((a, b) => a + b, 0);
+    const use = async (key: string | undefined): Promise<void> => {
+      assert.ok(key !== undefined);
+      assert.equal((await auth.authenticate({ 'x-mcpgate-key': key })).ok, true);
+      await auth.settled();
+    };
+    await use(keys[0]);
+    await use(keys[1]);
+    await use(keys[0]);
+    assert.equal(total(), 2, 'two keys fit: the repeat is throttled');
+    await use(keys[2]);
+    assert.equal(total(), 3);
+    // Three recent entries exceed the limit of two: the map was cleared, so key 0 is written again.
+    await use(keys[0]);
+    assert.equal(total(), 4);
+    now += 60_000;
+    await use(keys[3]);
+    await use(keys[1]);
+    await use(keys[3]);
+    assert.equal(total(), 6, 'entries older than the interval were pruned, the recent one still throttles');
     await f.store.close();
   });
 });

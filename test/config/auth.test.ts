@@ -47,3 +47,100 @@ describe('gateway.auth and gateway.store', () => {
     assert.throws(() => parse('  auth:\n    keysecret: x'), ConfigError);
   });
 });
+
+describe('gateway.auth.jwt', () => {
+  const base = [
+    '  auth:',
+    '    jwt:',
+    '      issuer: https://idp.example.com/',
+    '      audience: https://gw.example.com/mcp',
+  ];
+  function jwt(...lines: string[]): string {
+    return [...base, ...lines.map((line) => `      ${line}`)].join('\n');
+  }
+  const withUri = (uri: string): string => jwt(`jwksUri: "${uri}"`);
+
+  it('fills every default, with the authorization servers defaulting to the issuer', () => {
+    const config = parse(withUri('https://idp.example.com/.well-known/jwks.json'));
+    assert.deepEqual(config.gateway.auth.jwt, {
+      issuer: 'https://idp.example.com/',
+      audience: 'https://gw.example.com/mcp',
+      jwksUri: 'https://idp.example.com/.well-known/jwks.json',
+      algorithms: ['RS256', 'ES256', 'EdDSA', 'PS256'],
+      claims: { user: 'sub', org: 'org', team: 'team' },
+      requiredScopes: [],
+      clockToleranceSeconds: 30,
+      authorizationServers: ['https://idp.example.com/'],
+    });
+    assert.equal(config.gateway.auth.mode, 'apiKey', 'JWTs are accepted beside keys, not instead of them');
+  });
+
+  it('accepts every field set explicitly', () => {
+    const config = parse(
+      jwt(
+        'jwksUri: https://idp.example.com/keys',
+        'algorithms: [ES256, ES384]',
+        'claims: { user: email, org: tenant, team: groups, agent: client_id }',
+        'requiredScopes: [mcp:tools, "mcp:read"]',
+        'scopesSupported: [mcp:tools, mcp:read, mcp:admin]',
+        'clockToleranceSeconds: 300',
+        'authorizationServers: [https://as1.example.com, https://as2.example.com]',
+      ),
+    );
+    const parsed = config.gateway.auth.jwt;
+    assert.deepEqual(parsed?.claims, { user: 'email', org: 'tenant', team: 'groups', agent: 'client_id' });
+    assert.deepEqual(parsed?.algorithms, ['ES256', 'ES384']);
+    assert.deepEqual(parsed?.requiredScopes, ['mcp:tools', 'mcp:read']);
+    assert.deepEqual(parsed?.scopesSupported, ['mcp:tools', 'mcp:read', 'mcp:admin']);
+    assert.equal(parsed?.clockToleranceSeconds, 300);
+    assert.deepEqual(parsed?.authorizationServers, ['https://as1.example.com', 'https://as2.example.com']);
+  });
+
+  it('allows plain http: for the JWKS only on a loopback host', () => {
+    for (const uri of ['http://127.0.0.1:9000/jwks', 'http://127.8.9.10/jwks', 'http://localhost:9000/jwks', 'http://[::1]:9000/jwks']) {
+      assert.equal(parse(withUri(uri)).gateway.auth.jwt?.jwksUri, uri);
+    }
+    for (const uri of ['http://idp.example.com/jwks', 'http://10.0.0.5/jwks', 'http://localhost.example.com/jwks', 'http://128.0.0.1/jwks', 'http://[::2]/jwks']) {
+      refusedAt(withUri(uri), 'gateway.auth.jwt.jwksUri', /must use https: \(plain http: is allowed only for a loopback host/);
+    }
+    refusedAt(withUri('ftp://idp.example.com/jwks'), 'gateway.auth.jwt.jwksUri', /https:/);
+    refusedAt(withUri('file:///etc/jwks.json'), 'gateway.auth.jwt.jwksUri', /https:/);
+    refusedAt(withUri('/jwks.json'), 'gateway.auth.jwt.jwksUri', /absolute URL/);
+    refusedAt(withUri('https://user:pw@idp.example.com/jwks'), 'gateway.auth.jwt.jwksUri', /credentials/);
+  });
+
+  it('refuses alg none, HMAC algorithms and unknown ones, each with a clear reason', () => {
+    const uri = 'jwksUri: https://idp.example.com/keys';
+    refusedAt(jwt(uri, 'algorithms: [RS256, none]'), 'gateway.auth.jwt.algorithms.1', /"none" is never accepted/);
+    refusedAt(jwt(uri, 'algorithms: [HS256]'), 'gateway.auth.jwt.algorithms.0', /HMAC .*algorithm confusion/);
+    refusedAt(jwt(uri, 'algorithms: [hs512]'), 'gateway.auth.jwt.algorithms.0', /HMAC/);
+    refusedAt(jwt(uri, 'algorithms: [RS1]'), 'gateway.auth.jwt.algorithms.0', /not one of RS256/);
+    refusedAt(jwt(uri, 'algorithms: []'), 'gateway.auth.jwt.algorithms', /./);
+  });
+
+  it('requires issuer, audience and jwksUri, and checks their shapes', () => {
+    refusedAt('  auth:\n    jwt:\n      issuer: https://idp.example.com\n      jwksUri: https://idp.example.com/k', 'gateway.auth.jwt.audience', /./);
+    refusedAt('  auth:\n    jwt:\n      audience: https://gw/mcp\n      jwksUri: https://idp.example.com/k', 'gateway.auth.jwt.issuer', /./);
+    refusedAt(jwt(), 'gateway.auth.jwt.jwksUri', /./);
+    const uri = 'jwksUri: https://idp.example.com/keys';
+    refusedAt(['  auth:', '    jwt:', '      issuer: not a url', '      audience: https://gw/mcp', `      ${uri}`].join('\n'), 'gateway.auth.jwt.issuer', /URL/);
+    refusedAt(['  auth:', '    jwt:', '      issuer: https://i', '      audience: gw-mcp', `      ${uri}`].join('\n'), 'gateway.auth.jwt.audience', /canonical MCP URL/);
+    refusedAt(['  auth:', '    jwt:', '      issuer: https://i', '      audience: "https://gw/mcp#x"', `      ${uri}`].join('\n'), 'gateway.auth.jwt.audience', /fragment/);
+  });
+
+  it('bounds the clock tolerance and checks scopes and claim names', () => {
+    const uri = 'jwksUri: https://idp.example.com/keys';
+    refusedAt(jwt(uri, 'clockToleranceSeconds: 301'), 'gateway.auth.jwt.clockToleranceSeconds', /./);
+    refusedAt(jwt(uri, 'clockToleranceSeconds: -1'), 'gateway.auth.jwt.clockToleranceSeconds', /./);
+    refusedAt(jwt(uri, 'requiredScopes: ["two words"]'), 'gateway.auth.jwt.requiredScopes.0', /without spaces/);
+    refusedAt(jwt(uri, `scopesSupported: ['say "hi"']`), 'gateway.auth.jwt.scopesSupported.0', /quotes/);
+    refusedAt(jwt(uri, 'claims: { org: "" }'), 'gateway.auth.jwt.claims.org', /./);
+    refusedAt(jwt(uri, 'authorizationServers: [nope]'), 'gateway.auth.jwt.authorizationServers.0', /URLs/);
+  });
+
+  it('rejects unknown keys inside jwt and claims', () => {
+    const uri = 'jwksUri: https://idp.example.com/keys';
+    assert.throws(() => parse(jwt(uri, 'audiences: [x]')), ConfigError);
+    assert.throws(() => parse(jwt(uri, 'claims: { email: email }')), ConfigError);
+  });
+});

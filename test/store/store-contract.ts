@@ -91,6 +91,39 @@ export function runStoreContract(name: string, harness: StoreHarness): void {
       assert.deepEqual((await store.listPrincipals(orgId)).map((p) => p.id).sort(), [agentId, userId].sort());
     });
 
+    it('finds orgs, teams, users and agents by name within their scope only', async () => {
+      const { store, orgId, teamId, userId, agentId } = await seeded();
+      assert.deepEqual(await store.findOrgByName('acme'), await store.getOrg(orgId));
+      assert.deepEqual(await store.findTeamByName(orgId, 'platform'), await store.getTeam(teamId));
+      assert.deepEqual(await store.findPrincipalByName(orgId, 'user', 'ada'), await store.getPrincipal(userId));
+      const agent = await store.findPrincipalByName(orgId, 'agent', 'ci-bot');
+      assert.deepEqual(agent, await store.getPrincipal(agentId));
+      assert.equal('teamId' in (agent ?? {}), false);
+
+      const other = await store.createOrg('globex');
+      const otherTeam = await store.createTeam({ orgId: other.id, name: 'platform' });
+      const namesake = await store.createPrincipal({ kind: 'agent', orgId, name: 'ada' });
+      assert.equal((await store.findTeamByName(other.id, 'platform'))?.id, otherTeam.id, 'a team name is scoped to its org');
+      assert.equal((await store.findTeamByName(orgId, 'platform'))?.id, teamId);
+      assert.equal((await store.findPrincipalByName(orgId, 'agent', 'ada'))?.id, namesake.id, 'a name is scoped to its kind');
+      assert.equal((await store.findPrincipalByName(orgId, 'user', 'ada'))?.id, userId);
+      assert.equal(await store.findPrincipalByName(other.id, 'user', 'ada'), undefined, 'a name is scoped to its org');
+
+      // Exact match only: no case folding, trimming or pattern matching on either backend.
+      for (const name of ['ACME', 'acme ', ' acme', 'acm_', 'acm%', '']) assert.equal(await store.findOrgByName(name), undefined, name);
+      assert.equal(await store.findTeamByName(orgId, 'Platform'), undefined);
+      assert.equal(await store.findTeamByName('nope', 'platform'), undefined);
+      assert.equal(await store.findPrincipalByName(orgId, 'user', 'ad%'), undefined);
+      assert.equal(await store.findPrincipalByName(orgId, 'user', 'ci-bot'), undefined);
+      const unicode = await store.createOrg('ünïcödé-☃');
+      assert.equal((await store.findOrgByName('ünïcödé-☃'))?.id, unicode.id);
+
+      await rejectsWith(store.findOrgByName(42 as unknown as string), 'MCPGATE_ERR_STORE_INVALID');
+      await rejectsWith(store.findOrgByName('ac\0me'), 'MCPGATE_ERR_STORE_INVALID');
+      await rejectsWith(store.findPrincipalByName(orgId, 'robot' as unknown as 'user', 'ada'), 'MCPGATE_ERR_STORE_INVALID');
+      await rejectsWith(store.findTeamByName(orgId, { name: 'platform' } as unknown as string), 'MCPGATE_ERR_STORE_INVALID');
+    });
+
     it('answers unknown ids with undefined on reads and STORE_NOT_FOUND on writes', async () => {
       const { store, orgId } = await seeded();
       assert.equal(await store.getOrg('nope'), undefined);

@@ -35,6 +35,16 @@ function checkId(value: unknown, what: string): string {
 }
 
 /**
+ * A name to look up must be a string: a number or object from a token claim would otherwise be bound as another
+ * SQL type and could match differently on each backend. NUL is refused because PostgreSQL cannot bind it (the
+ * lookup would fail as STORE_UNAVAILABLE) while SQLite can: both backends must answer alike.
+ */
+function checkLookupName(value: unknown, what: string): string {
+  if (typeof value !== 'string' || value.includes('\0')) throw invalid(`${what} must be a string without NUL characters`);
+  return value;
+}
+
+/**
  * The one implementation of {@link Store} over SQL. SQLite and PostgreSQL differ only in their {@link SqlDriver},
  * so both backends run the same queries and produce the same shapes.
  */
@@ -68,6 +78,11 @@ export class SqlStore implements Store {
     return (await this.#driver.all('SELECT * FROM orgs ORDER BY name')).map(toOrg);
   }
 
+  async findOrgByName(name: string): Promise<Org | undefined> {
+    const [row] = await this.#driver.all('SELECT * FROM orgs WHERE name = ?', [checkLookupName(name, 'org name')]);
+    return row === undefined ? undefined : toOrg(row);
+  }
+
   async createTeam(input: CreateTeamInput): Promise<Team> {
     const name = checkName(input.name, 'team name');
     const orgId = checkId(input.orgId, 'orgId');
@@ -89,6 +104,14 @@ export class SqlStore implements Store {
 
   async listTeams(orgId: string): Promise<Team[]> {
     return (await this.#driver.all('SELECT * FROM teams WHERE org_id = ? ORDER BY name', [orgId])).map(toTeam);
+  }
+
+  async findTeamByName(orgId: string, name: string): Promise<Team | undefined> {
+    const [row] = await this.#driver.all('SELECT * FROM teams WHERE org_id = ? AND name = ?', [
+      checkId(orgId, 'orgId'),
+      checkLookupName(name, 'team name'),
+    ]);
+    return row === undefined ? undefined : toTeam(row);
   }
 
   async createPrincipal(input: CreatePrincipalInput): Promise<Principal> {
@@ -121,6 +144,16 @@ export class SqlStore implements Store {
         ? await this.#driver.all('SELECT * FROM principals WHERE org_id = ? ORDER BY kind, name', [orgId])
         : await this.#driver.all('SELECT * FROM principals WHERE org_id = ? AND kind = ? ORDER BY name', [orgId, kind]);
     return rows.map(toPrincipal);
+  }
+
+  async findPrincipalByName(orgId: string, kind: PrincipalKind, name: string): Promise<Principal | undefined> {
+    if (kind !== 'user' && kind !== 'agent') throw invalid(`principal kind must be "user" or "agent"`);
+    const [row] = await this.#driver.all('SELECT * FROM principals WHERE org_id = ? AND kind = ? AND name = ?', [
+      checkId(orgId, 'orgId'),
+      kind,
+      checkLookupName(name, `${kind} name`),
+    ]);
+    return row === undefined ? undefined : toPrincipal(row);
   }
 
   async createKey(input: CreateKeyInput): Promise<ApiKeyRecord> {

@@ -1,0 +1,188 @@
+import type { ControlPlane } from '../control/control-plane.js';
+import { permissionsNotFound, toolsetNotFound } from '../control/views.js';
+import {
+  createKeyBody,
+  createOrgBody,
+  createPrincipalBody,
+  createTeamBody,
+  createTeamInOrgBody,
+  emptyBody,
+  explainQuery,
+  keysQuery,
+  noQuery,
+  parseWith,
+  permissionDocumentBody,
+  permissionLevel,
+  principalsQuery,
+  putToolsetBody,
+  teamsQuery,
+} from './schemas.js';
+
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'DELETE';
+
+export interface RouteContext {
+  /** Decoded path parameters, by the `:name` of the pattern. */
+  readonly params: Readonly<Record<string, string>>;
+  readonly query: Readonly<Record<string, string>>;
+  /** The parsed JSON body, `undefined` when the request has none. Read only by routes that take one. */
+  body(): Promise<unknown>;
+}
+
+export interface RouteResult {
+  readonly status: number;
+  readonly body: unknown;
+  /** Set by mutations: what the admin log records. Ids and names only, never a key or a hash. */
+  readonly audit?: { readonly action: string; readonly fields: Readonly<Record<string, unknown>> };
+}
+
+export type Handler = (context: RouteContext) => Promise<RouteResult>;
+
+export interface Route {
+  /** Path segments; `:name` matches any one segment. */
+  readonly pattern: readonly string[];
+  readonly methods: Readonly<Partial<Record<HttpMethod, Handler>>>;
+}
+
+const ok = (body: unknown): RouteResult => ({ status: 200, body });
+
+function param(context: RouteContext, name: string): string {
+  // The router only calls a handler after matching every `:name` of its pattern.
+  return context.params[name] ?? '';
+}
+
+/** The admin API's routes over one control plane (docs/admin-api.md lists them with examples). */
+export function buildRoutes(control: ControlPlane): Route[] {
+  const route = (path: string, methods: Route['methods']): Route => ({ pattern: path.split('/').filter((s) => s !== ''), methods });
+  return [
+    route('/orgs', {
+      GET: async (c) => {
+        parseWith(noQuery, c.query, 'query');
+        return ok({ orgs: await control.listOrgs() });
+      },
+      POST: async (c) => {
+        const { name } = parseWith(createOrgBody, await c.body(), 'body');
+        const org = await control.createOrg(name);
+        return { status: 201, body: { org }, audit: { action: 'org.create', fields: { orgId: org.id, name: org.name } } };
+      },
+    }),
+    route('/orgs/:orgId/teams', {
+      GET: async (c) => {
+        parseWith(noQuery, c.query, 'query');
+        return ok({ teams: await control.listTeams(param(c, 'orgId')) });
+      },
+      POST: async (c) => {
+        const { name } = parseWith(createTeamInOrgBody, await c.body(), 'body');
+        return createTeam(control, param(c, 'orgId'), name);
+      },
+    }),
+    route('/teams', {
+      GET: async (c) => {
+        const { org } = parseWith(teamsQuery, c.query, 'query');
+        return ok({ teams: await control.listTeams(org) });
+      },
+      POST: async (c) => {
+        const { orgId, name } = parseWith(createTeamBody, await c.body(), 'body');
+        return createTeam(control, orgId, name);
+      },
+    }),
+    route('/principals', {
+      GET: async (c) => {
+        const { org, kind } = parseWith(principalsQuery, c.query, 'query');
+        return ok({ principals: await control.listPrincipals({ ...(org === undefined ? {} : { orgId: org }), ...(kind === undefined ? {} : { kind }) }) });
+      },
+      POST: async (c) => {
+        const body = parseWith(createPrincipalBody, await c.body(), 'body');
+        const principal = await control.createPrincipal(body);
+        const fields = { principalId: principal.id, kind: principal.kind, orgId: principal.orgId, teamId: principal.teamId, name: principal.name };
+        return { status: 201, body: { principal }, audit: { action: 'principal.create', fields } };
+      },
+    }),
+    route('/keys', {
+      GET: async (c) => {
+        const { org, team, principal } = parseWith(keysQuery, c.query, 'query');
+        const filter = { ...(org === undefined ? {} : { orgId: org }), ...(team === undefined ? {} : { teamId: team }), ...(principal === undefined ? {} : { principalId: principal }) };
+        return ok({ keys: await control.listKeys(filter) });
+      },
+      POST: async (c) => {
+        const body = parseWith(createKeyBody, await c.body(), 'body');
+        const created = await control.createKey({
+          principalId: body.principalId,
+          ...(body.teamId === undefined ? {} : { teamId: body.teamId }),
+          ...(body.label === undefined ? {} : { label: body.label }),
+          ...(body.expiresAt === undefined ? {} : { expiresAt: new Date(body.expiresAt) }),
+        });
+        const { record } = created;
+        const fields = { keyId: record.id, prefix: record.prefix, principalId: record.principalId, teamId: record.teamId, expiresAt: record.expiresAt };
+        // The key text is in this one response body and nowhere else: not in the log, not in the store.
+        return { status: 201, body: created, audit: { action: 'key.create', fields } };
+      },
+    }),
+    route('/keys/:keyId', {
+      GET: async (c) => ok({ record: await control.getKey(param(c, 'keyId')) }),
+    }),
+    route('/keys/:keyId/revoke', {
+      POST: async (c) => {
+        const body = await c.body();
+        if (body !== undefined) parseWith(emptyBody, body, 'body');
+        const record = await control.revokeKey(param(c, 'keyId'));
+        return { status: 200, body: { record }, audit: { action: 'key.revoke', fields: { keyId: record.id, prefix: record.prefix } } };
+      },
+    }),
+    route('/permissions/:level/:subjectId', {
+      GET: async (c) => {
+        const level = parseWith(permissionLevel, param(c, 'level'), 'permission level');
+        const subjectId = param(c, 'subjectId');
+        const permissions = await control.getPermissions(level, subjectId);
+        if (permissions === undefined) throw permissionsNotFound(level, subjectId);
+        return ok({ permissions });
+      },
+      PUT: async (c) => {
+        const level = parseWith(permissionLevel, param(c, 'level'), 'permission level');
+        const document = parseWith(permissionDocumentBody, await c.body(), 'permission document');
+        const subjectId = param(c, 'subjectId');
+        const permissions = await control.setPermissions(level, subjectId, document);
+        return { status: 200, body: { permissions }, audit: { action: 'permissions.set', fields: { level, subjectId, document } } };
+      },
+      DELETE: async (c) => {
+        const level = parseWith(permissionLevel, param(c, 'level'), 'permission level');
+        const subjectId = param(c, 'subjectId');
+        if (!(await control.deletePermissions(level, subjectId))) throw permissionsNotFound(level, subjectId);
+        return { status: 200, body: { deleted: true }, audit: { action: 'permissions.delete', fields: { level, subjectId } } };
+      },
+    }),
+    route('/toolsets', {
+      GET: async (c) => {
+        parseWith(noQuery, c.query, 'query');
+        return ok({ toolsets: await control.listToolsets() });
+      },
+    }),
+    route('/toolsets/:name', {
+      GET: async (c) => {
+        const toolset = await control.getToolset(param(c, 'name'));
+        if (toolset === undefined) throw toolsetNotFound(param(c, 'name'));
+        return ok({ toolset });
+      },
+      PUT: async (c) => {
+        const { entries } = parseWith(putToolsetBody, await c.body(), 'body');
+        const toolset = await control.putToolset(param(c, 'name'), entries);
+        return { status: 200, body: { toolset }, audit: { action: 'toolset.put', fields: { name: toolset.name, entries: entries.length } } };
+      },
+      DELETE: async (c) => {
+        const name = param(c, 'name');
+        if (!(await control.deleteToolset(name))) throw toolsetNotFound(name);
+        return { status: 200, body: { deleted: true }, audit: { action: 'toolset.delete', fields: { name } } };
+      },
+    }),
+    route('/explain', {
+      GET: async (c) => {
+        const query = parseWith(explainQuery, c.query, 'query');
+        return ok({ explanation: await control.explain(query) });
+      },
+    }),
+  ];
+}
+
+async function createTeam(control: ControlPlane, orgId: string, name: string): Promise<RouteResult> {
+  const team = await control.createTeam(orgId, name);
+  return { status: 201, body: { team }, audit: { action: 'team.create', fields: { teamId: team.id, orgId, name: team.name } } };
+}

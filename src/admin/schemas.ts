@@ -1,0 +1,78 @@
+import { z } from 'zod';
+import { invalidRequest } from '../control/views.js';
+
+/**
+ * Request shapes of the admin API. Every object is strict: an unknown field is refused rather than ignored,
+ * so a typo such as `server` for `servers` cannot silently widen a permission.
+ */
+
+const name = z.string().min(1).max(200);
+const id = z.string().min(1).max(200);
+const names = z.array(name).max(10_000);
+
+export const createOrgBody = z.strictObject({ name });
+export const createTeamInOrgBody = z.strictObject({ name });
+export const createTeamBody = z.strictObject({ orgId: id, name });
+
+export const createPrincipalBody = z.strictObject({
+  kind: z.enum(['user', 'agent']),
+  orgId: id,
+  teamId: id.optional(),
+  name,
+});
+
+export const createKeyBody = z.strictObject({
+  principalId: id,
+  teamId: id.optional(),
+  label: z.string().max(200).optional(),
+  /** ISO 8601 with an offset (`Z` or `+02:00`), so the instant never depends on the server's time zone. */
+  expiresAt: z.iso.datetime({ offset: true }).optional(),
+});
+
+/** Revoking takes no input; an empty object is accepted for clients that always send one. */
+export const emptyBody = z.strictObject({});
+
+export const permissionDocumentBody = z.discriminatedUnion('kind', [
+  z.strictObject({ kind: z.literal('none') }),
+  z.strictObject({
+    kind: z.literal('allow'),
+    servers: names.optional(),
+    tools: z.record(name, names).optional(),
+    toolsets: names.optional(),
+  }),
+]);
+
+export const putToolsetBody = z.strictObject({
+  entries: z.array(z.strictObject({ server: name, toolGlob: name })).min(1).max(10_000),
+});
+
+export const permissionLevel = z.enum(['org', 'team', 'user', 'agent', 'key']);
+
+export const noQuery = z.strictObject({});
+export const teamsQuery = z.strictObject({ org: id.optional() });
+export const principalsQuery = z.strictObject({ org: id.optional(), kind: z.enum(['user', 'agent']).optional() });
+export const keysQuery = z.strictObject({ org: id.optional(), team: id.optional(), principal: id.optional() });
+export const explainQuery = z.strictObject({
+  key: id,
+  tool: name,
+  server: name.optional(),
+  ip: z.string().min(1).max(100).optional(),
+});
+
+/** Parses `value` or throws ADMIN_INVALID naming the first problem and where it is. */
+export function parseWith<T>(schema: z.ZodType<T>, value: unknown, what: string): T {
+  const parsed = schema.safeParse(value);
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0];
+  const at = issue === undefined || issue.path.length === 0 ? '' : ` at ${issue.path.map(String).join('.')}`;
+  throw invalidRequest(`invalid ${what}${at}: ${issue?.message ?? 'invalid'}`);
+}
+
+/** Query parameters as an object; a repeated parameter is refused, never resolved by picking one. */
+export function queryObject(params: URLSearchParams): Record<string, string> {
+  for (const key of new Set(params.keys())) {
+    if (params.getAll(key).length > 1) throw invalidRequest(`query parameter "${key}" is repeated`);
+  }
+  // fromEntries defines own properties, so a `__proto__` parameter stays data and the strict schema refuses it.
+  return Object.fromEntries(params.entries());
+}

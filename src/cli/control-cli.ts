@@ -1,0 +1,102 @@
+import { resolveKeySecret } from '../authn/key-secret.js';
+import { loadConfig } from '../config/load.js';
+import type { GatewayConfig } from '../config/schema.js';
+import { ControlPlane } from '../control/control-plane.js';
+import { GatewayError } from '../errors/gateway-error.js';
+import { createStore } from '../store/create-store.js';
+
+/** Streams and environment of the management commands, injected so they stay testable. */
+export interface ControlIo {
+  /** Variables for `${VAR}` interpolation (normally `process.env`), e.g. `MCPGATE_KEY_SECRET`. */
+  readonly env: NodeJS.ProcessEnv;
+  readonly stdout: (line: string) => void;
+  readonly stderr: (line: string) => void;
+  /** The clock for expiries and key states (tests fix it). */
+  readonly now?: () => Date;
+}
+
+/** Options every management command takes. */
+export interface CommonOptions {
+  readonly config: string;
+  readonly json?: boolean;
+}
+
+/** A mistake in the command line; reported as one line, exit code 1. */
+export class UsageError extends Error {}
+
+/**
+ * Loads the config, opens its store and hands a control plane over it to `use`; the store is closed after.
+ * `withSecret` resolves the API-key secret first (only key creation needs it), so a PostgreSQL config without
+ * `auth.keySecret` fails before any connection is tried.
+ */
+export async function withControl<T>(
+  options: { readonly file: string; readonly withSecret?: boolean },
+  io: ControlIo,
+  use: (control: ControlPlane, config: GatewayConfig) => Promise<T>,
+): Promise<T> {
+  const config = await loadConfig(options.file, { env: io.env });
+  let keySecret: string | undefined;
+  if (options.withSecret === true) {
+    ({ secret: keySecret } = await resolveKeySecret({
+      ...(config.gateway.auth.keySecret === undefined ? {} : { keySecret: config.gateway.auth.keySecret }),
+      ...(config.gateway.store === undefined ? {} : { store: config.gateway.store }),
+    }));
+  }
+  const store = await createStore(config.gateway.store);
+  try {
+    const control = new ControlPlane({
+      store,
+      config,
+      ...(keySecret === undefined ? {} : { keySecret }),
+      ...(io.now === undefined ? {} : { now: io.now }),
+    });
+    return await use(control, config);
+  } finally {
+    await store.close();
+  }
+}
+
+/**
+ * Runs a subcommand and turns every expected failure into one stderr line and exit code 1. The body returns
+ * its own exit code when 0 is not the only success (explain answers 2 for "denied").
+ */
+export async function runCommand(io: ControlIo, command: string, body: () => Promise<number | void>): Promise<number> {
+  try {
+    return (await body()) ?? 0;
+  } catch (error) {
+    if (error instanceof UsageError || GatewayError.is(error)) {
+      io.stderr(`mcpgate ${command}: ${error.message}`);
+      return 1;
+    }
+    throw error;
+  }
+}
+
+/** Columns padded to their widest cell, two spaces apart: readable in a terminal, `--json` for scripts. */
+export function printTable(io: ControlIo, header: readonly string[], rows: readonly (readonly string[])[]): void {
+  const widths = header.map((title, column) => Math.max(title.length, ...rows.map((row) => (row[column] ?? '').length)));
+  const line = (cells: readonly string[]): string =>
+    cells
+      .map((cell, column) => (column === cells.length - 1 ? cell : cell.padEnd(widths[column] ?? 0)))
+      .join('  ')
+      .trimEnd();
+  io.stdout(line(header));
+  for (const row of rows) io.stdout(line(row));
+}
+
+/** Machine output: one JSON document on stdout (dates as ISO strings). */
+export function printJson(io: ControlIo, value: unknown): void {
+  io.stdout(JSON.stringify(value, null, 2));
+}
+
+export const showDate = (value: Date | undefined): string => (value === undefined ? '-' : value.toISOString());
+
+/** `a,b,c` → `['a','b','c']`; an empty string is an empty list (which, in a permission, allows nothing). */
+export function splitList(value: string): string[] {
+  return value === '' ? [] : value.split(',').map((item) => item.trim());
+}
+
+/** Commander's collector for repeatable options. */
+export function collect(value: string, previous: readonly string[] = []): string[] {
+  return [...previous, value];
+}

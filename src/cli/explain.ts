@@ -1,0 +1,95 @@
+import type { Command } from 'commander';
+import type { KeyAccessExplanation } from '../control/control-plane.js';
+import type { PermissionLevel, Store } from '../store/store.js';
+import { printJson, printTable, runCommand, withControl, type CommonOptions, type ControlIo } from './control-cli.js';
+
+export interface ExplainOptions extends CommonOptions {
+  /** Key id or displayed prefix. */
+  readonly key: string;
+  /** The exposed tool name, e.g. `notes__add_note`. */
+  readonly tool: string;
+  readonly server?: string;
+  readonly ip?: string;
+}
+
+/** Exit code of `explain` for a refused tool: distinct from 1 (the command itself failed) so scripts can tell. */
+export const EXIT_DENIED = 2;
+
+/**
+ * `mcpgate explain --key <id> --tool <name>`: whether that key's holder may call the tool and which level
+ * decides (issue 5 §9). Exit 0 when allowed, 2 when denied, 1 on a usage or store error.
+ */
+export function runExplain(options: ExplainOptions, io: ControlIo): Promise<number> {
+  return runCommand(io, 'explain', () =>
+    withControl({ file: options.config }, io, async (control) => {
+      const explanation = await control.explain({
+        key: options.key,
+        tool: options.tool,
+        ...(options.server === undefined ? {} : { server: options.server }),
+        ...(options.ip === undefined ? {} : { ip: options.ip }),
+      });
+      if (options.json === true) printJson(io, explanation);
+      else await printExplanation(io, control.store, explanation);
+      return explanation.allowed ? 0 : EXIT_DENIED;
+    }),
+  );
+}
+
+async function printExplanation(io: ControlIo, store: Store, explanation: KeyAccessExplanation): Promise<void> {
+  const { key, tool, policy } = explanation;
+  const names = await subjectNames(store, explanation);
+  const rename = tool.local === tool.upstream ? '' : ` (exposed locally as "${tool.local}")`;
+  io.stdout(`tool     ${tool.exposed} -> server "${tool.server}", upstream tool "${tool.upstream}"${rename}`);
+  io.stdout(`key      ${key.id} (${key.prefix}), ${key.principalKind} ${names.get(key.principalKind) ?? key.principalId}, ${key.status}`);
+  io.stdout(`client   ${policy.clientIp}`);
+  io.stdout(`config   ${tool.visible ? 'shown' : 'HIDDEN'}: ${tool.reason}`);
+  io.stdout('');
+  printTable(
+    io,
+    ['level', 'subject', 'record', 'verdict', 'reason'],
+    policy.lines.map((line) => {
+      const name = line.level === 'network' ? undefined : names.get(line.level);
+      return [
+        line.level === policy.decidingLevel ? `${line.level} *` : line.level,
+        name === undefined ? line.subjectId : `${name} (${line.subjectId})`,
+        line.record,
+        line.verdict,
+        line.reason,
+      ];
+    }),
+  );
+  if (policy.decidingLevel !== undefined) io.stdout('(* marks the deciding level)');
+  for (const warning of policy.warnings) io.stdout(`warning: ${warning}`);
+  io.stdout('');
+  io.stdout(`${explanation.allowed ? 'ALLOWED' : 'DENIED'}: ${explanation.summary}`);
+}
+
+/** Display names of the caller's org, team and principal; ids alone are hard to read in a table. */
+async function subjectNames(store: Store, { caller }: KeyAccessExplanation): Promise<Map<PermissionLevel, string>> {
+  const names = new Map<PermissionLevel, string>();
+  const [org, team, principal] = await Promise.all([
+    store.getOrg(caller.orgId),
+    caller.teamId === undefined ? undefined : store.getTeam(caller.teamId),
+    store.getPrincipal(caller.principalId),
+  ]);
+  if (org !== undefined) names.set('org', org.name);
+  if (team !== undefined) names.set('team', team.name);
+  if (principal !== undefined) names.set(principal.kind, principal.name);
+  return names;
+}
+
+/** Adds `explain`; it sets `process.exitCode` (0 allowed, 2 denied, 1 error). */
+export function registerExplainCommand(program: Command, io: ControlIo, defaultConfig: string): void {
+  program
+    .command('explain')
+    .description('explain whether a key may call a tool: each level\'s verdict and the deciding one (exit 0 allowed, 2 denied)')
+    .requiredOption('--key <key-id>', 'key id (or its displayed prefix, mcpg_xxxxxxxx)')
+    .requiredOption('--tool <name>', 'the tool name as clients see it, e.g. notes__add_note')
+    .option('--server <server>', 'the server, for unprefixed names in gateway.prefix conditional/never modes')
+    .option('--ip <address>', 'the client IP to judge internal servers by', '127.0.0.1')
+    .option('-c, --config <file>', 'configuration file', defaultConfig)
+    .option('--json', 'machine-readable output')
+    .action(async (options: ExplainOptions) => {
+      process.exitCode = await runExplain(options, io);
+    });
+}

@@ -1,0 +1,310 @@
+import { generateApiKey } from '../authn/api-keys.js';
+import type { GatewayConfig } from '../config/schema.js';
+import { GatewayError } from '../errors/gateway-error.js';
+import { normalizeIp } from '../policy/client-ip.js';
+import type { Caller } from '../policy/decision.js';
+import { PermissionEngine, type AccessExplanation } from '../policy/permission-engine.js';
+import type {
+  Org,
+  PermissionDocument,
+  PermissionLevel,
+  PermissionRecord,
+  Principal,
+  PrincipalKind,
+  Store,
+  Team,
+  Toolset,
+  ToolsetEntry,
+} from '../store/store.js';
+import { findKey, findOrCreate, findOrg, requireSubject, resolveSubject } from './subjects.js';
+import { resolveExposedTool, type ToolResolution } from './tool-resolution.js';
+import { invalidRequest, notFound, toKeyView, type KeyView } from './views.js';
+
+/** What a mutation touched; the gateway drops memoised decisions on any of them (issue 5 §10). */
+export type ControlChange = 'org' | 'team' | 'principal' | 'key' | 'permissions' | 'toolset';
+
+export interface ControlPlaneOptions {
+  readonly store: Store;
+  /** The API-key HMAC secret; only `createKey` needs it, so read-only callers may leave it out. */
+  readonly keySecret?: string | Buffer;
+  /** For `explain`: tool naming (`gateway.prefix`, `separator`), server filters and visibility, `requireKeyPermissions`. */
+  readonly config: GatewayConfig;
+  /** The gateway's own engine, so explain judges with exactly what serves requests; built from `config` otherwise. */
+  readonly engine?: PermissionEngine;
+  readonly now?: () => Date;
+  /** Called after every successful mutation. */
+  readonly onChange?: (change: ControlChange) => void;
+}
+
+export interface CreatePrincipalRequest {
+  readonly kind: PrincipalKind;
+  readonly orgId: string;
+  readonly teamId?: string;
+  readonly name: string;
+}
+
+export interface CreateKeyRequest {
+  readonly principalId: string;
+  /** Defaults to the principal's team. */
+  readonly teamId?: string;
+  readonly label?: string;
+  readonly expiresAt?: Date;
+}
+
+/** A new key: `key` is the only time the key text exists outside its owner's hands (issue 5 §2, "shown once"). */
+export interface CreatedKey {
+  readonly key: string;
+  readonly record: KeyView;
+}
+
+export interface ListKeysRequest {
+  readonly orgId?: string;
+  readonly teamId?: string;
+  readonly principalId?: string;
+}
+
+export interface ExplainRequest {
+  /** Key id, or its displayed prefix. */
+  readonly key: string;
+  /** The exposed tool name, as a client would call it. */
+  readonly tool: string;
+  readonly server?: string;
+  /** The client IP the caller would come from; default 127.0.0.1. */
+  readonly ip?: string;
+}
+
+/** `explain` for a stored key: the key's state, the tool's mapping and server filter, and the policy verdict. */
+export interface KeyAccessExplanation {
+  /** True only when the key is active, the server's filter shows the tool and the policy allows it. */
+  readonly allowed: boolean;
+  readonly summary: string;
+  readonly key: KeyView;
+  readonly caller: Caller;
+  readonly tool: ToolResolution;
+  readonly policy: AccessExplanation;
+}
+
+/** The principals `ensurePrincipal` found or created for `keys create`. */
+export interface EnsuredPrincipal {
+  readonly org: Org;
+  readonly team: Team | undefined;
+  readonly principal: Principal;
+}
+
+export const DEFAULT_EXPLAIN_IP = '127.0.0.1';
+
+/** The engine the gateway would build from this configuration (src/main.ts builds the same). */
+export function engineFromConfig(config: GatewayConfig, store: Store): PermissionEngine {
+  return new PermissionEngine({
+    store,
+    requireKeyPermissions: config.gateway.auth.requireKeyPermissions,
+    servers: config.servers,
+    trustedProxies: config.gateway.security.trustedProxies,
+  });
+}
+
+/**
+ * The control-plane operations behind both `mcpgate <orgs|teams|users|agents|keys|permissions|toolsets|explain>`
+ * and the admin REST API (issue 5 §9): one implementation, so the two cannot drift. Takes ids; name lookups
+ * for the CLI live in subjects.ts. Errors are GatewayErrors: STORE_NOT_FOUND (404) for unknown ids,
+ * STORE_CONFLICT (409), STORE_INVALID and ADMIN_INVALID (400).
+ */
+export class ControlPlane {
+  readonly store: Store;
+  readonly #secret: string | Buffer | undefined;
+  readonly #config: GatewayConfig;
+  readonly #engine: PermissionEngine;
+  readonly #now: () => Date;
+  readonly #onChange: (change: ControlChange) => void;
+
+  constructor(options: ControlPlaneOptions) {
+    this.store = options.store;
+    this.#secret = options.keySecret;
+    this.#config = options.config;
+    this.#engine = options.engine ?? engineFromConfig(options.config, options.store);
+    this.#now = options.now ?? (() => new Date());
+    this.#onChange = options.onChange ?? (() => undefined);
+  }
+
+  async createOrg(name: string): Promise<Org> {
+    return this.#changed('org', await this.store.createOrg(name));
+  }
+
+  listOrgs(): Promise<Org[]> {
+    return this.store.listOrgs();
+  }
+
+  async getOrg(id: string): Promise<Org> {
+    const org = await this.store.getOrg(id);
+    if (org === undefined) throw notFound('org', id);
+    return org;
+  }
+
+  async createTeam(orgId: string, name: string): Promise<Team> {
+    return this.#changed('team', await this.store.createTeam({ orgId, name }));
+  }
+
+  /** One org's teams (STORE_NOT_FOUND for an unknown org), or every org's when `orgId` is omitted. */
+  async listTeams(orgId?: string): Promise<Team[]> {
+    if (orgId !== undefined) return this.store.listTeams((await this.getOrg(orgId)).id);
+    const teams: Team[] = [];
+    for (const org of await this.store.listOrgs()) teams.push(...(await this.store.listTeams(org.id)));
+    return teams;
+  }
+
+  async createPrincipal(request: CreatePrincipalRequest): Promise<Principal> {
+    const principal = await this.store.createPrincipal({
+      kind: request.kind,
+      orgId: request.orgId,
+      name: request.name,
+      ...(request.teamId === undefined ? {} : { teamId: request.teamId }),
+    });
+    return this.#changed('principal', principal);
+  }
+
+  async listPrincipals(filter: { readonly orgId?: string; readonly kind?: PrincipalKind } = {}): Promise<Principal[]> {
+    if (filter.orgId !== undefined) return this.store.listPrincipals((await this.getOrg(filter.orgId)).id, filter.kind);
+    const principals: Principal[] = [];
+    for (const org of await this.store.listOrgs()) principals.push(...(await this.store.listPrincipals(org.id, filter.kind)));
+    return principals;
+  }
+
+  /**
+   * Finds the org, team and user or agent by name, creating each one that is missing (`mcpgate keys create`).
+   * Concurrent callers naming the same records end up with the same ones.
+   */
+  async ensurePrincipal(request: { readonly org: string; readonly team?: string; readonly kind: PrincipalKind; readonly name: string }): Promise<EnsuredPrincipal> {
+    const { store } = this;
+    const org = await findOrCreate(() => store.findOrgByName(request.org), () => this.createOrg(request.org));
+    const teamName = request.team;
+    const team =
+      teamName === undefined
+        ? undefined
+        : await findOrCreate(() => store.findTeamByName(org.id, teamName), () => this.createTeam(org.id, teamName));
+    const principal = await findOrCreate(
+      () => store.findPrincipalByName(org.id, request.kind, request.name),
+      () => this.createPrincipal({ kind: request.kind, orgId: org.id, name: request.name, ...(team === undefined ? {} : { teamId: team.id }) }),
+    );
+    return { org, team, principal };
+  }
+
+  /** Generates a key, stores only its hash, and returns the key text this one time. */
+  async createKey(request: CreateKeyRequest): Promise<CreatedKey> {
+    if (this.#secret === undefined) throw new GatewayError('MCPGATE_ERR_INTERNAL', 'this control plane was built without the API-key secret');
+    if (request.expiresAt !== undefined && request.expiresAt.getTime() <= this.#now().getTime()) {
+      throw invalidRequest(`expiresAt ${request.expiresAt.toISOString()} is not in the future`);
+    }
+    const generated = generateApiKey(this.#secret);
+    const record = await this.store.createKey({
+      principalId: request.principalId,
+      ...(request.teamId === undefined ? {} : { teamId: request.teamId }),
+      prefix: generated.prefix,
+      hash: generated.hash,
+      label: request.label ?? '',
+      ...(request.expiresAt === undefined ? {} : { expiresAt: request.expiresAt }),
+    });
+    this.#onChange('key');
+    return { key: generated.key, record: toKeyView(record, this.#now()) };
+  }
+
+  async listKeys(filter: ListKeysRequest = {}): Promise<KeyView[]> {
+    const now = this.#now();
+    return (await this.store.listKeys(filter)).map((record) => toKeyView(record, now));
+  }
+
+  async getKey(id: string): Promise<KeyView> {
+    const record = await this.store.getKey(id);
+    if (record === undefined) throw notFound('key', id);
+    return toKeyView(record, this.#now());
+  }
+
+  /** Takes effect on the key's next request once decision caches drop (issue 5 §10). Revoking twice keeps the first time. */
+  async revokeKey(id: string): Promise<KeyView> {
+    const record = await this.store.revokeKey(id, this.#now());
+    this.#onChange('key');
+    return toKeyView(record, this.#now());
+  }
+
+  /** The subject's document, or `undefined` when it has none (the level does not restrict). */
+  async getPermissions(level: PermissionLevel, subjectId: string): Promise<PermissionRecord | undefined> {
+    await requireSubject(this.store, level, subjectId);
+    return this.store.getPermissions(level, subjectId);
+  }
+
+  async setPermissions(level: PermissionLevel, subjectId: string, document: PermissionDocument): Promise<PermissionRecord> {
+    await requireSubject(this.store, level, subjectId);
+    return this.#changed('permissions', await this.store.setPermissions(level, subjectId, document));
+  }
+
+  /** Returns whether a document was deleted; the subject itself must exist. */
+  async deletePermissions(level: PermissionLevel, subjectId: string): Promise<boolean> {
+    await requireSubject(this.store, level, subjectId);
+    const deleted = await this.store.deletePermissions(level, subjectId);
+    if (deleted) this.#onChange('permissions');
+    return deleted;
+  }
+
+  async putToolset(name: string, entries: readonly ToolsetEntry[]): Promise<Toolset> {
+    return this.#changed('toolset', await this.store.putToolset(name, entries));
+  }
+
+  getToolset(name: string): Promise<Toolset | undefined> {
+    return this.store.getToolset(name);
+  }
+
+  listToolsets(): Promise<Toolset[]> {
+    return this.store.listToolsets();
+  }
+
+  async deleteToolset(name: string): Promise<boolean> {
+    const deleted = await this.store.deleteToolset(name);
+    if (deleted) this.#onChange('toolset');
+    return deleted;
+  }
+
+  /** A subject id from an id or a name (see subjects.ts); the CLI's `--subject`. */
+  resolveSubject(level: PermissionLevel, idOrName: string, org?: string): Promise<string> {
+    return resolveSubject(this.store, level, idOrName, org);
+  }
+
+  findOrg(idOrName: string): Promise<Org> {
+    return findOrg(this.store, idOrName);
+  }
+
+  /**
+   * Whether the key's holder may call the tool, and why (issue 5 §9). Contacts no upstream: the tool is mapped
+   * from the configuration, and the verdict is the engine's. Only the org, team, principal and key ids of the
+   * key record are used, as the authenticator would put them in the Caller.
+   */
+  async explain(request: ExplainRequest): Promise<KeyAccessExplanation> {
+    const ip = normalizeIp(request.ip ?? DEFAULT_EXPLAIN_IP);
+    if (ip === undefined) throw invalidRequest(`"${request.ip ?? ''}" is not an IP address`);
+    const tool = resolveExposedTool(this.#config, request.tool, request.server);
+    const record = await findKey(this.store, request.key);
+    const key = toKeyView(record, this.#now());
+    const caller: Caller = {
+      keyId: record.id,
+      principalId: record.principalId,
+      principalKind: record.principalKind,
+      orgId: record.orgId,
+      ...(record.teamId === undefined ? {} : { teamId: record.teamId }),
+      clientIp: ip,
+    };
+    const policy = await this.#engine.explain(caller, tool.server, tool.upstream);
+    const allowed = key.status === 'active' && tool.visible && policy.allowed;
+    const summary =
+      key.status !== 'active'
+        ? `denied: the key is ${key.status}, so it does not authenticate`
+        : !policy.allowed
+          ? policy.summary
+          : !tool.visible
+            ? `denied by the server's configuration: ${tool.reason}`
+            : policy.summary;
+    return { allowed, summary, key, caller, tool, policy };
+  }
+
+  #changed<T>(change: ControlChange, value: T): T {
+    this.#onChange(change);
+    return value;
+  }
+}

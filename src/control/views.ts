@@ -1,0 +1,70 @@
+import { GatewayError } from '../errors/gateway-error.js';
+import type { ApiKeyRecord, PrincipalKind } from '../store/store.js';
+
+/** Whether a key would authenticate now. Revocation wins over expiry: it was an explicit act. */
+export type KeyStatus = 'active' | 'expired' | 'revoked';
+
+/**
+ * A key as management shows it: everything but the hash. The HMAC hash is not the key, but it is what an
+ * offline guess would be checked against, so it never leaves the store through the CLI or the admin API.
+ */
+export interface KeyView {
+  readonly id: string;
+  readonly prefix: string;
+  readonly principalId: string;
+  readonly principalKind: PrincipalKind;
+  readonly orgId: string;
+  readonly teamId?: string;
+  readonly label: string;
+  readonly status: KeyStatus;
+  readonly createdAt: Date;
+  readonly expiresAt?: Date;
+  readonly lastUsedAt?: Date;
+  readonly revokedAt?: Date;
+}
+
+export function keyStatusOf(record: ApiKeyRecord, now: Date): KeyStatus {
+  if (record.revokedAt !== undefined) return 'revoked';
+  if (record.expiresAt !== undefined && record.expiresAt.getTime() <= now.getTime()) return 'expired';
+  return 'active';
+}
+
+/** Copies the listed fields only, so a field added to the record later never leaks by default. */
+export function toKeyView(record: ApiKeyRecord, now: Date): KeyView {
+  return {
+    id: record.id,
+    prefix: record.prefix,
+    principalId: record.principalId,
+    principalKind: record.principalKind,
+    orgId: record.orgId,
+    ...(record.teamId === undefined ? {} : { teamId: record.teamId }),
+    label: record.label,
+    status: keyStatusOf(record, now),
+    createdAt: record.createdAt,
+    ...(record.expiresAt === undefined ? {} : { expiresAt: record.expiresAt }),
+    ...(record.lastUsedAt === undefined ? {} : { lastUsedAt: record.lastUsedAt }),
+    ...(record.revokedAt === undefined ? {} : { revokedAt: record.revokedAt }),
+  };
+}
+
+/** A malformed management request: a bad argument or body, or a name that matches nothing usable. */
+export function invalidRequest(message: string, data?: Record<string, unknown>): GatewayError {
+  return new GatewayError('MCPGATE_ERR_ADMIN_INVALID', message, data === undefined ? {} : { data });
+}
+
+/** The same shape and code as the store's own "unknown id" errors, so callers handle both alike. */
+export function notFound(entity: string, id: string): GatewayError {
+  return new GatewayError('MCPGATE_ERR_STORE_NOT_FOUND', `no ${entity} with id "${id}"`, { data: { entity, id } });
+}
+
+/** A toolset's name is its id. */
+export function toolsetNotFound(name: string): GatewayError {
+  return new GatewayError('MCPGATE_ERR_STORE_NOT_FOUND', `no toolset named "${name}"`, { data: { entity: 'toolset', id: name } });
+}
+
+/** The subject exists but has no document: its level does not restrict (store.ts). */
+export function permissionsNotFound(level: string, subjectId: string): GatewayError {
+  return new GatewayError('MCPGATE_ERR_STORE_NOT_FOUND', `${level} "${subjectId}" has no permission document (the level does not restrict)`, {
+    data: { entity: 'permissions', level, id: subjectId },
+  });
+}
