@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// `npm start`: runs the example Streamable HTTP upstream, then the gateway on examples/mcpgate.yaml.
+// `npm start`: runs the example Streamable HTTP upstream, then the gateway on examples/mcpgate.yaml (or on the
+// config file given as the first argument, e.g. `npm start -- examples/access-control.yaml`).
 // Both are children of this process; a signal to it stops both, and either one exiting stops the other.
 import { spawn } from 'node:child_process';
 import { dirname, join } from 'node:path';
@@ -8,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const notesPort = process.env.NOTES_PORT ?? '3901';
 const env = { ...process.env, NOTES_PORT: notesPort };
+const config = process.argv[2] ?? join(root, 'examples/mcpgate.yaml');
 
 const notes = spawn(process.execPath, [join(root, 'examples/servers/notes-http.mjs'), notesPort], { cwd: root, env, stdio: ['ignore', 'pipe', 'inherit'] });
 const children = [notes];
@@ -21,7 +23,7 @@ for (const signal of ['SIGTERM', 'SIGINT']) process.on(signal, () => stopAll(0))
 notes.on('exit', (code) => stopAll(code ?? 1));
 notes.stdout.once('data', (line) => {
   process.stderr.write(line);
-  const gateway = spawn(process.execPath, [join(root, 'dist/src/cli/main.js'), 'serve', '--config', join(root, 'examples/mcpgate.yaml')], {
+  const gateway = spawn(process.execPath, [join(root, 'dist/src/cli/main.js'), 'serve', '--config', config], {
     cwd: root,
     env,
     stdio: 'inherit',

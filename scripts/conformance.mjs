@@ -389,6 +389,8 @@ async function startGateway(tempDir, upstream, fixtureUrl, options) {
       // The fixture's names are what the scenarios call, so they must reach clients unprefixed.
       prefix: 'never',
       logLevel: options.logLevel,
+      // The suite's client sends no gateway credential; access control has its own tests (test/integration).
+      auth: { mode: 'none' },
     },
     servers: { conformance: server },
   };

@@ -1,11 +1,25 @@
+import { AdminApi } from './admin/admin-api.js';
+import { Authenticator } from './authn/authenticator.js';
+import { JwtVerifier } from './authn/jwt-verifier.js';
+import { resolveKeySecret } from './authn/key-secret.js';
+import type { ProtectedResourceMetadata } from './authn/resource-metadata.js';
 import { allowsUnmeasured } from './config/isolation-schema.js';
+import { GatewayError } from './errors/gateway-error.js';
 import type { GatewayConfig } from './config/schema.js';
 import { LATEST_PROTOCOL_VERSION } from './jsonrpc/protocol-versions.js';
 import type { Logger } from './observability/logger.js';
+import { enforcedAccess, OPEN_ACCESS, type AccessPolicy } from './policy/access-policy.js';
+import { CidrSet } from './policy/client-ip.js';
+import { DecisionMemo } from './policy/decision-memo.js';
+import type { Caller } from './policy/decision.js';
+import { PermissionEngine } from './policy/permission-engine.js';
 import type { CallContext } from './router/client-bridge.js';
 import { ToolFilter } from './router/naming.js';
 import { Router } from './router/router.js';
 import { SessionManager } from './session/session-manager.js';
+import { createStore } from './store/create-store.js';
+import type { Store } from './store/store.js';
+import { HttpAuth } from './transport/http-auth.js';
 import { GatewayHttpServer } from './transport/http-server.js';
 import { StdioServer } from './transport/stdio-server.js';
 import { createTransport } from './upstream/create-transport.js';
@@ -13,6 +27,7 @@ import { DispatcherRegistry } from './upstream/dispatcher-registry.js';
 import { executionIdentityOf } from './upstream/execution-identity.js';
 import { connectOptionsFor } from './upstream/tls-pin.js';
 import { UpstreamRegistry } from './upstream/upstream-registry.js';
+import { isLoopbackHost } from './util/tls-pins.js';
 import { VERSION } from './version.js';
 
 /**
@@ -26,7 +41,86 @@ export interface GatewayCore {
   close(): Promise<void>;
 }
 
-export function buildCore(config: GatewayConfig, logger: Logger): GatewayCore {
+/**
+ * Who may use what (issue 5): the store, the authenticator and the memoised permission engine, or nothing at
+ * all for `auth.mode: none`, which opens no store (dev mode on loopback needs no principals).
+ */
+export interface GatewayAccess {
+  /** Undefined only for `auth.mode: none`. */
+  readonly authenticator: Authenticator | undefined;
+  readonly access: AccessPolicy;
+  readonly trustedProxies: CidrSet;
+  readonly store: Store | undefined;
+  /** RFC 9728 metadata served at the well-known paths; only in JWT resource-server mode. */
+  readonly resourceMetadata: ProtectedResourceMetadata | undefined;
+  /** The `/admin/v1` API; undefined with auth off (there is no store to manage). */
+  readonly admin: AdminApi | undefined;
+  close(): Promise<void>;
+}
+
+export async function buildAccess(config: GatewayConfig, logger: Logger): Promise<GatewayAccess> {
+  const { gateway, servers } = config;
+  if (gateway.auth.mode === 'none') {
+    logger.warn('auth.mode is "none": every request may use every server (dev mode on loopback only)');
+    if (gateway.admin.token !== undefined && gateway.admin.token !== '') logger.warn('gateway.admin.token is ignored: the admin API needs auth.mode "apiKey"');
+    return {
+      authenticator: undefined,
+      access: OPEN_ACCESS,
+      trustedProxies: new CidrSet(gateway.security.trustedProxies, 'gateway.security.trustedProxies'),
+      store: undefined,
+      resourceMetadata: undefined,
+      admin: undefined,
+      close: () => Promise.resolve(),
+    };
+  }
+  const { secret, source } = await resolveKeySecret({
+    ...(gateway.auth.keySecret === undefined ? {} : { keySecret: gateway.auth.keySecret }),
+    ...(gateway.store === undefined ? {} : { store: gateway.store }),
+  });
+  if (source === 'generated') logger.info('generated the API-key secret beside the SQLite store');
+  const store = await createStore(gateway.store);
+  try {
+    await store.migrate();
+    // Built before the listener opens, so a malformed CIDR or proxy entry stops the start, never a request.
+    const engine = new PermissionEngine({
+      store,
+      requireKeyPermissions: gateway.auth.requireKeyPermissions,
+      servers,
+      trustedProxies: gateway.security.trustedProxies,
+    });
+    const jwt = gateway.auth.jwt === undefined ? undefined : new JwtVerifier({ ...gateway.auth.jwt, store, logger });
+    const authenticator = new Authenticator({ store, secret, logger, ...(jwt === undefined ? {} : { jwt }) });
+    const memo = new DecisionMemo({ source: engine });
+    // An edit made through the admin API reaches this replica's callers at once; other replicas within the
+    // memo's TTL (1 s), the bound issue 5 §10 sets.
+    const admin = new AdminApi({
+      store,
+      keySecret: secret,
+      adminToken: gateway.admin.token,
+      config,
+      engine,
+      logger,
+      onChange: () => memo.invalidateAll(),
+    });
+    return {
+      authenticator,
+      admin,
+      access: enforcedAccess(memo),
+      trustedProxies: engine.trustedProxies,
+      store,
+      resourceMetadata: jwt?.metadata(),
+      async close() {
+        await authenticator.settled();
+        await store.close();
+      },
+    };
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+}
+
+export function buildCore(config: GatewayConfig, logger: Logger, access: AccessPolicy): GatewayCore {
   const { gateway, servers } = config;
   // Every per-upstream cache is keyed by the execution identity (issue 4 §1, DESIGN.md invariant 1), derived
   // once here: one HTTP pool per identity, one shared stdio child per identity.
@@ -66,6 +160,7 @@ export function buildCore(config: GatewayConfig, logger: Logger): GatewayCore {
   }
   const router = new Router({
     registry,
+    access,
     sessions,
     naming: { mode: gateway.prefix, separator: gateway.separator },
     filters,
@@ -94,13 +189,27 @@ export interface RunningHttpGateway {
   close(): Promise<void>;
 }
 
-/** Starts the HTTP gateway; resolves once it listens. */
+/**
+ * Starts the HTTP gateway; resolves once it listens. `auth.mode: none` is checked again here against the
+ * effective listen address, because `serve --host` can move a loopback config onto a network interface.
+ */
 export async function startHttpGateway(config: GatewayConfig, logger: Logger): Promise<RunningHttpGateway> {
-  const core = buildCore(config, logger);
+  const { gateway } = config;
+  if (gateway.auth.mode === 'none' && (gateway.mode !== 'dev' || !isLoopbackHost(gateway.listen.host))) {
+    throw new GatewayError(
+      'MCPGATE_ERR_CONFIG_INVALID',
+      `auth.mode "none" is allowed only in dev mode on a loopback address, not on ${gateway.listen.host}`,
+    );
+  }
+  const access = await buildAccess(config, logger);
+  const core = buildCore(config, logger, access.access);
   const server = new GatewayHttpServer({
     gateway: config.gateway,
     router: core.router,
     sessions: core.sessions,
+    auth: new HttpAuth({ authenticator: access.authenticator, trustedProxies: access.trustedProxies, logger }),
+    resourceMetadata: access.resourceMetadata,
+    admin: access.admin,
     readiness: () => core.registry.snapshot() as Record<string, unknown>,
     logger,
   });
@@ -111,23 +220,47 @@ export async function startHttpGateway(config: GatewayConfig, logger: Logger): P
     async close() {
       await server.close();
       await core.close();
+      await access.close();
     },
   };
 }
 
-/** Serves one client over stdin/stdout until stdin ends. */
-export async function runStdioGateway(config: GatewayConfig, logger: Logger): Promise<void> {
-  const core = buildCore(config, logger);
-  const server = new StdioServer({
-    router: core.router,
-    input: process.stdin,
-    output: process.stdout,
-    maxMessageBytes: config.gateway.limits.maxBodyBytes,
-    logger,
-  });
+/**
+ * Serves one client over stdin/stdout until stdin ends. With auth on, the process acts as the principal of
+ * the key in `MCPGATE_API_KEY`, checked once before stdin is read; a missing or refused key stops the start.
+ */
+export async function runStdioGateway(config: GatewayConfig, logger: Logger, env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  const access = await buildAccess(config, logger);
   try {
-    await server.run();
+    const caller = await stdioCaller(access, env);
+    const core = buildCore(config, logger, access.access);
+    const server = new StdioServer({
+      router: core.router,
+      input: process.stdin,
+      output: process.stdout,
+      maxMessageBytes: config.gateway.limits.maxBodyBytes,
+      logger,
+      caller,
+    });
+    try {
+      await server.run();
+    } finally {
+      await core.close();
+    }
   } finally {
-    await core.close();
+    await access.close();
   }
+}
+
+/** The stdio process's principal: a local process, so its client IP is loopback. */
+async function stdioCaller(access: GatewayAccess, env: NodeJS.ProcessEnv): Promise<Caller | undefined> {
+  if (access.authenticator === undefined) return undefined;
+  const key = env.MCPGATE_API_KEY;
+  if (key === undefined || key === '') {
+    throw new GatewayError('MCPGATE_ERR_UNAUTHENTICATED', 'mcpgate stdio needs a gateway API key in MCPGATE_API_KEY (or auth.mode "none" in dev mode)');
+  }
+  const result = await access.authenticator.authenticate({ 'x-mcpgate-key': key });
+  if (!result.ok) throw new GatewayError(result.code, `MCPGATE_API_KEY was refused: ${result.message}`);
+  const { keyId, principalId, principalKind, orgId, teamId } = result.caller;
+  return { keyId, principalId, principalKind, orgId, ...(teamId === undefined ? {} : { teamId }), clientIp: '127.0.0.1' };
 }

@@ -126,3 +126,21 @@ function canonical(grants: readonly LevelGrant[], blocked: ReadonlySet<string>):
   );
   return JSON.stringify({ grants: [...new Set(parts)].sort(), blocked: [...blocked].sort() });
 }
+
+/**
+ * Allows every server and tool. Used only where no principal exists by configuration: `auth.mode: none`, which
+ * the schema accepts only in dev mode on a loopback listener.
+ */
+export class AllowAllDecision implements AccessDecision {
+  readonly key = 'allow-all';
+  readonly warnings: readonly string[] = [];
+  readonly denial = undefined;
+
+  allowsServer(): boolean {
+    return true;
+  }
+
+  allowsTool(): boolean {
+    return true;
+  }
+}

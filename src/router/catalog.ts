@@ -28,8 +28,23 @@ interface Page {
   expires: number;
 }
 
+/**
+ * What one caller may see (issue 5 §6, DESIGN.md invariant 10): lists are merged and names resolved only over
+ * `servers`, and tools pass `allowsTool`, the very check a call must pass. Servers outside the scope are never
+ * fetched, so a forbidden upstream receives nothing (invariant 3).
+ */
+export interface CatalogScope {
+  /** The permitted servers, in configuration order. */
+  readonly servers: readonly string[];
+  /** Equal keys permit exactly the same servers and tools; per-caller caches are keyed by it. */
+  readonly key: string;
+  allowsTool(server: string, upstreamToolName: string): boolean;
+}
+
+/** Bound on per-scope caches (owner indexes, first pages): distinct effective permissions, not callers. */
+const MAX_SCOPES = 1024;
+
 export interface CatalogOptions {
-  servers: readonly string[];
   filters: ReadonlyMap<string, ToolFilter>;
   naming: Naming;
   ttlMs: number;
@@ -52,10 +67,11 @@ export class CatalogView {
   private readonly now: () => number;
   private readonly pages = new Map<string, Page>();
   private readonly fetching = new Map<string, Promise<Page | undefined>>();
-  private readonly owners = new Map<ListKind, Map<string, string[]>>();
+  /** Owner index per (kind, scope key): name or URI → the servers listing it, in configuration order. */
+  private readonly owners = new Map<string, Map<string, string[]>>();
   private readonly nameIndex = new Map<string, { page: Page; names: Set<string> }>();
-  /** Serialised first pages of the merged lists, valid for one generation (DESIGN.md §5). */
-  private readonly firstPages = new Map<ListKind, { generation: number; json: string }>();
+  /** Serialised first pages per (kind, scope key), valid for one generation (DESIGN.md §5). */
+  private readonly firstPages = new Map<string, { generation: number; json: string }>();
   /** Bumped by every invalidation; a cached first page from an older generation is never served. */
   private generation = 0;
 
@@ -65,19 +81,26 @@ export class CatalogView {
   }
 
   /** One page of the merged list for `kind`: every server in `cursors` (first page: every server). */
-  async page(kind: ListKind, fetcher: ListFetcher, cursors: Record<string, string> | undefined): Promise<{ items: JsonObject[]; next: Record<string, string> }> {
-    const servers = cursors === undefined ? this.options.servers : this.options.servers.filter((server) => server in cursors);
+  async page(
+    kind: ListKind,
+    fetcher: ListFetcher,
+    cursors: Record<string, string> | undefined,
+    scope: CatalogScope,
+  ): Promise<{ items: JsonObject[]; next: Record<string, string> }> {
+    // A cursor minted for another caller may name servers outside this scope: they are skipped, never fetched.
+    const servers = cursors === undefined ? scope.servers : scope.servers.filter((server) => server in cursors);
     const pages = await Promise.all(servers.map((server) => this.fetch(kind, server, fetcher, cursors?.[server])));
     // Collisions decide names in `conditional` and `never` modes, and owners decide resources: those need
-    // every server's full list. `always` names tools and prompts from the server alone.
-    if (cursors === undefined && (kind === 'resources' || this.options.naming.mode !== 'always')) await this.completeOwners(kind, fetcher);
+    // every permitted server's full list. `always` names tools and prompts from the server alone.
+    const owners =
+      kind === 'resources' || this.options.naming.mode !== 'always' ? await this.completeOwners(kind, fetcher, scope) : undefined;
     const items: JsonObject[] = [];
     const next: Record<string, string> = {};
     servers.forEach((server, index) => {
       const page = pages[index];
       if (page === undefined) return;
       for (const item of page.items) {
-        const exposed = this.expose(kind, server, item);
+        const exposed = this.expose(kind, server, item, scope, owners);
         if (exposed !== undefined) items.push(exposed);
       }
       if (page.nextCursor !== undefined) next[server] = page.nextCursor;
@@ -86,32 +109,35 @@ export class CatalogView {
   }
 
   /** Maps an exposed tool or prompt name to its server and upstream name, as listing would show it. */
-  async resolve(kind: 'tools' | 'prompts', exposed: string, fetcher: ListFetcher): Promise<Route | undefined> {
-    const { naming, servers } = this.options;
+  /**
+   * Maps an exposed tool or prompt name to its server and upstream name, as listing would show it to this
+   * scope. A name outside the scope resolves to nothing, exactly like a name no server offers.
+   */
+  async resolve(kind: 'tools' | 'prompts', exposed: string, fetcher: ListFetcher, scope: CatalogScope): Promise<Route | undefined> {
+    const { naming } = this.options;
     if (naming.mode !== 'never') {
-      const split = splitPrefixed(naming, servers, exposed);
+      const split = splitPrefixed(naming, scope.servers, exposed);
       if (split !== undefined) {
-        const name = this.upstreamName(kind, split.server, split.local);
-        if (name !== undefined && (naming.mode === 'always' || (await this.ownersOf(kind, split.local, fetcher)).length > 1)) {
+        const name = this.upstreamName(kind, split.server, split.local, scope);
+        if (name !== undefined && (naming.mode === 'always' || (await this.ownersOf(kind, split.local, fetcher, scope)).length > 1)) {
           return { server: split.server, name };
         }
       }
       if (naming.mode === 'always') return undefined;
     }
-    const owners = await this.ownersOf(kind, exposed, fetcher);
+    const owners = await this.ownersOf(kind, exposed, fetcher, scope);
     if (owners.length === 0 || (naming.mode === 'conditional' && owners.length > 1)) return undefined;
     const server = owners[0] as string;
-    const name = this.upstreamName(kind, server, exposed);
+    const name = this.upstreamName(kind, server, exposed, scope);
     return name === undefined ? undefined : { server, name };
   }
 
   /** The server that lists `uri` as a resource, else the first whose template matches it. */
-  async resolveResource(uri: string, fetcher: ListFetcher): Promise<string | undefined> {
-    await this.completeOwners('resources', fetcher);
-    const owner = this.owners.get('resources')?.get(uri)?.[0];
+  async resolveResource(uri: string, fetcher: ListFetcher, scope: CatalogScope): Promise<string | undefined> {
+    const owner = (await this.completeOwners('resources', fetcher, scope)).get(uri)?.[0];
     if (owner !== undefined) return owner;
-    await this.completeOwners('resourceTemplates', fetcher);
-    for (const server of this.options.servers) {
+    await this.completeOwners('resourceTemplates', fetcher, scope);
+    for (const server of scope.servers) {
       for (const template of this.cachedItems('resourceTemplates', server)) {
         if (typeof template.uriTemplate === 'string' && compileTemplate(template.uriTemplate).test(uri)) return server;
       }
@@ -123,11 +149,11 @@ export class CatalogView {
    * The ready-to-send JSON of the merged first page of `kind`, while every server's first page is still
    * cached and fresh and nothing was invalidated since it was built.
    */
-  cachedFirstPage(kind: ListKind): string | undefined {
-    const entry = this.firstPages.get(kind);
+  cachedFirstPage(kind: ListKind, scope: CatalogScope): string | undefined {
+    const entry = this.firstPages.get(scopedKey(kind, scope));
     if (entry === undefined || entry.generation !== this.generation) return undefined;
     const now = this.now();
-    for (const server of this.options.servers) {
+    for (const server of scope.servers) {
       const page = this.pages.get(pageKey(server, kind, undefined));
       if (page === undefined || page.expires <= now) return undefined;
     }
@@ -139,8 +165,8 @@ export class CatalogView {
     return this.generation;
   }
 
-  storeFirstPage(kind: ListKind, generation: number, json: string): void {
-    if (generation === this.generation && this.options.ttlMs > 0) this.firstPages.set(kind, { generation, json });
+  storeFirstPage(kind: ListKind, scope: CatalogScope, generation: number, json: string): void {
+    if (generation === this.generation && this.options.ttlMs > 0) boundedSet(this.firstPages, scopedKey(kind, scope), { generation, json });
   }
 
   /** Drops one server's cached pages of `kind` (after list_changed), or of every kind. */
@@ -149,31 +175,36 @@ export class CatalogView {
     const prefix = kind === undefined ? `${server}\u0000` : `${server}\u0000${kind}\u0000`;
     for (const key of [...this.pages.keys()]) if (key.startsWith(prefix)) this.pages.delete(key);
     if (kind === undefined) this.owners.clear();
-    else {
-      this.owners.delete(kind);
-    }
+    else for (const key of [...this.owners.keys()]) if (key.startsWith(`${kind}\u0000`)) this.owners.delete(key);
   }
 
-  private upstreamName(kind: 'tools' | 'prompts', server: string, local: string): string | undefined {
+  private upstreamName(kind: 'tools' | 'prompts', server: string, local: string, scope: CatalogScope): string | undefined {
     if (kind === 'prompts') return local;
     const filter = this.options.filters.get(server);
     const name = filter === undefined ? local : filter.upstreamName(local);
-    if (name === undefined || (filter !== undefined && !filter.permits(name))) return undefined;
+    if (name === undefined || (filter !== undefined && !filter.permits(name)) || !scope.allowsTool(server, name)) return undefined;
     const listed = this.toolNames(server);
     // Before any listing the name cannot be checked against the upstream: the upstream answers for it.
     if (listed !== undefined && !listed.has(name)) return undefined;
     return name;
   }
 
-  private expose(kind: ListKind, server: string, item: JsonObject): JsonObject | undefined {
+  private expose(
+    kind: ListKind,
+    server: string,
+    item: JsonObject,
+    scope: CatalogScope,
+    ownerIndex: ReadonlyMap<string, string[]> | undefined,
+  ): JsonObject | undefined {
     if (kind === 'resources' || kind === 'resourceTemplates') {
-      const owner = kind === 'resources' && typeof item.uri === 'string' ? this.owners.get('resources')?.get(item.uri)?.[0] : undefined;
+      const owner = kind === 'resources' && typeof item.uri === 'string' ? ownerIndex?.get(item.uri)?.[0] : undefined;
       return owner === undefined || owner === server ? item : undefined;
     }
     if (typeof item.name !== 'string') return undefined;
     let local = item.name;
     let description = item.description;
     if (kind === 'tools') {
+      if (!scope.allowsTool(server, item.name)) return undefined;
       const filter = this.options.filters.get(server);
       if (filter !== undefined) {
         if (!filter.permits(item.name)) return undefined;
@@ -181,7 +212,7 @@ export class CatalogView {
         description = filter.description(item.name) ?? description;
       }
     }
-    const owners = this.owners.get(kind)?.get(local) ?? [server];
+    const owners = ownerIndex?.get(local) ?? [server];
     const { naming } = this.options;
     let name = local;
     if (naming.mode === 'always' || (naming.mode === 'conditional' && owners.length > 1)) name = prefixed(naming, server, local);
@@ -193,19 +224,23 @@ export class CatalogView {
     return name === item.name && description === item.description ? item : { ...item, name, description };
   }
 
-  private async ownersOf(kind: ListKind, local: string, fetcher: ListFetcher): Promise<string[]> {
-    await this.completeOwners(kind, fetcher);
-    return this.owners.get(kind)?.get(local) ?? [];
+  private async ownersOf(kind: ListKind, local: string, fetcher: ListFetcher, scope: CatalogScope): Promise<string[]> {
+    return (await this.completeOwners(kind, fetcher, scope)).get(local) ?? [];
   }
 
-  /** Builds the owner index of `kind` over every server's full list (all pages), in configuration order. */
-  private async completeOwners(kind: ListKind, fetcher: ListFetcher): Promise<void> {
-    if (this.owners.has(kind) && this.allFresh(kind)) return;
-    const perServer = await Promise.all(this.options.servers.map((server) => this.fetchAll(kind, server, fetcher)));
+  /**
+   * The owner index of `kind` over every permitted server's full list (all pages), in configuration order.
+   * Built per scope: whether two tools collide depends on what the caller may see.
+   */
+  private async completeOwners(kind: ListKind, fetcher: ListFetcher, scope: CatalogScope): Promise<ReadonlyMap<string, string[]>> {
+    const cacheKey = scopedKey(kind, scope);
+    const cached = this.owners.get(cacheKey);
+    if (cached !== undefined && this.allFresh(kind, scope.servers)) return cached;
+    const perServer = await Promise.all(scope.servers.map((server) => this.fetchAll(kind, server, fetcher)));
     const index = new Map<string, string[]>();
-    this.options.servers.forEach((server, position) => {
+    scope.servers.forEach((server, position) => {
       for (const item of perServer[position] ?? []) {
-        const key = this.ownerKey(kind, server, item);
+        const key = this.ownerKey(kind, server, item, scope);
         if (key === undefined) continue;
         const owners = index.get(key);
         if (owners === undefined) index.set(key, [server]);
@@ -215,22 +250,24 @@ export class CatalogView {
         }
       }
     });
-    this.owners.set(kind, index);
+    boundedSet(this.owners, cacheKey, index);
+    return index;
   }
 
-  private ownerKey(kind: ListKind, server: string, item: JsonObject): string | undefined {
+  private ownerKey(kind: ListKind, server: string, item: JsonObject, scope: CatalogScope): string | undefined {
     if (kind === 'resources') return typeof item.uri === 'string' ? item.uri : undefined;
     if (kind === 'resourceTemplates') return typeof item.uriTemplate === 'string' ? item.uriTemplate : undefined;
     if (typeof item.name !== 'string') return undefined;
     if (kind === 'prompts') return item.name;
+    if (!scope.allowsTool(server, item.name)) return undefined;
     const filter = this.options.filters.get(server);
     if (filter === undefined) return item.name;
     return filter.permits(item.name) ? filter.localName(item.name) : undefined;
   }
 
-  private allFresh(kind: ListKind): boolean {
+  private allFresh(kind: ListKind, servers: readonly string[]): boolean {
     const now = this.now();
-    for (const server of this.options.servers) {
+    for (const server of servers) {
       const page = this.pages.get(pageKey(server, kind, undefined));
       if (page !== undefined && page.expires <= now) return false;
     }
@@ -321,6 +358,20 @@ export class CatalogView {
   private store(key: string, page: Page): Page {
     if (this.options.ttlMs > 0 || page.expires === Number.POSITIVE_INFINITY) this.pages.set(key, page);
     return page;
+  }
+}
+
+function scopedKey(kind: ListKind, scope: CatalogScope): string {
+  return `${kind}\u0000${scope.key}`;
+}
+
+/** Inserts into a per-scope cache, evicting the oldest entry past {@link MAX_SCOPES}. */
+function boundedSet<V>(map: Map<string, V>, key: string, value: V): void {
+  map.delete(key);
+  map.set(key, value);
+  if (map.size > MAX_SCOPES) {
+    const oldest = map.keys().next().value;
+    if (oldest !== undefined) map.delete(oldest);
   }
 }
 

@@ -2,12 +2,11 @@ import { makeResult, type JsonObject, type JsonRpcRequest, type JsonRpcResponse 
 import { rawResult } from '../jsonrpc/serialize.js';
 import type { Logger } from '../observability/logger.js';
 import type { DownstreamSession } from '../session/downstream-session.js';
-import { CatalogView, type ListFetcher, type ListKind } from './catalog.js';
+import { CatalogView, type CatalogScope, type ListFetcher, type ListKind } from './catalog.js';
 import { CursorCodec } from './cursor.js';
 import type { Naming, ToolFilter } from './naming.js';
 
 export interface ListViewsOptions {
-  servers: readonly string[];
   filters: ReadonlyMap<string, ToolFilter>;
   naming: Naming;
   ttlMs: number;
@@ -47,22 +46,25 @@ export class ListViews {
     return view;
   }
 
-  /** Answers `<kind>/list`, first pages from the cache when nothing changed since they were built. */
-  async answer(session: DownstreamSession, request: JsonRpcRequest, kind: ListKind, fetcher: ListFetcher): Promise<JsonRpcResponse> {
+  /**
+   * Answers `<kind>/list` as `scope` may see it, first pages from the cache (per capability signature and
+   * effective permission) when nothing changed since they were built.
+   */
+  async answer(session: DownstreamSession, request: JsonRpcRequest, kind: ListKind, fetcher: ListFetcher, scope: CatalogScope): Promise<JsonRpcResponse> {
     const cursor = request.params?.cursor;
     const cursors = cursor === undefined ? undefined : this.cursors.decode(cursor, kind).upstreams;
     const view = this.viewFor(session);
     if (cursors === undefined) {
-      const cached = view.cachedFirstPage(kind);
+      const cached = view.cachedFirstPage(kind, scope);
       if (cached !== undefined) return makeResult(request.id, rawResult(cached));
     }
     const generation = view.currentGeneration;
-    const { items, next } = await view.page(kind, fetcher, cursors);
+    const { items, next } = await view.page(kind, fetcher, cursors, scope);
     const result: JsonObject = { [kind]: items };
     if (Object.keys(next).length > 0) result.nextCursor = this.cursors.encode({ kind, upstreams: next });
     if (cursors !== undefined) return makeResult(request.id, result);
     const json = JSON.stringify(result);
-    view.storeFirstPage(kind, generation, json);
+    view.storeFirstPage(kind, scope, generation, json);
     return makeResult(request.id, rawResult(json));
   }
 

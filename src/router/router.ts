@@ -15,12 +15,14 @@ import {
 } from '../jsonrpc/message.js';
 import { negotiateVersion } from '../jsonrpc/protocol-versions.js';
 import type { Logger } from '../observability/logger.js';
+import type { AccessPolicy } from '../policy/access-policy.js';
+import type { AccessDecision, Caller } from '../policy/decision.js';
 import type { DownstreamSession, RequestStream, TransportKind } from '../session/downstream-session.js';
 import type { SessionManager } from '../session/session-manager.js';
 import { CancelScope } from '../session/cancel-scope.js';
 import type { UpstreamClient, UpstreamReply } from '../upstream/upstream-client.js';
 import type { UpstreamRegistry } from '../upstream/upstream-registry.js';
-import type { ListFetcher, ListKind } from './catalog.js';
+import type { CatalogScope, ListFetcher, ListKind } from './catalog.js';
 import { type CallContext, createUpstreamHandlers, deliver } from './client-bridge.js';
 import { ListViews } from './list-views.js';
 import type { Naming, ToolFilter } from './naming.js';
@@ -28,6 +30,8 @@ import { splitPrefixed } from './naming.js';
 
 export interface RouterOptions {
   registry: UpstreamRegistry<CallContext>;
+  /** Asked once per request, before any upstream contact (issue 5 §6-7, DESIGN.md invariants 3-4). */
+  access: AccessPolicy;
   sessions: SessionManager;
   naming: Naming;
   filters: ReadonlyMap<string, ToolFilter>;
@@ -65,11 +69,12 @@ export class Router {
   private readonly options: RouterOptions;
   private readonly lists: ListViews;
   private readonly pendingBroadcasts = new Set<string>();
+  /** The catalogue scope of each live decision; decisions are memoised, so most requests reuse one. */
+  private readonly scopes = new WeakMap<AccessDecision, CatalogScope>();
 
   constructor(options: RouterOptions) {
     this.options = options;
     this.lists = new ListViews({
-      servers: options.registry.serverNames,
       filters: options.filters,
       naming: options.naming,
       ttlMs: options.listCacheTtlMs,
@@ -77,8 +82,11 @@ export class Router {
     });
   }
 
-  /** Handles `initialize`: validates it, creates the session, and answers with the negotiated version. */
-  initialize(request: JsonRpcRequest, transport: TransportKind): { session: DownstreamSession; response: JsonRpcResponse } {
+  /**
+   * Handles `initialize`: validates it, creates the session bound to `owner` (the caller's credential id; issue
+   * 5 §6), and answers with the negotiated version. It contacts no upstream, so it needs no decision.
+   */
+  initialize(request: JsonRpcRequest, transport: TransportKind, owner: string | undefined): { session: DownstreamSession; response: JsonRpcResponse } {
     const params = request.params ?? {};
     const clientInfo = asObject(params.clientInfo);
     const capabilities = params.capabilities === undefined ? {} : asObject(params.capabilities);
@@ -86,7 +94,7 @@ export class Router {
       throw new GatewayError('MCPGATE_ERR_INVALID_PARAMS', 'initialize needs protocolVersion, capabilities and clientInfo');
     }
     const protocolVersion = negotiateVersion(params.protocolVersion);
-    const session = this.options.sessions.create({ transport, protocolVersion, clientCapabilities: capabilities, clientInfo });
+    const session = this.options.sessions.create({ transport, protocolVersion, clientCapabilities: capabilities, clientInfo, owner });
     session.onClose(() => this.options.registry.release(session.id));
     const response = makeResult(request.id, {
       protocolVersion,
@@ -99,13 +107,21 @@ export class Router {
   /**
    * Answers one request of an initialized session. Never throws: failures become JSON-RPC errors. Resolves
    * with undefined when the client cancelled the request, which then gets no answer (spec 2025-11-25,
-   * utilities/cancellation).
+   * utilities/cancellation). `caller` is who the transport authenticated for this very request.
    */
-  async handleRequest(session: DownstreamSession, request: JsonRpcRequest, stream: RequestStream | undefined): Promise<JsonRpcResponse | undefined> {
+  async handleRequest(
+    session: DownstreamSession,
+    request: JsonRpcRequest,
+    stream: RequestStream | undefined,
+    caller: Caller | undefined,
+  ): Promise<JsonRpcResponse | undefined> {
     const controller = new CancelScope();
     session.inflight.set(request.id, controller);
     try {
-      return await this.dispatch(session, request, { session, stream }, controller);
+      // One decision per request, shared by every step below (issue 5 §7).
+      const decision = await this.options.access.decide(caller);
+      if (decision.warnings.length > 0) this.options.logger.warn({ keyId: caller?.keyId, warnings: decision.warnings }, 'permission warnings');
+      return await this.dispatch(session, request, { session, stream }, controller, this.scopeOf(decision));
     } catch (error) {
       if (controller.aborted && GatewayError.is(error) && error.code === 'MCPGATE_ERR_CANCELLED') return undefined;
       if (!GatewayError.is(error)) this.options.logger.error({ err: error, method: request.method }, 'request failed');
@@ -140,8 +156,13 @@ export class Router {
    * Routes one message of an initialized session by its kind: requests are answered (undefined when
    * cancelled), notifications and responses are absorbed. For transports that see one message at a time.
    */
-  async handleMessage(session: DownstreamSession, message: JsonRpcMessage, stream: RequestStream | undefined): Promise<JsonRpcResponse | undefined> {
-    if (isRequest(message)) return this.handleRequest(session, message, stream);
+  async handleMessage(
+    session: DownstreamSession,
+    message: JsonRpcMessage,
+    stream: RequestStream | undefined,
+    caller: Caller | undefined,
+  ): Promise<JsonRpcResponse | undefined> {
+    if (isRequest(message)) return this.handleRequest(session, message, stream, caller);
     if (isNotification(message)) this.handleNotification(session, message);
     else this.handleResponse(session, message);
     return undefined;
@@ -154,10 +175,16 @@ export class Router {
     }
   }
 
-  private async dispatch(session: DownstreamSession, request: JsonRpcRequest, context: CallContext, signal: CancelScope): Promise<JsonRpcResponse> {
+  private async dispatch(
+    session: DownstreamSession,
+    request: JsonRpcRequest,
+    context: CallContext,
+    signal: CancelScope,
+    scope: CatalogScope,
+  ): Promise<JsonRpcResponse> {
     const params = request.params ?? {};
     const listKind = LIST_KINDS[request.method];
-    if (listKind !== undefined) return this.lists.answer(session, request, listKind, this.fetcher(session));
+    if (listKind !== undefined) return this.lists.answer(session, request, listKind, this.fetcher(session), scope);
     switch (request.method) {
       case 'ping':
         return makeResult(request.id, {});
@@ -166,8 +193,8 @@ export class Router {
         const kind = request.method === 'tools/call' ? 'tools' : 'prompts';
         const name = params.name;
         if (typeof name !== 'string') throw new GatewayError('MCPGATE_ERR_INVALID_PARAMS', 'params.name must be a string');
-        const route = await this.lists.viewFor(session).resolve(kind, name, this.fetcher(session));
-        if (route === undefined) throw this.unknownName(kind, name);
+        const route = await this.lists.viewFor(session).resolve(kind, name, this.fetcher(session), scope);
+        if (route === undefined) throw this.unknownName(kind, name, scope);
         return this.forward(request, route.server, { ...params, name: route.name }, context, signal);
       }
       case 'resources/read':
@@ -175,15 +202,15 @@ export class Router {
       case 'resources/unsubscribe': {
         const uri = params.uri;
         if (typeof uri !== 'string') throw new GatewayError('MCPGATE_ERR_INVALID_PARAMS', 'params.uri must be a string');
-        const server = await this.resourceOwner(session, uri);
+        const server = await this.resourceOwner(session, uri, scope);
         if (request.method === 'resources/subscribe') session.subscribe(uri);
         if (request.method === 'resources/unsubscribe') session.unsubscribe(uri);
         return this.forward(request, server, params, context, signal);
       }
       case 'completion/complete':
-        return this.complete(session, request, params, context, signal);
+        return this.complete(session, request, params, context, signal, scope);
       case 'logging/setLevel':
-        return this.setLevel(session, request, params);
+        return this.setLevel(session, request, params, scope);
       case 'initialize':
         throw new GatewayError('MCPGATE_ERR_INVALID_REQUEST', 'Session already initialized');
       default:
@@ -215,34 +242,45 @@ export class Router {
     );
   }
 
-  private async resourceOwner(session: DownstreamSession, uri: string): Promise<string> {
-    const owner = await this.lists.viewFor(session).resolveResource(uri, this.fetcher(session));
+  private async resourceOwner(session: DownstreamSession, uri: string, scope: CatalogScope): Promise<string> {
+    const owner = await this.lists.viewFor(session).resolveResource(uri, this.fetcher(session), scope);
     if (owner !== undefined) return owner;
-    // A URI no list mentions can still be valid (dynamic resources); with one server there is only one place to ask.
+    // A URI no list mentions can still be valid (dynamic resources); with one server there is only one place to
+    // ask, if the caller may ask it. A forbidden server's URI gets the same answer as an unknown one.
     const servers = this.options.registry.serverNames;
-    if (servers.length === 1) return servers[0] as string;
+    if (servers.length === 1 && scope.servers.length === 1) return servers[0] as string;
     throw new GatewayError('MCPGATE_ERR_UNKNOWN_RESOURCE', `Resource not found: ${uri}`, { data: { uri } });
   }
 
-  private async complete(session: DownstreamSession, request: JsonRpcRequest, params: JsonObject, context: CallContext, signal: CancelScope): Promise<JsonRpcResponse> {
+  private async complete(
+    session: DownstreamSession,
+    request: JsonRpcRequest,
+    params: JsonObject,
+    context: CallContext,
+    signal: CancelScope,
+    scope: CatalogScope,
+  ): Promise<JsonRpcResponse> {
     const ref = asObject(params.ref);
     if (ref?.type === 'ref/prompt' && typeof ref.name === 'string') {
-      const route = await this.lists.viewFor(session).resolve('prompts', ref.name, this.fetcher(session));
-      if (route === undefined) throw this.unknownName('prompts', ref.name);
+      const route = await this.lists.viewFor(session).resolve('prompts', ref.name, this.fetcher(session), scope);
+      if (route === undefined) throw this.unknownName('prompts', ref.name, scope);
       return this.forward(request, route.server, { ...params, ref: { ...ref, name: route.name } }, context, signal);
     }
     if (ref?.type === 'ref/resource' && typeof ref.uri === 'string') {
-      return this.forward(request, await this.resourceOwner(session, ref.uri), params, context, signal);
+      return this.forward(request, await this.resourceOwner(session, ref.uri, scope), params, context, signal);
     }
     throw new GatewayError('MCPGATE_ERR_INVALID_PARAMS', 'params.ref must be a ref/prompt or ref/resource');
   }
 
-  /** logging/setLevel goes to every upstream that declares logging, and is replayed to ones opened later. */
-  private async setLevel(session: DownstreamSession, request: JsonRpcRequest, params: JsonObject): Promise<JsonRpcResponse> {
+  /**
+   * logging/setLevel goes to every permitted upstream that declares logging, and is replayed to ones opened
+   * later (which the caller was permitted to open).
+   */
+  private async setLevel(session: DownstreamSession, request: JsonRpcRequest, params: JsonObject, scope: CatalogScope): Promise<JsonRpcResponse> {
     if (typeof params.level !== 'string') throw new GatewayError('MCPGATE_ERR_INVALID_PARAMS', 'params.level must be a string');
     session.logLevel = params.level;
     await Promise.all(
-      this.options.registry.serverNames.map(async (server) => {
+      scope.servers.map(async (server) => {
         try {
           await this.options.registry.run(server, async () => {
             const client = await this.client(session, server);
@@ -321,8 +359,26 @@ export class Router {
     return this.options.serverTimeouts.get(server) ?? this.options.callTimeoutMs;
   }
 
-  private unknownName(kind: 'tools' | 'prompts', name: string): GatewayError {
-    const split = this.options.naming.mode === 'never' ? undefined : splitPrefixed(this.options.naming, this.options.registry.serverNames, name);
+  /** The catalogue scope a decision permits, built once per decision object. */
+  private scopeOf(decision: AccessDecision): CatalogScope {
+    let scope = this.scopes.get(decision);
+    if (scope === undefined) {
+      scope = {
+        servers: this.options.registry.serverNames.filter((server) => decision.allowsServer(server)),
+        key: decision.key,
+        allowsTool: (server, tool) => decision.allowsTool(server, tool),
+      };
+      this.scopes.set(decision, scope);
+    }
+    return scope;
+  }
+
+  /**
+   * The error for a name that resolves to nothing. A name on a server outside the caller's scope gets exactly
+   * the unknown-name error (issue 5 §6): the server's state is told only to callers who may use it.
+   */
+  private unknownName(kind: 'tools' | 'prompts', name: string, scope: CatalogScope): GatewayError {
+    const split = this.options.naming.mode === 'never' ? undefined : splitPrefixed(this.options.naming, scope.servers, name);
     const status = split === undefined ? undefined : this.options.registry.snapshot()[split.server];
     const state = status?.state;
     // Issue 4 §3 and §4: a TLS pin or digest mismatch keeps its own code and message (which names the server

@@ -37,6 +37,11 @@ export class DownstreamSession {
   readonly protocolVersion: ProtocolVersion;
   readonly clientCapabilities: JsonObject;
   readonly clientInfo: JsonObject;
+  /**
+   * The credential id (API key id, or the JWT subject's derived id) that created the session; requests with any
+   * other credential are answered as if the session did not exist (issue 5 §6). Undefined only with auth off.
+   */
+  readonly owner: string | undefined;
   readonly createdAt: number;
   lastSeen: number;
   initialized = false;
@@ -59,6 +64,7 @@ export class DownstreamSession {
     protocolVersion: ProtocolVersion;
     clientCapabilities: JsonObject;
     clientInfo: JsonObject;
+    owner: string | undefined;
     now: number;
   }) {
     this.id = init.id;
@@ -66,6 +72,7 @@ export class DownstreamSession {
     this.protocolVersion = init.protocolVersion;
     this.clientCapabilities = init.clientCapabilities;
     this.clientInfo = init.clientInfo;
+    this.owner = init.owner;
     this.createdAt = init.now;
     this.lastSeen = init.now;
   }

@@ -45,10 +45,13 @@ export class SessionManager {
     return session;
   }
 
-  /** Returns the live session and marks it active, or undefined for an unknown or ended one. */
-  touch(id: string): DownstreamSession | undefined {
+  /**
+   * Returns the live session and marks it active, or undefined for an unknown or ended one, and for one created
+   * by another credential: to that caller it does not exist (issue 5 §6), and it is not marked active.
+   */
+  touch(id: string, owner: string | undefined): DownstreamSession | undefined {
     const session = this.sessions.get(id);
-    if (session === undefined || session.closed) return undefined;
+    if (session === undefined || session.closed || session.owner !== owner) return undefined;
     session.lastSeen = this.now();
     return session;
   }

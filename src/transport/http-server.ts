@@ -2,9 +2,11 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type { GatewayConfig } from '../config/schema.js';
 import { GatewayError } from '../errors/gateway-error.js';
+import type { AdminApi } from '../admin/admin-api.js';
 import type { Logger } from '../observability/logger.js';
 import type { Router } from '../router/router.js';
 import type { SessionManager } from '../session/session-manager.js';
+import type { HttpAuth } from './http-auth.js';
 import { sendError, sendJson } from './http-helpers.js';
 import { LegacySseEndpoint } from './legacy-sse.js';
 import { RequestGuard } from './request-guard.js';
@@ -14,6 +16,12 @@ export interface HttpServerOptions {
   gateway: GatewayConfig['gateway'];
   router: Router;
   sessions: SessionManager;
+  /** Authenticates every request on an MCP path before anything else about it is read. */
+  auth: HttpAuth;
+  /** RFC 9728 protected-resource metadata (JWT resource-server mode); the well-known paths 404 without it. */
+  resourceMetadata: object | undefined;
+  /** `/admin/v1`, guarded by its own admin credential, never by an API key; 404 when absent or disabled. */
+  admin: AdminApi | undefined;
   /** Snapshot of upstream states for /readyz. */
   readiness: () => Record<string, unknown>;
   logger: Logger;
@@ -93,6 +101,19 @@ export class GatewayHttpServer {
       });
       return;
     }
+    if (WELL_KNOWN_PATHS.has(path) && request.method === 'GET' && this.options.resourceMetadata !== undefined) {
+      // Public by design (RFC 9728 §3): clients read it before they hold a token, from any origin.
+      response.setHeader('Access-Control-Allow-Origin', '*');
+      sendJson(response, 200, this.options.resourceMetadata);
+      return;
+    }
+    if ((path === ADMIN_PREFIX || path.startsWith(`${ADMIN_PREFIX}/`)) && this.options.admin !== undefined) {
+      // The Host/Origin guard applies: a browser page must not reach the admin API through DNS rebinding.
+      const rejected = this.guard?.check(request);
+      if (rejected !== undefined) throw rejected;
+      await this.options.admin.handle(request, response, path.slice(ADMIN_PREFIX.length));
+      return;
+    }
     if (path !== '/mcp' && path !== '/sse' && path !== '/messages') {
       sendJson(response, 404, { error: 'not found' });
       return;
@@ -103,12 +124,20 @@ export class GatewayHttpServer {
       throw rejection;
     }
     if (this.draining) throw new GatewayError('MCPGATE_ERR_SHUTTING_DOWN', 'The gateway is shutting down');
-    if (path === '/mcp') return this.streamable.handle(request, response);
-    if (path === '/sse' && request.method === 'GET') return this.legacy.open(request, response);
-    if (path === '/messages' && request.method === 'POST') return this.legacy.post(request, response, url);
+    const outcome = await this.options.auth.check(request, response);
+    if (outcome.refused) return;
+    const { caller } = outcome;
+    if (path === '/mcp') return this.streamable.handle(request, response, caller);
+    if (path === '/sse' && request.method === 'GET') return this.legacy.open(request, response, caller);
+    if (path === '/messages' && request.method === 'POST') return this.legacy.post(request, response, url, caller);
     response.writeHead(405).end();
   }
 }
+
+const ADMIN_PREFIX = '/admin/v1';
+
+/** RFC 9728 §3.1: the metadata of the resource `/mcp`, and the host-level form some clients try first. */
+const WELL_KNOWN_PATHS = new Set(['/.well-known/oauth-protected-resource', '/.well-known/oauth-protected-resource/mcp']);
 
 function processFigures(): Record<string, number> {
   const memory = process.memoryUsage();

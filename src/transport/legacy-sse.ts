@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { GatewayError, toJsonRpcError } from '../errors/gateway-error.js';
 import { isRequest, makeError, RpcCode, type JsonRpcMessage } from '../jsonrpc/message.js';
 import type { Logger } from '../observability/logger.js';
+import type { Caller } from '../policy/decision.js';
 import type { Router } from '../router/router.js';
 import type { DownstreamSession } from '../session/downstream-session.js';
 import type { SessionManager } from '../session/session-manager.js';
@@ -23,6 +24,8 @@ export interface LegacySseOptions {
 interface Connection {
   stream: SseStream;
   session: DownstreamSession | undefined;
+  /** The credential id that opened the stream; POSTs with any other get 404 (issue 5 §6). */
+  owner: string | undefined;
 }
 
 /**
@@ -37,7 +40,7 @@ export class LegacySseEndpoint {
     this.options = options;
   }
 
-  open(request: IncomingMessage, response: ServerResponse): void {
+  open(request: IncomingMessage, response: ServerResponse, caller: Caller | undefined): void {
     if (!accepts(request, 'text/event-stream')) {
       throw new GatewayError('MCPGATE_ERR_NOT_ACCEPTABLE', 'Not Acceptable: Accept must include text/event-stream');
     }
@@ -46,7 +49,7 @@ export class LegacySseEndpoint {
     }
     const id = randomBytes(16).toString('base64url');
     const stream = new SseStream(response).keepAlive();
-    const connection: Connection = { stream, session: undefined };
+    const connection: Connection = { stream, session: undefined, owner: caller?.keyId };
     this.connections.set(id, connection);
     stream.onClose(() => {
       this.connections.delete(id);
@@ -55,10 +58,10 @@ export class LegacySseEndpoint {
     stream.event('endpoint', `${this.options.messagesPath}?sessionId=${id}`);
   }
 
-  async post(request: IncomingMessage, response: ServerResponse, url: URL): Promise<void> {
+  async post(request: IncomingMessage, response: ServerResponse, url: URL, caller: Caller | undefined): Promise<void> {
     const id = url.searchParams.get('sessionId');
     const connection = id === null ? undefined : this.connections.get(id);
-    if (connection === undefined || !connection.stream.open) {
+    if (connection === undefined || !connection.stream.open || connection.owner !== caller?.keyId) {
       throw new GatewayError('MCPGATE_ERR_SESSION_NOT_FOUND', 'Session not found');
     }
     if (!isJsonContentType(request)) {
@@ -71,16 +74,16 @@ export class LegacySseEndpoint {
         connection.stream.send(makeError(message.id, RpcCode.InvalidRequest, `Invalid Request: ${message.invalid}`));
         continue;
       }
-      void this.dispatch(connection, message);
+      void this.dispatch(connection, message, caller);
     }
   }
 
-  private async dispatch(connection: Connection, message: JsonRpcMessage): Promise<void> {
+  private async dispatch(connection: Connection, message: JsonRpcMessage, caller: Caller | undefined): Promise<void> {
     const { router } = this.options;
     const stream = connection.stream;
     if (isRequest(message) && message.method === 'initialize' && connection.session === undefined) {
       try {
-        const { session, response } = router.initialize(message, 'legacy-sse');
+        const { session, response } = router.initialize(message, 'legacy-sse', connection.owner);
         connection.session = session;
         session.channel = { send: (outbound) => stream.send(outbound) };
         session.onClose(() => stream.end());
@@ -96,10 +99,10 @@ export class LegacySseEndpoint {
       return;
     }
     // Through the manager, so activity is stamped with its clock and an ended session is not revived.
-    if (this.options.sessions.touch(session.id) === undefined) return;
+    if (this.options.sessions.touch(session.id, connection.owner) === undefined) return;
     // On this transport every message to the client travels on the one stream: the session channel serves as
     // each request's stream too.
-    const response = await router.handleMessage(session, message, session.channel);
+    const response = await router.handleMessage(session, message, session.channel, caller);
     if (response !== undefined) stream.send(response);
   }
 

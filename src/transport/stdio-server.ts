@@ -2,6 +2,7 @@ import type { Readable, Writable } from 'node:stream';
 import { toJsonRpcError } from '../errors/gateway-error.js';
 import { isRequest, makeError, RpcCode, toMessage, type JsonRpcMessage } from '../jsonrpc/message.js';
 import type { Logger } from '../observability/logger.js';
+import type { Caller } from '../policy/decision.js';
 import type { Router } from '../router/router.js';
 import type { DownstreamSession, RequestStream } from '../session/downstream-session.js';
 import { serializeMessage } from '../jsonrpc/serialize.js';
@@ -12,6 +13,11 @@ export interface StdioServerOptions {
   output: Writable;
   maxMessageBytes: number;
   logger: Logger;
+  /**
+   * The principal the whole process acts as, authenticated once at start from `MCPGATE_API_KEY` (the client
+   * that spawns the gateway has no other way to present a credential). Undefined only with auth off.
+   */
+  caller: Caller | undefined;
 }
 
 /**
@@ -69,7 +75,7 @@ export class StdioServer {
     if (isRequest(message) && message.method === 'initialize') {
       try {
         this.session?.close();
-        const { session, response } = router.initialize(message, 'stdio');
+        const { session, response } = router.initialize(message, 'stdio', this.options.caller?.keyId);
         this.session = session;
         session.channel = this.stream;
         this.write(response);
@@ -83,7 +89,7 @@ export class StdioServer {
       if (isRequest(message)) this.write(makeError(message.id, RpcCode.InvalidRequest, 'Session not initialized'));
       return;
     }
-    const response = await router.handleMessage(session, message, this.stream);
+    const response = await router.handleMessage(session, message, this.stream, this.options.caller);
     if (response !== undefined) this.write(response);
   }
 

@@ -3,6 +3,7 @@ import { GatewayError } from '../errors/gateway-error.js';
 import { isNotification, isRequest, makeError, RpcCode, type JsonRpcRequest } from '../jsonrpc/message.js';
 import { allowsBatches, isSupportedVersion } from '../jsonrpc/protocol-versions.js';
 import type { Logger } from '../observability/logger.js';
+import type { Caller } from '../policy/decision.js';
 import type { Router } from '../router/router.js';
 import type { DownstreamSession } from '../session/downstream-session.js';
 import type { SessionManager } from '../session/session-manager.js';
@@ -32,20 +33,21 @@ export class StreamableHttpEndpoint {
     this.options = options;
   }
 
-  async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
+  /** `caller` is who the HTTP layer authenticated for this request (undefined only with auth off). */
+  async handle(request: IncomingMessage, response: ServerResponse, caller: Caller | undefined): Promise<void> {
     switch (request.method) {
       case 'POST':
-        return this.post(request, response);
+        return this.post(request, response, caller);
       case 'GET':
-        return this.get(request, response);
+        return this.get(request, response, caller);
       case 'DELETE':
-        return this.delete(request, response);
+        return this.delete(request, response, caller);
       default:
         response.writeHead(405, { Allow: 'GET, POST, DELETE' }).end();
     }
   }
 
-  private async post(request: IncomingMessage, response: ServerResponse): Promise<void> {
+  private async post(request: IncomingMessage, response: ServerResponse, caller: Caller | undefined): Promise<void> {
     const started = performance.now();
     if (!accepts(request, 'application/json') || !accepts(request, 'text/event-stream')) {
       throw new GatewayError('MCPGATE_ERR_NOT_ACCEPTABLE', 'Not Acceptable: Accept must include application/json and text/event-stream');
@@ -57,13 +59,13 @@ export class StreamableHttpEndpoint {
 
     const first = messages[0];
     if (!batch && first !== undefined && !('invalid' in first) && isRequest(first) && first.method === 'initialize') {
-      this.initialize(first, response);
+      this.initialize(first, response, caller);
       return;
     }
     if (messages.some((message) => !('invalid' in message) && 'method' in message && message.method === 'initialize')) {
       throw new GatewayError('MCPGATE_ERR_INVALID_REQUEST', 'Invalid Request: initialize must not be part of a batch');
     }
-    const session = this.session(request);
+    const session = this.session(request, caller);
     if (batch && !allowsBatches(session.protocolVersion)) {
       throw new GatewayError('MCPGATE_ERR_BATCH_NOT_ALLOWED', `Invalid Request: JSON-RPC batches are not supported in protocol ${session.protocolVersion}`);
     }
@@ -84,15 +86,15 @@ export class StreamableHttpEndpoint {
     for (const entry of invalid) responder.complete(makeError(entry.id, RpcCode.InvalidRequest, `Invalid Request: ${entry.invalid}`));
     await Promise.all(
       requests.map(async (message) => {
-        responder.complete(await this.options.router.handleRequest(session, message, responder));
+        responder.complete(await this.options.router.handleRequest(session, message, responder, caller));
       }),
     );
   }
 
-  private initialize(message: JsonRpcRequest, response: ServerResponse): void {
+  private initialize(message: JsonRpcRequest, response: ServerResponse, caller: Caller | undefined): void {
     let opened: ReturnType<Router['initialize']>;
     try {
-      opened = this.options.router.initialize(message, 'streamable-http');
+      opened = this.options.router.initialize(message, 'streamable-http', caller?.keyId);
     } catch (error) {
       // JSON-RPC 2.0 §5: an error answer carries the request's id whenever it could be read, as it can here;
       // left to the listener's catch-all it would go out with id null.
@@ -110,11 +112,11 @@ export class StreamableHttpEndpoint {
     response.end(body);
   }
 
-  private get(request: IncomingMessage, response: ServerResponse): void {
+  private get(request: IncomingMessage, response: ServerResponse, caller: Caller | undefined): void {
     if (!accepts(request, 'text/event-stream')) {
       throw new GatewayError('MCPGATE_ERR_NOT_ACCEPTABLE', 'Not Acceptable: Accept must include text/event-stream');
     }
-    const session = this.session(request);
+    const session = this.session(request, caller);
     if (session.channel !== undefined) {
       throw new GatewayError('MCPGATE_ERR_STREAM_CONFLICT', 'Conflict: this session already has a GET stream open');
     }
@@ -127,19 +129,22 @@ export class StreamableHttpEndpoint {
     session.onClose(() => stream.end());
   }
 
-  private delete(request: IncomingMessage, response: ServerResponse): void {
-    const session = this.session(request);
+  private delete(request: IncomingMessage, response: ServerResponse, caller: Caller | undefined): void {
+    const session = this.session(request, caller);
     this.options.sessions.delete(session.id);
     response.writeHead(200).end();
   }
 
-  /** The session named by Mcp-Session-Id, with the MCP-Protocol-Version header checked against it. */
-  private session(request: IncomingMessage): DownstreamSession {
+  /**
+   * The session named by Mcp-Session-Id, if `caller` created it (any other credential gets 404, issue 5 §6),
+   * with the MCP-Protocol-Version header checked against it.
+   */
+  private session(request: IncomingMessage, caller: Caller | undefined): DownstreamSession {
     const id = headerValue(request, SESSION_HEADER);
     if (id === undefined || id === '') {
       throw new GatewayError('MCPGATE_ERR_SESSION_REQUIRED', 'Bad Request: Mcp-Session-Id header is required');
     }
-    const session = this.options.sessions.touch(id);
+    const session = this.options.sessions.touch(id, caller?.keyId);
     if (session === undefined) throw new GatewayError('MCPGATE_ERR_SESSION_NOT_FOUND', 'Session not found');
     const version = headerValue(request, VERSION_HEADER);
     // Spec 2025-06-18 §protocol version header: absent means the client predates it, so the negotiated version

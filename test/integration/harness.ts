@@ -112,9 +112,21 @@ function parseLines(text: string): Array<Record<string, unknown>> {
 
 let configs = 0;
 
-/** Writes `config` as YAML with the test defaults (dev mode, 127.0.0.1 port 0, log level info); returns the path. */
+/**
+ * Writes `config` as YAML with the test defaults (dev mode, 127.0.0.1 port 0, log level info, and in dev mode
+ * `auth.mode: none` unless the test configures auth: access control has its own suite, access.test.ts);
+ * returns the path.
+ */
 export function writeConfig(config: ConfigInput, name = 'gateway'): string {
-  const gateway: GatewayInput = { mode: 'dev', logLevel: 'info', ...config.gateway, listen: { host: '127.0.0.1', port: 0, ...config.gateway?.listen } };
+  const mode = config.gateway?.mode ?? 'dev';
+  const auth = config.gateway?.auth ?? (mode === 'dev' ? { mode: 'none' as const } : undefined);
+  const gateway: GatewayInput = {
+    mode,
+    logLevel: 'info',
+    ...config.gateway,
+    ...(auth === undefined ? {} : { auth }),
+    listen: { host: '127.0.0.1', port: 0, ...config.gateway?.listen },
+  };
   const file = tempPath(`${name}-${configs++}.yaml`);
   writeFileSync(file, stringify({ ...config, gateway }), 'utf8');
   return file;
@@ -240,6 +252,8 @@ export interface ConnectOptions {
   name?: string;
   /** Runs before connect: the place to set request handlers (sampling, elicitation). */
   prepare?: (client: Client) => void;
+  /** Sent with every HTTP request of the session, e.g. the gateway API key. */
+  headers?: Record<string, string>;
 }
 
 /** An SDK client over Streamable HTTP, tracked for cleanup. */
@@ -247,7 +261,8 @@ export async function connect(url: string, options: ConnectOptions = {}): Promis
   const client = new Client({ name: options.name ?? 'it-client', version: '1.0.0' }, { capabilities: options.capabilities ?? {} });
   clients.add(client);
   options.prepare?.(client);
-  await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+  const requestInit = options.headers === undefined ? undefined : { headers: options.headers };
+  await client.connect(new StreamableHTTPClientTransport(new URL(url), requestInit === undefined ? undefined : { requestInit }));
   return client;
 }
 

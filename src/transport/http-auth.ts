@@ -1,0 +1,59 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Authenticator } from '../authn/authenticator.js';
+import { GatewayError, toJsonRpcError } from '../errors/gateway-error.js';
+import type { Logger } from '../observability/logger.js';
+import { clientIpOf, type CidrSet } from '../policy/client-ip.js';
+import type { Caller } from '../policy/decision.js';
+
+export interface HttpAuthOptions {
+  /** Undefined only for `auth.mode: none` (dev mode on loopback, enforced by the schema). */
+  readonly authenticator: Authenticator | undefined;
+  readonly trustedProxies: CidrSet;
+  readonly logger: Logger;
+}
+
+/** The outcome for one HTTP request: who is calling (undefined with auth off), or refused and already answered. */
+export type HttpAuthOutcome = { readonly refused: false; readonly caller: Caller | undefined } | { readonly refused: true };
+
+/**
+ * Authenticates every request on an MCP path before its session is looked up or its body read (issue 5 §6):
+ * a refused request never reaches the router, so it cannot cause upstream traffic (DESIGN.md invariant 3).
+ * The client IP is resolved here, once, honouring `X-Forwarded-For` only from trusted proxies (issue 5 §5).
+ */
+export class HttpAuth {
+  readonly #options: HttpAuthOptions;
+
+  constructor(options: HttpAuthOptions) {
+    this.#options = options;
+  }
+
+  async check(request: IncomingMessage, response: ServerResponse): Promise<HttpAuthOutcome> {
+    const { authenticator, trustedProxies, logger } = this.#options;
+    if (authenticator === undefined) return { refused: false, caller: undefined };
+    const clientIp = clientIpOf(request.socket.remoteAddress, request.headers['x-forwarded-for'], trustedProxies);
+    const result = await authenticator.authenticate(request.headers);
+    if (result.ok) {
+      const { keyId, principalId, principalKind, orgId, teamId } = result.caller;
+      return { refused: false, caller: { keyId, principalId, principalKind, orgId, ...(teamId === undefined ? {} : { teamId }), clientIp } };
+    }
+    logger.warn(
+      {
+        reason: result.reason,
+        ...(result.detail === undefined ? {} : { detail: result.detail }),
+        status: result.status,
+        code: result.code,
+        clientIp,
+        method: request.method,
+        path: request.url?.split('?')[0],
+      },
+      'request refused by authentication',
+    );
+    const body = JSON.stringify(toJsonRpcError(null, new GatewayError(result.code, result.message)));
+    const headers: Record<string, string | number> = { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) };
+    if (result.challenge !== undefined) headers['WWW-Authenticate'] = result.challenge;
+    // The body is not read: closing keeps a client that sent a large one from holding the connection.
+    response.writeHead(result.status, { ...headers, Connection: 'close' });
+    response.end(body);
+    return { refused: true };
+  }
+}
