@@ -1,9 +1,15 @@
+import type { Dispatcher } from 'undici';
 import { AdminApi } from './admin/admin-api.js';
 import { Authenticator } from './authn/authenticator.js';
 import { JwtVerifier } from './authn/jwt-verifier.js';
 import { resolveKeySecret } from './authn/key-secret.js';
 import type { ProtectedResourceMetadata } from './authn/resource-metadata.js';
 import { allowsUnmeasured } from './config/isolation-schema.js';
+import { buildCredentialBroker } from './credentials/build-broker.js';
+import type { CredentialBroker } from './credentials/credential-broker.js';
+import { PassthroughGate } from './credentials/passthrough-gate.js';
+import { PassthroughProber } from './credentials/probe.js';
+import { UpstreamMetadataResolver } from './credentials/upstream-metadata.js';
 import { GatewayError } from './errors/gateway-error.js';
 import type { GatewayConfig } from './config/schema.js';
 import { LATEST_PROTOCOL_VERSION } from './jsonrpc/protocol-versions.js';
@@ -27,6 +33,9 @@ import { DispatcherRegistry } from './upstream/dispatcher-registry.js';
 import { executionIdentityOf } from './upstream/execution-identity.js';
 import { connectOptionsFor } from './upstream/tls-pin.js';
 import { UpstreamRegistry } from './upstream/upstream-registry.js';
+import { resolveMasterKey } from './vault/master-key.js';
+import { SelfServiceSecrets } from './vault/self-service.js';
+import { Vault } from './vault/vault.js';
 import { isLoopbackHost } from './util/tls-pins.js';
 import { VERSION } from './version.js';
 
@@ -38,6 +47,8 @@ export interface GatewayCore {
   router: Router;
   sessions: SessionManager;
   registry: UpstreamRegistry<CallContext>;
+  /** Each HTTP server's own pool (pins, CA, mTLS): pre-flight probes travel through it too. */
+  dispatcherFor(server: string): Dispatcher;
   close(): Promise<void>;
 }
 
@@ -55,6 +66,8 @@ export interface GatewayAccess {
   readonly resourceMetadata: ProtectedResourceMetadata | undefined;
   /** The `/admin/v1` API; undefined with auth off (there is no store to manage). */
   readonly admin: AdminApi | undefined;
+  /** The per-user secret vault (issue 6 §2), when `gateway.vault` is set; it lives in the store. */
+  readonly vault: Vault | undefined;
   close(): Promise<void>;
 }
 
@@ -70,6 +83,7 @@ export async function buildAccess(config: GatewayConfig, logger: Logger): Promis
       store: undefined,
       resourceMetadata: undefined,
       admin: undefined,
+      vault: undefined,
       close: () => Promise.resolve(),
     };
   }
@@ -89,10 +103,11 @@ export async function buildAccess(config: GatewayConfig, logger: Logger): Promis
       trustedProxies: gateway.security.trustedProxies,
     });
     const jwt = gateway.auth.jwt === undefined ? undefined : new JwtVerifier({ ...gateway.auth.jwt, store, logger });
-    const authenticator = new Authenticator({ store, secret, logger, ...(jwt === undefined ? {} : { jwt }) });
+    // Only a pass-through configuration reads an Authorization beside X-Mcpgate-Key as an upstream's token.
+    const upstreamAuthorization = Object.values(servers).some((server) => server.transport !== 'stdio' && server.credentials?.mode === 'passthrough');
+    const authenticator = new Authenticator({ store, secret, logger, upstreamAuthorization, ...(jwt === undefined ? {} : { jwt }) });
     const memo = new DecisionMemo({ source: engine });
-    // An edit made through the admin API reaches this replica's callers at once; other replicas within the
-    // memo's TTL (1 s), the bound issue 5 §10 sets.
+    const vault = gateway.vault === undefined ? undefined : new Vault({ store, masterKey: await resolveMasterKey(gateway.vault) });
     const admin = new AdminApi({
       store,
       keySecret: secret,
@@ -100,11 +115,17 @@ export async function buildAccess(config: GatewayConfig, logger: Logger): Promis
       config,
       engine,
       logger,
-      onChange: () => memo.invalidateAll(),
+      ...(vault === undefined ? {} : { vault }),
+      // An edit made through the admin API reaches this replica's callers at once; other replicas within the
+      // memo's TTL (1 s), the bound issue 5 §10 sets. A stored secret changes no decision.
+      onChange: (change) => {
+        if (change !== 'secret') memo.invalidateAll();
+      },
     });
     return {
       authenticator,
       admin,
+      vault,
       access: enforcedAccess(memo),
       trustedProxies: engine.trustedProxies,
       store,
@@ -120,7 +141,7 @@ export async function buildAccess(config: GatewayConfig, logger: Logger): Promis
   }
 }
 
-export function buildCore(config: GatewayConfig, logger: Logger, access: AccessPolicy): GatewayCore {
+export function buildCore(config: GatewayConfig, logger: Logger, access: AccessPolicy, credentials: CredentialBroker): GatewayCore {
   const { gateway, servers } = config;
   // Every per-upstream cache is keyed by the execution identity (issue 4 §1, DESIGN.md invariant 1), derived
   // once here: one HTTP pool per identity, one shared stdio child per identity.
@@ -134,8 +155,9 @@ export function buildCore(config: GatewayConfig, logger: Logger, access: AccessP
   });
   const registry = new UpstreamRegistry<CallContext>({
     servers,
-    createTransport: (name, server) =>
+    createTransport: (name, server, credentials) =>
       createTransport(name, server, {
+        credentials,
         logger,
         maxMessageBytes: gateway.limits.maxUpstreamMessageBytes,
         dispatcher: server.transport === 'stdio' ? undefined : dispatchers.dispatcherFor(name),
@@ -161,6 +183,7 @@ export function buildCore(config: GatewayConfig, logger: Logger, access: AccessP
   const router = new Router({
     registry,
     access,
+    credentials,
     sessions,
     naming: { mode: gateway.prefix, separator: gateway.separator },
     filters,
@@ -175,6 +198,7 @@ export function buildCore(config: GatewayConfig, logger: Logger, access: AccessP
     router,
     sessions,
     registry,
+    dispatcherFor: (server) => dispatchers.dispatcherFor(server),
     async close() {
       sessions.closeAll();
       await registry.closeAll();
@@ -202,7 +226,15 @@ export async function startHttpGateway(config: GatewayConfig, logger: Logger): P
     );
   }
   const access = await buildAccess(config, logger);
-  const core = buildCore(config, logger, access.access);
+  const credentials = await buildCredentialBroker(config, { vault: access.vault, logger });
+  const core = buildCore(config, logger, access.access, credentials.broker);
+  const selfService = access.vault === undefined ? undefined : new SelfServiceSecrets({ vault: access.vault, config, logger });
+  const passthrough = new PassthroughGate({
+    servers: config.servers,
+    access: access.access,
+    prober: new PassthroughProber({ dispatcherFor: (server) => core.dispatcherFor(server), logger }),
+    resolver: new UpstreamMetadataResolver({ logger }),
+  });
   const server = new GatewayHttpServer({
     gateway: config.gateway,
     router: core.router,
@@ -210,6 +242,8 @@ export async function startHttpGateway(config: GatewayConfig, logger: Logger): P
     auth: new HttpAuth({ authenticator: access.authenticator, trustedProxies: access.trustedProxies, logger }),
     resourceMetadata: access.resourceMetadata,
     admin: access.admin,
+    passthrough: passthrough.active ? passthrough : undefined,
+    selfService,
     readiness: () => core.registry.snapshot() as Record<string, unknown>,
     logger,
   });
@@ -220,6 +254,8 @@ export async function startHttpGateway(config: GatewayConfig, logger: Logger): P
     async close() {
       await server.close();
       await core.close();
+      await passthrough.close();
+      await credentials.close();
       await access.close();
     },
   };
@@ -233,7 +269,8 @@ export async function runStdioGateway(config: GatewayConfig, logger: Logger, env
   const access = await buildAccess(config, logger);
   try {
     const caller = await stdioCaller(access, env);
-    const core = buildCore(config, logger, access.access);
+    const credentials = await buildCredentialBroker(config, { vault: access.vault, logger });
+    const core = buildCore(config, logger, access.access, credentials.broker);
     const server = new StdioServer({
       router: core.router,
       input: process.stdin,
@@ -246,6 +283,7 @@ export async function runStdioGateway(config: GatewayConfig, logger: Logger, env
       await server.run();
     } finally {
       await core.close();
+      await credentials.close();
     }
   } finally {
     await access.close();

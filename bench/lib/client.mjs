@@ -64,15 +64,17 @@ export function parseServerTiming(header) {
 
 /** Streamable HTTP client (spec 2025-11-25 transports). */
 export class HttpClient {
-  constructor(url, { connections = 64 } = {}) {
+  /** `headers` go on every request, e.g. the gateway API key. */
+  constructor(url, { connections = 64, headers = {} } = {}) {
     this.url = new URL(url);
+    this.extraHeaders = headers;
     this.pool = new Pool(this.url.origin, { connections, pipelining: 1, keepAliveTimeout: 60_000 });
     this.nextId = 1;
   }
 
   /** `full`: keep and parse the whole body whatever its size (W2 counts the tools of a 1 MB list). */
   async post(sessionId, body, id, full = false) {
-    const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': PROTOCOL_VERSION };
+    const headers = { ...this.extraHeaders, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': PROTOCOL_VERSION };
     if (sessionId !== undefined) headers['mcp-session-id'] = sessionId;
     const response = await this.pool.request({ path: this.url.pathname, method: 'POST', headers, body, bodyTimeout: 60_000, headersTimeout: 60_000 });
     const chunks = [];
@@ -111,7 +113,7 @@ export class HttpClient {
 
   async close(session) {
     if (session.id === undefined) return;
-    const headers = { 'mcp-session-id': session.id, 'mcp-protocol-version': PROTOCOL_VERSION };
+    const headers = { ...this.extraHeaders, 'mcp-session-id': session.id, 'mcp-protocol-version': PROTOCOL_VERSION };
     const response = await this.pool.request({ path: this.url.pathname, method: 'DELETE', headers }).catch(() => undefined);
     await response?.body.dump();
   }
@@ -126,8 +128,9 @@ export class HttpClient {
  * it; POSTs go through a shared keep-alive pool.
  */
 export class SseClient {
-  constructor(url, { connections = 64 } = {}) {
+  constructor(url, { connections = 64, headers = {} } = {}) {
     this.url = new URL(url);
+    this.extraHeaders = headers;
     this.pool = new Pool(this.url.origin, { connections, pipelining: 1, keepAliveTimeout: 60_000 });
   }
 
@@ -136,7 +139,7 @@ export class SseClient {
       const pending = new Map();
       const session = { pending, full: new Set(), nextId: 1, endpoint: undefined, request: undefined };
       const timer = setTimeout(() => reject(new Error('no endpoint event within 10 s')), 10_000);
-      const request = httpRequest(this.url, { headers: { accept: 'text/event-stream' }, agent: false }, (response) => {
+      const request = httpRequest(this.url, { headers: { ...this.extraHeaders, accept: 'text/event-stream' }, agent: false }, (response) => {
         if (response.statusCode !== 200) {
           clearTimeout(timer);
           reject(new Error(`GET ${this.url.pathname}: HTTP ${response.statusCode}`));
@@ -201,7 +204,7 @@ export class SseClient {
   async #send(session, body, id) {
     const answered = id === undefined ? undefined : new Promise((resolve) => session.pending.set(id, resolve));
     const path = session.endpoint.pathname + session.endpoint.search;
-    const response = await this.pool.request({ path, method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    const response = await this.pool.request({ path, method: 'POST', headers: { ...this.extraHeaders, 'content-type': 'application/json' }, body });
     await response.body.dump();
     if (response.statusCode >= 300) {
       session.pending.delete(id);

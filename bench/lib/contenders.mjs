@@ -3,6 +3,7 @@
 //   http family:  upstream = the HTTP mock (one process, shared by every contender of the run)
 //   stdio family: upstream = the stdio mock, spawned by the contender itself (one child per session or request)
 
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -92,11 +93,35 @@ export async function bareForwarder(ctx, { rewrite = false } = {}) {
   });
 }
 
-/** Writes an mcpgate config with the brief's production settings; returns its path. */
+/** The bench's API-key secret: fixed, so a key made by `gatewayKey` verifies in the gateway that reads the config. */
+const BENCH_KEY_SECRET = 'bench-key-secret-0123456789abcdef0123456789abcdef';
+
+/** The YAML lines that turn API-key authentication on against a per-config SQLite store in the work dir. */
+export function authLines(ctx, name) {
+  const store = join(ctx.workDir, `${name.replace(/\W+/g, '-')}-${process.hrtime.bigint()}.db`);
+  return [`  store: ${JSON.stringify(store)}`, `  auth: { mode: apiKey, keySecret: ${JSON.stringify(BENCH_KEY_SECRET)} }`];
+}
+
+/**
+ * Creates an API key in the config's store with `mcpgate keys create`, as an operator would, and returns the
+ * headers a client sends it in. No permission document exists, so the key may use every server.
+ */
+export function gatewayKeyHeaders(ctx, file) {
+  const result = spawnSync(process.execPath, [join(ctx.root, 'dist/src/cli/main.js'), 'keys', 'create', '--config', file, '--org', 'bench', '--user', 'bench'], {
+    cwd: ctx.root,
+    encoding: 'utf8',
+  });
+  const key = result.stdout.trim();
+  if (result.status !== 0 || !key.startsWith('mcpg_')) throw new Error(`mcpgate keys create failed: ${result.stderr}`);
+  return { authorization: `Bearer ${key}` };
+}
+
+/** Writes an mcpgate config with the brief's production settings (API keys on); returns its path. */
 export function writeMcpgateConfig(ctx, { urls = [], stdio = 0, extraGateway = '', name = 'mcpgate', port = 0 }) {
   const lines = [
     'gateway:',
     '  mode: production',
+    ...authLines(ctx, name),
     `  listen: { host: 127.0.0.1, port: ${port} }`,
     '  prefix: always',
     '  logLevel: warn',
@@ -128,6 +153,7 @@ export function mcpgateArgs(ctx, file) {
 export async function startMcpgate(ctx, { urls = [], stdio = 0, extraGateway = '', name = 'mcpgate', transport = 'http' } = {}) {
   const port = await freePort();
   const file = writeMcpgateConfig(ctx, { urls, stdio, extraGateway, name, port });
+  const headers = gatewayKeyHeaders(ctx, file);
   const started = performance.now();
   // At logLevel warn the gateway prints no "listening" line, so readiness is /healthz on a port chosen here.
   const child = await startProcess(name, process.execPath, mcpgateArgs(ctx, file), { core: GATEWAY_CORE, cwd: ctx.root });
@@ -137,7 +163,8 @@ export async function startMcpgate(ctx, { urls = [], stdio = 0, extraGateway = '
     await child.stop();
     throw new Error(`${name}: ${error.message}; output: ${output.slice(-1_000)}`);
   });
-  const client = transport === 'sse' ? new SseClient(url.replace(/\/mcp$/, '/sse'), { connections: 300 }) : new HttpClient(url, { connections: 300 });
+  const client =
+    transport === 'sse' ? new SseClient(url.replace(/\/mcp$/, '/sse'), { connections: 300, headers }) : new HttpClient(url, { connections: 300, headers });
   return contender({
     name,
     family: stdio > 0 ? 'stdio' : 'http',

@@ -5,7 +5,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
 import { HttpClient } from '../lib/client.mjs';
-import { GATEWAY_CORE, mcpgateArgs, writeMcpgateConfig } from '../lib/contenders.mjs';
+import { GATEWAY_CORE, gatewayKeyHeaders, mcpgateArgs, writeMcpgateConfig } from '../lib/contenders.mjs';
 import { freePort, startProcess } from '../lib/proc.mjs';
 import { round } from '../lib/load.mjs';
 import { spread } from '../lib/stats.mjs';
@@ -14,10 +14,10 @@ const RETRY_MS = 5;
 const GIVE_UP_MS = 20_000;
 
 /** Spawns `args`, then opens a session and calls `tool` until it succeeds; returns milliseconds from spawn. */
-async function firstCall(name, args, url, tool) {
+async function firstCall(name, args, url, tool, headers = {}) {
   const started = performance.now();
   const child = await startProcess(name, process.execPath, args, { core: GATEWAY_CORE });
-  const client = new HttpClient(url, { connections: 2 });
+  const client = new HttpClient(url, { connections: 2, headers });
   try {
     let lastError;
     while (performance.now() - started < GIVE_UP_MS) {
@@ -55,7 +55,9 @@ export async function runW5(ctx, profile) {
     for (let rep = 0; rep < settings.reps; rep += 1) {
       const port = await freePort();
       const file = writeMcpgateConfig(ctx, { urls: mock.urls.slice(0, upstreams), name: `mcpgate-w5-${upstreams}`, port });
-      const outcome = await firstCall('mcpgate', mcpgateArgs(ctx, file), `http://127.0.0.1:${port}/mcp`, `up${upstreams - 1}__tool_0`);
+      // The key is made before the clock starts: an operator creates keys once, not per start.
+      const headers = gatewayKeyHeaders(ctx, file);
+      const outcome = await firstCall('mcpgate', mcpgateArgs(ctx, file), `http://127.0.0.1:${port}/mcp`, `up${upstreams - 1}__tool_0`, headers);
       samples.push(outcome.ms);
       if (outcome.error) errors.push(outcome.error);
     }

@@ -10,7 +10,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { HttpClient } from '../lib/client.mjs';
-import { GATEWAY_CORE, mcpgateArgs } from '../lib/contenders.mjs';
+import { authLines, GATEWAY_CORE, gatewayKeyHeaders, mcpgateArgs } from '../lib/contenders.mjs';
 import { closedLoop } from '../lib/load.mjs';
 import { freePort, startProcess, waitForHealthy } from '../lib/proc.mjs';
 import { fmt } from '../lib/stats.mjs';
@@ -34,6 +34,7 @@ function writeConfig(ctx, settings, healthyUrls, hungUrl, port) {
   const lines = [
     'gateway:',
     '  mode: production',
+    ...authLines(ctx, 'mcpgate-w7'),
     `  listen: { host: 127.0.0.1, port: ${port} }`,
     '  prefix: always',
     '  logLevel: warn',
@@ -59,8 +60,8 @@ async function readyz(base) {
 }
 
 /** Keeps the hung upstream's slots and queue full until stopped; counts how its calls ended. */
-function startPressure(url, settings) {
-  const client = new HttpClient(url, { connections: settings.pressureWorkers + 4 });
+function startPressure(url, settings, headers) {
+  const client = new HttpClient(url, { connections: settings.pressureWorkers + 4, headers });
   const outcomes = { busy: 0, other: 0, samples: {} };
   let stopped = false;
   const worker = async () => {
@@ -96,9 +97,10 @@ export async function runW7(ctx, profile) {
   const hung = await ctx.mock({ count: 1, delayMs: settings.hungDelayMs });
   const port = await freePort();
   const file = writeConfig(ctx, settings, healthy.urls, hung.urls[0], port);
+  const headers = gatewayKeyHeaders(ctx, file);
   const base = `http://127.0.0.1:${port}`;
   const child = await startProcess('mcpgate-w7', process.execPath, mcpgateArgs(ctx, file), { core: GATEWAY_CORE, cwd: ctx.root });
-  const client = new HttpClient(`${base}/mcp`, { connections: 300 });
+  const client = new HttpClient(`${base}/mcp`, { connections: 300, headers });
   let pressure;
   try {
     await waitForHealthy(`${base}/healthz`);
@@ -127,7 +129,7 @@ export async function runW7(ctx, profile) {
     const idle = await measure();
     ctx.log(`W7 idle: p50 ${idle.latencyMs.p50} ms, p99 ${idle.latencyMs.p99} ms, ${idle.throughput}/s`);
 
-    pressure = startPressure(`${base}/mcp`, settings);
+    pressure = startPressure(`${base}/mcp`, settings, headers);
     const full = (state) => state !== undefined && state.active === settings.maxConcurrent && state.queued === settings.maxQueued;
     const deadline = Date.now() + 10_000;
     let bulkhead = await readyz(base);

@@ -9,6 +9,7 @@ import type { Logger } from '../observability/logger.js';
 import type { PermissionEngine } from '../policy/permission-engine.js';
 import type { Store } from '../store/store.js';
 import { readBody } from '../transport/read-body.js';
+import type { Vault } from '../vault/vault.js';
 import { buildRoutes, type Handler, type HttpMethod, type Route } from './routes.js';
 import { queryObject } from './schemas.js';
 
@@ -33,6 +34,8 @@ export interface AdminApiOptions {
   readonly onChange: (change: ControlChange) => void;
   readonly maxBodyBytes?: number;
   readonly now?: () => Date;
+  /** The per-user secret vault; without it `PUT …/secrets/:server` answers MCPGATE_ERR_VAULT_NOT_CONFIGURED. */
+  readonly vault?: Vault;
 }
 
 const METHODS: readonly HttpMethod[] = ['GET', 'POST', 'PUT', 'DELETE'];
@@ -65,6 +68,7 @@ export class AdminApi {
       engine: options.engine,
       onChange: options.onChange,
       ...(options.now === undefined ? {} : { now: options.now }),
+      ...(options.vault === undefined ? {} : { vault: options.vault }),
     });
     this.#routes = buildRoutes(control);
   }

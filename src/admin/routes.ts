@@ -1,5 +1,5 @@
 import type { ControlPlane } from '../control/control-plane.js';
-import { permissionsNotFound, toolsetNotFound } from '../control/views.js';
+import { permissionsNotFound, secretNotFound, toolsetNotFound } from '../control/views.js';
 import {
   createKeyBody,
   createOrgBody,
@@ -14,6 +14,7 @@ import {
   permissionDocumentBody,
   permissionLevel,
   principalsQuery,
+  putSecretBody,
   putToolsetBody,
   teamsQuery,
 } from './schemas.js';
@@ -95,6 +96,27 @@ export function buildRoutes(control: ControlPlane): Route[] {
         const principal = await control.createPrincipal(body);
         const fields = { principalId: principal.id, kind: principal.kind, orgId: principal.orgId, teamId: principal.teamId, name: principal.name };
         return { status: 201, body: { principal }, audit: { action: 'principal.create', fields } };
+      },
+    }),
+    route('/principals/:principalId/secrets', {
+      GET: async (c) => {
+        parseWith(noQuery, c.query, 'query');
+        return ok({ secrets: await control.listSecrets(param(c, 'principalId')) });
+      },
+    }),
+    route('/principals/:principalId/secrets/:server', {
+      PUT: async (c) => {
+        const { secret } = parseWith(putSecretBody, await c.body(), 'body');
+        const view = await control.setSecret(param(c, 'principalId'), param(c, 'server'), secret);
+        // The value went into the vault and nowhere else: the answer and the log carry metadata only.
+        const fields = { principalId: view.principalId, server: view.server, keyId: view.keyId };
+        return { status: 200, body: { secret: view }, audit: { action: 'secret.set', fields } };
+      },
+      DELETE: async (c) => {
+        const principalId = param(c, 'principalId');
+        const server = param(c, 'server');
+        if (!(await control.deleteSecret(principalId, server))) throw secretNotFound(principalId, server);
+        return { status: 200, body: { deleted: true }, audit: { action: 'secret.delete', fields: { principalId, server } } };
       },
     }),
     route('/keys', {

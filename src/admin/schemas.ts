@@ -46,6 +46,9 @@ export const putToolsetBody = z.strictObject({
   entries: z.array(z.strictObject({ server: name, toolGlob: name })).min(1).max(10_000),
 });
 
+/** The length and character rules are the vault's, so every front end refuses the same secrets the same way. */
+export const putSecretBody = z.strictObject({ secret: z.string() });
+
 export const permissionLevel = z.enum(['org', 'team', 'user', 'agent', 'key']);
 
 export const noQuery = z.strictObject({});

@@ -33,6 +33,8 @@ export interface AuthenticatorOptions {
   readonly touchIntervalMs?: number;
   /** How many keys the touch throttle remembers before pruning; tests lower it. Default 50 000. */
   readonly maxTrackedTouches?: number;
+  /** Some server is configured for pass-through (issue 6 §5); see `authorizationConflictsWithGatewayKey`. */
+  readonly upstreamAuthorization?: boolean;
 }
 
 type KeyFailure = Exclude<AuthFailureReason, 'store-unavailable' | 'insufficient-scope' | 'unknown-org' | 'unknown-team' | 'invalid-claim' | 'jwks-unavailable'>;
@@ -68,6 +70,7 @@ export class Authenticator {
   readonly #touchIntervalMs: number;
   readonly #maxTrackedTouches: number;
   readonly #touches = new Set<Promise<void>>();
+  readonly #upstreamAuthorization: boolean;
   /** keyId → when its last `touchKey` was started (ms on the injected clock). */
   readonly #lastTouch = new Map<string, number>();
 
@@ -85,6 +88,7 @@ export class Authenticator {
     this.#jwt = options.jwt;
     this.#metadataUrl = options.resourceMetadataUrl === undefined ? options.jwt?.resourceMetadataUrl : new URL(options.resourceMetadataUrl).href;
     this.#touchIntervalMs = interval;
+    this.#upstreamAuthorization = options.upstreamAuthorization === true;
     this.#maxTrackedTouches = tracked;
   }
 
@@ -95,14 +99,16 @@ export class Authenticator {
 
   /** Checks the request's credential. Never throws: every failure, including a broken store, is a refusal. */
   async authenticate(headers: RequestHeaders): Promise<AuthResult> {
-    const credential = extractCredential(headers, { bearerTokens: this.#jwt !== undefined });
+    const credential = extractCredential(headers, { bearerTokens: this.#jwt !== undefined, upstreamAuthorization: this.#upstreamAuthorization });
     if (credential.kind === 'none') return this.#refuse('missing');
     if (credential.kind === 'invalid') return this.#refuse(credential.reason);
     if (credential.kind === 'bearer') {
       // extractCredential yields 'bearer' only when a verifier is configured.
       if (this.#jwt === undefined) return this.#refuse('malformed');
       try {
-        return await this.#jwt.verify(credential.token);
+        const verified = await this.#jwt.verify(credential.token);
+        // The validated token is what a token-exchange server's STS receives as subject_token (issue 6 §4).
+        return verified.ok ? { ...verified, inbound: { gatewayJwt: credential.token } } : verified;
       } catch {
         // verify() is written never to throw; if it ever does, the answer is still a refusal.
         return this.#refuse('invalid-token');
@@ -134,6 +140,7 @@ export class Authenticator {
         viaHeader: credential.header,
         via: 'api-key',
       },
+      ...(credential.upstreamAuthorization === undefined ? {} : { inbound: { upstreamAuthorization: credential.upstreamAuthorization } }),
     };
   }
 

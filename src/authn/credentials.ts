@@ -4,7 +4,13 @@ import type { CredentialHeader, RequestHeaders } from './types.js';
 /** What a request presents, before anything is looked up or verified. */
 export type Credential =
   | { readonly kind: 'none' }
-  | { readonly kind: 'key'; readonly key: string; readonly header: CredentialHeader }
+  | {
+      readonly kind: 'key';
+      readonly key: string;
+      readonly header: CredentialHeader;
+      /** The client's `Authorization`, kept for pass-through servers (key in `X-Mcpgate-Key` only; see below). */
+      readonly upstreamAuthorization?: string;
+    }
   /** `Authorization: Bearer <token>` that is not a gateway key: a JWT candidate (issue 5 §8). */
   | { readonly kind: 'bearer'; readonly token: string }
   /** Malformed, oversized, or two different credentials in one request: refuse, never guess which one counts. */
@@ -21,6 +27,11 @@ export const MAX_BEARER_HEADER_LENGTH = 8192;
 export interface ExtractOptions {
   /** Whether a Bearer value that is not a gateway key is handed on as a token (JWT mode) or refused as malformed. */
   readonly bearerTokens: boolean;
+  /**
+   * Whether some server is configured for pass-through (issue 6 §5). Then, and only then, an `Authorization`
+   * beside `X-Mcpgate-Key` is the upstream's token rather than a second gateway credential.
+   */
+  readonly upstreamAuthorization?: boolean;
 }
 
 function single(value: RequestHeaders[string]): string | undefined | null {
@@ -35,14 +46,17 @@ function bearerOf(authorization: string): string | undefined {
 }
 
 /**
- * The conflict rule for a request carrying `X-Mcpgate-Key`: is its `Authorization` header a second credential?
- * Today it is, unless it is `Bearer` with that very same key. DESIGN.md invariant 5 will relax this for
- * pass-through servers: there `Authorization` carries the upstream's own token, and is unambiguous precisely
- * because the gateway key came in `X-Mcpgate-Key`. That change belongs here and nowhere else, and must then
- * apply only to requests for servers configured for pass-through.
+ * The conflict rule for a request carrying `X-Mcpgate-Key`: is its `Authorization` header a second gateway
+ * credential? It is when it is `Bearer` with a different gateway key (`mcpg_…`), always. Any other value is a
+ * second credential too, unless pass-through servers exist (DESIGN.md invariant 5): then `Authorization`
+ * carries the upstream's own token, unambiguous precisely because the gateway key came in `X-Mcpgate-Key`.
+ * The same key in both headers is one credential.
  */
-export function authorizationConflictsWithGatewayKey(authorization: string, gatewayKey: string): boolean {
-  return bearerOf(authorization) !== gatewayKey;
+export function authorizationConflictsWithGatewayKey(authorization: string, gatewayKey: string, upstreamAuthorization: boolean): boolean {
+  const bearer = bearerOf(authorization);
+  if (bearer === gatewayKey) return false;
+  if (bearer?.startsWith(API_KEY_PREFIX) === true) return true;
+  return !upstreamAuthorization;
 }
 
 /**
@@ -55,16 +69,19 @@ export function extractCredential(headers: RequestHeaders, options: ExtractOptio
   const authorization = single(headers.authorization);
   const custom = single(headers['x-mcpgate-key']);
   if (authorization === null || custom === null) return { kind: 'invalid', reason: 'conflicting' };
-  const maxAuthorization = options.bearerTokens ? MAX_BEARER_HEADER_LENGTH : MAX_KEY_HEADER_LENGTH;
+  const upstreamAuthorization = options.upstreamAuthorization === true;
+  const maxAuthorization = options.bearerTokens || upstreamAuthorization ? MAX_BEARER_HEADER_LENGTH : MAX_KEY_HEADER_LENGTH;
   if ((authorization?.length ?? 0) > maxAuthorization || (custom?.length ?? 0) > MAX_KEY_HEADER_LENGTH) {
     return { kind: 'invalid', reason: 'oversized' };
   }
   if (custom !== undefined) {
     const key = custom.trim();
-    if (authorization !== undefined && authorizationConflictsWithGatewayKey(authorization, key)) {
+    if (authorization !== undefined && authorizationConflictsWithGatewayKey(authorization, key, upstreamAuthorization)) {
       return { kind: 'invalid', reason: 'conflicting' };
     }
-    return isApiKeyFormat(key) ? { kind: 'key', key, header: 'x-mcpgate-key' } : { kind: 'invalid', reason: 'malformed' };
+    if (!isApiKeyFormat(key)) return { kind: 'invalid', reason: 'malformed' };
+    const forwarded = authorization !== undefined && bearerOf(authorization) !== key ? authorization : undefined;
+    return forwarded === undefined ? { kind: 'key', key, header: 'x-mcpgate-key' } : { kind: 'key', key, header: 'x-mcpgate-key', upstreamAuthorization: forwarded };
   }
   if (authorization === undefined) return { kind: 'none' };
   const bearer = bearerOf(authorization);

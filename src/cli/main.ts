@@ -11,6 +11,7 @@ import { registerDirectoryCommands } from './directory.js';
 import { registerExplainCommand } from './explain.js';
 import { registerKeysCommand } from './keys.js';
 import { registerPermissionsCommand } from './permissions.js';
+import { registerSecretsCommand } from './secrets.js';
 import { registerToolsetsCommand } from './toolsets.js';
 import { runPin } from './pin.js';
 
@@ -117,5 +118,7 @@ registerDirectoryCommands(program, controlIo, DEFAULT_CONFIG);
 registerPermissionsCommand(program, controlIo, DEFAULT_CONFIG);
 registerToolsetsCommand(program, controlIo, DEFAULT_CONFIG);
 registerExplainCommand(program, controlIo, DEFAULT_CONFIG);
+// Only `secrets set` reads stdin: the secret never travels in argv.
+registerSecretsCommand(program, { ...controlIo, stdin: process.stdin }, DEFAULT_CONFIG);
 
 await program.parseAsync(process.argv);

@@ -5,6 +5,7 @@ import { serverResilienceFields, stdioRestartFields } from './resilience-schema.
 import { isLoopbackHost } from '../util/tls-pins.js';
 import { jwtSchema } from './auth-schema.js';
 import { adminSchema } from './admin-schema.js';
+import { credentialsSchema, vaultSchema } from './credentials-schema.js';
 
 /**
  * The configuration schema: the one place that holds defaults (STYLE.md §6). Parsed once at start-up, then
@@ -75,6 +76,8 @@ const httpServerSchema = z.strictObject({
   transport: z.enum(['http', 'sse', 'auto']),
   url: z.url({ protocol: /^https?$/ }),
   headers: z.record(z.string(), z.string()).default({}),
+  /** How the gateway authenticates to this server (issue 6; credentials-schema.ts). Unset: no credential. */
+  credentials: credentialsSchema.optional(),
   /** Pins, CA bundle, mTLS client certificate and SNI for an https:// URL (issue 4 §3; rules in tls-rules.ts). */
   tls: tlsSchema.optional(),
   /** Permits plain http:// to a non-loopback host (issue 4 §3); the connection is then unprotected. */
@@ -147,11 +150,18 @@ const gatewaySchema = z.strictObject({
   /** How long an upstream's list stays cached when it sends no list_changed. */
   listCacheTtlMs: integer(z.number().int().nonnegative()).default(60_000),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /**
+   * The gateway's external base URL (e.g. `https://gw.example.com`), used in URLs handed to clients such as
+   * pass-through metadata challenges; unset: `http://` + the request's (checked) Host header.
+   */
+  publicUrl: z.url({ protocol: /^https?$/ }).optional(),
   /** Control-plane store (issue 5 §1): `postgres://…` or an SQLite path; unset means SQLite `./data/mcpgate.db`. */
   store: z.string().min(1).optional(),
   auth: authSchema.prefault({}),
   /** The admin REST API's credential (issue 5 §9; admin-schema.ts); without a token the API is disabled. */
   admin: adminSchema.prefault({}),
+  /** The per-user secret vault's master key (issue 6 §2); required when a server uses `per-user` credentials. */
+  vault: vaultSchema.optional(),
 });
 
 export const configSchema = z
@@ -175,6 +185,13 @@ export const configSchema = z
           code: 'custom',
           path: ['servers', name, 'allowedCidrs'],
           message: 'an internal server needs allowedCidrs; without them it could be used from nowhere',
+        });
+      }
+      if (server.transport !== 'stdio' && server.credentials?.mode === 'per-user' && config.gateway.vault === undefined) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['servers', name, 'credentials'],
+          message: 'per-user credentials need gateway.vault.masterKey (the key that encrypts stored secrets)',
         });
       }
       if (server.transport !== 'stdio') checkHttpTrust(name, server, config.gateway.mode, ctx);

@@ -16,12 +16,14 @@ import type {
   Toolset,
   ToolsetEntry,
 } from '../store/store.js';
+import { requirePerUserServer } from '../vault/servers.js';
+import type { Vault } from '../vault/vault.js';
 import { findKey, findOrCreate, findOrg, requireSubject, resolveSubject } from './subjects.js';
 import { resolveExposedTool, type ToolResolution } from './tool-resolution.js';
-import { invalidRequest, notFound, toKeyView, type KeyView } from './views.js';
+import { invalidRequest, notFound, toKeyView, toSecretView, type KeyView, type SecretView } from './views.js';
 
 /** What a mutation touched; the gateway drops memoised decisions on any of them (issue 5 §10). */
-export type ControlChange = 'org' | 'team' | 'principal' | 'key' | 'permissions' | 'toolset';
+export type ControlChange = 'org' | 'team' | 'principal' | 'key' | 'permissions' | 'toolset' | 'secret';
 
 export interface ControlPlaneOptions {
   readonly store: Store;
@@ -32,6 +34,8 @@ export interface ControlPlaneOptions {
   /** The gateway's own engine, so explain judges with exactly what serves requests; built from `config` otherwise. */
   readonly engine?: PermissionEngine;
   readonly now?: () => Date;
+  /** The per-user secret vault (issue 6 §2); only setting a secret needs it, listing and deleting do not. */
+  readonly vault?: Vault;
   /** Called after every successful mutation. */
   readonly onChange?: (change: ControlChange) => void;
 }
@@ -116,8 +120,10 @@ export class ControlPlane {
   readonly #engine: PermissionEngine;
   readonly #now: () => Date;
   readonly #onChange: (change: ControlChange) => void;
+  readonly #vault: Vault | undefined;
 
   constructor(options: ControlPlaneOptions) {
+    this.#vault = options.vault;
     this.store = options.store;
     this.#secret = options.keySecret;
     this.#config = options.config;
@@ -262,6 +268,37 @@ export class ControlPlane {
     return deleted;
   }
 
+  /**
+   * Seals and stores a principal's own secret for a `per-user` server, replacing any earlier one. The value is
+   * never returned, logged or kept outside the vault.
+   * @throws STORE_NOT_FOUND (principal), VAULT_UNKNOWN_SERVER, VAULT_SECRET_INVALID, VAULT_NOT_CONFIGURED.
+   */
+  async setSecret(principalId: string, server: string, secret: string): Promise<SecretView> {
+    const vault = this.#requireVault();
+    await this.#requirePrincipal(principalId);
+    requirePerUserServer(this.#config, server);
+    const meta = await vault.set(principalId, server, secret);
+    return this.#changed('secret', toSecretView(meta, vault.keyId));
+  }
+
+  /** One principal's secrets (STORE_NOT_FOUND for an unknown id), or everyone's: metadata only. */
+  async listSecrets(principalId?: string): Promise<SecretView[]> {
+    if (principalId !== undefined) await this.#requirePrincipal(principalId);
+    const metas = await this.store.listVaultSecrets(principalId === undefined ? {} : { principalId });
+    return metas.map((meta) => toSecretView(meta, this.#vault?.keyId));
+  }
+
+  /**
+   * Returns whether a secret was deleted. Any server name is accepted, so a secret left behind by a server that
+   * is no longer `per-user` can still be removed; no master key is needed.
+   */
+  async deleteSecret(principalId: string, server: string): Promise<boolean> {
+    await this.#requirePrincipal(principalId);
+    const deleted = await this.store.deleteVaultSecret(principalId, server);
+    if (deleted) this.#onChange('secret');
+    return deleted;
+  }
+
   /** A subject id from an id or a name (see subjects.ts); the CLI's `--subject`. */
   resolveSubject(level: PermissionLevel, idOrName: string, org?: string): Promise<string> {
     return resolveSubject(this.store, level, idOrName, org);
@@ -301,6 +338,17 @@ export class ControlPlane {
             ? `denied by the server's configuration: ${tool.reason}`
             : policy.summary;
     return { allowed, summary, key, caller, tool, policy };
+  }
+
+  #requireVault(): Vault {
+    if (this.#vault === undefined) {
+      throw new GatewayError('MCPGATE_ERR_VAULT_NOT_CONFIGURED', 'this gateway has no secret vault: set gateway.vault.masterKey to store per-user secrets');
+    }
+    return this.#vault;
+  }
+
+  async #requirePrincipal(principalId: string): Promise<void> {
+    if ((await this.store.getPrincipal(principalId)) === undefined) throw notFound('principal', principalId);
   }
 
   #changed<T>(change: ControlChange, value: T): T {

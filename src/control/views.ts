@@ -1,5 +1,5 @@
 import { GatewayError } from '../errors/gateway-error.js';
-import type { ApiKeyRecord, PrincipalKind } from '../store/store.js';
+import type { ApiKeyRecord, PrincipalKind, VaultSecretMeta } from '../store/store.js';
 
 /** Whether a key would authenticate now. Revocation wins over expiry: it was an explicit act. */
 export type KeyStatus = 'active' | 'expired' | 'revoked';
@@ -47,6 +47,28 @@ export function toKeyView(record: ApiKeyRecord, now: Date): KeyView {
   };
 }
 
+/** A per-user secret as management shows it: whose, for which server, sealed by which key, when. Never the value. */
+export interface SecretView {
+  readonly principalId: string;
+  readonly server: string;
+  /** Id of the master key that sealed it (first 16 hex of its SHA-256). */
+  readonly keyId: string;
+  /** Whether that is the vault's current key; absent when no vault key is loaded. False means it will not open. */
+  readonly current?: boolean;
+  readonly updatedAt: Date;
+}
+
+/** Copies the listed fields only, so the sealed bytes can never ride along. */
+export function toSecretView(meta: VaultSecretMeta, currentKeyId: string | undefined): SecretView {
+  return {
+    principalId: meta.principalId,
+    server: meta.server,
+    keyId: meta.keyId,
+    ...(currentKeyId === undefined ? {} : { current: meta.keyId === currentKeyId }),
+    updatedAt: meta.updatedAt,
+  };
+}
+
 /** A malformed management request: a bad argument or body, or a name that matches nothing usable. */
 export function invalidRequest(message: string, data?: Record<string, unknown>): GatewayError {
   return new GatewayError('MCPGATE_ERR_ADMIN_INVALID', message, data === undefined ? {} : { data });
@@ -66,5 +88,12 @@ export function toolsetNotFound(name: string): GatewayError {
 export function permissionsNotFound(level: string, subjectId: string): GatewayError {
   return new GatewayError('MCPGATE_ERR_STORE_NOT_FOUND', `${level} "${subjectId}" has no permission document (the level does not restrict)`, {
     data: { entity: 'permissions', level, id: subjectId },
+  });
+}
+
+/** The principal exists but has no secret for that server. */
+export function secretNotFound(principalId: string, server: string): GatewayError {
+  return new GatewayError('MCPGATE_ERR_STORE_NOT_FOUND', `principal "${principalId}" has no secret stored for server "${server}"`, {
+    data: { entity: 'secret', id: principalId, server },
   });
 }

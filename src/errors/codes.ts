@@ -54,6 +54,17 @@ export const ErrorCatalogue = {
   MCPGATE_ERR_INSUFFICIENT_SCOPE: { http: 403, rpc: RpcCode.InvalidRequest },
   MCPGATE_ERR_IDENTITY_UNMAPPED: { http: 403, rpc: RpcCode.InvalidRequest },
   MCPGATE_ERR_JWKS_UNAVAILABLE: { http: 503, rpc: RpcCode.ServerError },
+  MCPGATE_ERR_VAULT_KEY_MISMATCH: { http: 500, rpc: RpcCode.ServerError },
+  MCPGATE_ERR_VAULT_CORRUPT: { http: 500, rpc: RpcCode.ServerError },
+  MCPGATE_ERR_VAULT_SECRET_INVALID: { http: 400, rpc: RpcCode.InvalidParams },
+  MCPGATE_ERR_VAULT_UNKNOWN_SERVER: { http: 404, rpc: RpcCode.InvalidParams },
+  MCPGATE_ERR_VAULT_NOT_CONFIGURED: { http: 404, rpc: RpcCode.InvalidRequest },
+  MCPGATE_ERR_SSRF_BLOCKED: { http: 502, rpc: RpcCode.ServerError },
+  MCPGATE_ERR_UPSTREAM_METADATA: { http: 502, rpc: RpcCode.ServerError },
+  MCPGATE_ERR_UPSTREAM_UNAUTHORIZED: { http: 401, rpc: RpcCode.InvalidRequest },
+  MCPGATE_ERR_UPSTREAM_FORBIDDEN: { http: 403, rpc: RpcCode.InvalidRequest },
+  MCPGATE_ERR_UPSTREAM_TOKEN: { http: 502, rpc: RpcCode.ServerError },
+  MCPGATE_ERR_CREDENTIAL_MISSING: { http: 403, rpc: RpcCode.InvalidRequest },
 } as const;
 
 export type ErrorCode = keyof typeof ErrorCatalogue;

@@ -14,6 +14,7 @@ import {
   type JsonRpcResponse,
 } from '../jsonrpc/message.js';
 import { negotiateVersion } from '../jsonrpc/protocol-versions.js';
+import type { CredentialBroker } from '../credentials/credential-broker.js';
 import type { Logger } from '../observability/logger.js';
 import type { AccessPolicy } from '../policy/access-policy.js';
 import type { AccessDecision, Caller } from '../policy/decision.js';
@@ -32,6 +33,8 @@ export interface RouterOptions {
   registry: UpstreamRegistry<CallContext>;
   /** Asked once per request, before any upstream contact (issue 5 §6-7, DESIGN.md invariants 3-4). */
   access: AccessPolicy;
+  /** How each upstream session authenticates to its server, for its session's principal (issue 6). */
+  credentials: CredentialBroker;
   sessions: SessionManager;
   naming: Naming;
   filters: ReadonlyMap<string, ToolFilter>;
@@ -83,10 +86,11 @@ export class Router {
   }
 
   /**
-   * Handles `initialize`: validates it, creates the session bound to `owner` (the caller's credential id; issue
-   * 5 §6), and answers with the negotiated version. It contacts no upstream, so it needs no decision.
+   * Handles `initialize`: validates it, creates the session bound to the caller's credential (issue 5 §6) and
+   * principal (whose upstream credentials it uses, issue 6), and answers with the negotiated version. It
+   * contacts no upstream, so it needs no decision.
    */
-  initialize(request: JsonRpcRequest, transport: TransportKind, owner: string | undefined): { session: DownstreamSession; response: JsonRpcResponse } {
+  initialize(request: JsonRpcRequest, transport: TransportKind, caller: Caller | undefined): { session: DownstreamSession; response: JsonRpcResponse } {
     const params = request.params ?? {};
     const clientInfo = asObject(params.clientInfo);
     const capabilities = params.capabilities === undefined ? {} : asObject(params.capabilities);
@@ -94,7 +98,7 @@ export class Router {
       throw new GatewayError('MCPGATE_ERR_INVALID_PARAMS', 'initialize needs protocolVersion, capabilities and clientInfo');
     }
     const protocolVersion = negotiateVersion(params.protocolVersion);
-    const session = this.options.sessions.create({ transport, protocolVersion, clientCapabilities: capabilities, clientInfo, owner });
+    const session = this.options.sessions.create({ transport, protocolVersion, clientCapabilities: capabilities, clientInfo, owner: caller?.keyId, principalId: caller?.principalId });
     session.onClose(() => this.options.registry.release(session.id));
     const response = makeResult(request.id, {
       protocolVersion,
@@ -303,6 +307,11 @@ export class Router {
     return this.options.registry.acquire(server, {
       key: session.id,
       capabilities: session.clientCapabilities,
+      credentials: this.options.credentials.forSession(server, {
+        principalId: session.principalId,
+        principalKey: session.owner,
+        inbound: () => session.inbound,
+      }),
       handlers: createUpstreamHandlers(server, shared ? undefined : session, this.events, this.options.logger),
       onOpen: async (client) => {
         if (session.logLevel !== undefined && 'logging' in client.serverCapabilities) {

@@ -1,3 +1,4 @@
+import type { InboundCredentials } from '../authn/types.js';
 import type { JsonObject, JsonRpcId, JsonRpcMessage } from '../jsonrpc/message.js';
 import type { ProtocolVersion } from '../jsonrpc/protocol-versions.js';
 import type { CancelScope } from './cancel-scope.js';
@@ -42,6 +43,13 @@ export class DownstreamSession {
    * other credential are answered as if the session did not exist (issue 5 §6). Undefined only with auth off.
    */
   readonly owner: string | undefined;
+  /** The principal behind `owner`, whose own upstream credentials (e.g. vault secrets) the session uses. */
+  readonly principalId: string | undefined;
+  /**
+   * What the session's latest request carried for upstreams (a gateway JWT to exchange, an `Authorization` to
+   * pass through), replaced by every request; read when an upstream request is made (issue 6). Never logged.
+   */
+  inbound: InboundCredentials | undefined;
   readonly createdAt: number;
   lastSeen: number;
   initialized = false;
@@ -65,6 +73,7 @@ export class DownstreamSession {
     clientCapabilities: JsonObject;
     clientInfo: JsonObject;
     owner: string | undefined;
+    principalId: string | undefined;
     now: number;
   }) {
     this.id = init.id;
@@ -73,6 +82,7 @@ export class DownstreamSession {
     this.clientCapabilities = init.clientCapabilities;
     this.clientInfo = init.clientInfo;
     this.owner = init.owner;
+    this.principalId = init.principalId;
     this.createdAt = init.now;
     this.lastSeen = init.now;
   }

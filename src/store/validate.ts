@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { GatewayError } from '../errors/gateway-error.js';
-import type { PermissionDocument, PermissionLevel, ToolsetEntry } from './store.js';
+import type { PermissionDocument, PermissionLevel, PutVaultSecretInput, ToolsetEntry } from './store.js';
 
 // No trimming: documents must round-trip byte for byte, so a name is refused rather than rewritten.
 const name = z.string().min(1).max(200).regex(/\S/);
@@ -66,4 +66,25 @@ export function readStoredJson<T>(text: unknown, check: (value: unknown) => T, w
   } catch (error) {
     throw new GatewayError('MCPGATE_ERR_STORE_UNAVAILABLE', `stored ${what} cannot be read`, { cause: error });
   }
+}
+
+const KEY_ID = /^[0-9a-f]{16}$/;
+/** 12 bytes of base64: exactly 16 characters, never padded. */
+const NONCE = /^[A-Za-z0-9+/]{16}$/;
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+/** The vault bounds a secret at 8 KiB; its base64 ciphertext with tag stays well under this. */
+export const MAX_VAULT_CIPHERTEXT_CHARS = 16_384;
+
+/** Refuses a malformed sealed entry before it is written; the messages never quote the sealed bytes. */
+export function checkVaultSecretInput(input: PutVaultSecretInput): PutVaultSecretInput {
+  if (typeof input !== 'object' || input === null) throw invalid('a vault secret must be an object');
+  const server = checkName(input.server, 'server name');
+  if (typeof input.keyId !== 'string' || !KEY_ID.test(input.keyId)) throw invalid('vault keyId must be 16 lower-case hex characters');
+  if (typeof input.nonce !== 'string' || !NONCE.test(input.nonce)) throw invalid('vault nonce must be 12 bytes of base64');
+  const { ciphertext } = input;
+  // 24 characters is the shortest base64 of a 16-byte tag plus one byte of ciphertext.
+  if (typeof ciphertext !== 'string' || ciphertext.length < 24 || ciphertext.length > MAX_VAULT_CIPHERTEXT_CHARS || !BASE64.test(ciphertext)) {
+    throw invalid(`vault ciphertext must be base64 of 17 to ${(MAX_VAULT_CIPHERTEXT_CHARS / 4) * 3} bytes`);
+  }
+  return { principalId: input.principalId, server, keyId: input.keyId, nonce: input.nonce, ciphertext };
 }

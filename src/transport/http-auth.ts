@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Authenticator } from '../authn/authenticator.js';
+import type { InboundCredentials } from '../authn/types.js';
 import { GatewayError, toJsonRpcError } from '../errors/gateway-error.js';
 import type { Logger } from '../observability/logger.js';
 import { clientIpOf, type CidrSet } from '../policy/client-ip.js';
@@ -13,7 +14,16 @@ export interface HttpAuthOptions {
 }
 
 /** The outcome for one HTTP request: who is calling (undefined with auth off), or refused and already answered. */
-export type HttpAuthOutcome = { readonly refused: false; readonly caller: Caller | undefined } | { readonly refused: true };
+/** Who sent one request, and what it carried for upstreams (issue 6). */
+export interface RequestIdentity {
+  /** Undefined only with auth off. */
+  readonly caller: Caller | undefined;
+  readonly inbound: InboundCredentials | undefined;
+  /** The gateway credential came in `X-Mcpgate-Key`, so `Authorization` may belong to an upstream (issue 6 §5). */
+  readonly keyInOwnHeader: boolean;
+}
+
+export type HttpAuthOutcome = ({ readonly refused: false } & RequestIdentity) | { readonly refused: true };
 
 /**
  * Authenticates every request on an MCP path before its session is looked up or its body read (issue 5 §6):
@@ -29,12 +39,17 @@ export class HttpAuth {
 
   async check(request: IncomingMessage, response: ServerResponse): Promise<HttpAuthOutcome> {
     const { authenticator, trustedProxies, logger } = this.#options;
-    if (authenticator === undefined) return { refused: false, caller: undefined };
+    if (authenticator === undefined) return { refused: false, caller: undefined, inbound: undefined, keyInOwnHeader: false };
     const clientIp = clientIpOf(request.socket.remoteAddress, request.headers['x-forwarded-for'], trustedProxies);
     const result = await authenticator.authenticate(request.headers);
     if (result.ok) {
       const { keyId, principalId, principalKind, orgId, teamId } = result.caller;
-      return { refused: false, caller: { keyId, principalId, principalKind, orgId, ...(teamId === undefined ? {} : { teamId }), clientIp } };
+      return {
+        refused: false,
+        caller: { keyId, principalId, principalKind, orgId, ...(teamId === undefined ? {} : { teamId }), clientIp },
+        inbound: result.inbound,
+        keyInOwnHeader: result.caller.viaHeader === 'x-mcpgate-key',
+      };
     }
     logger.warn(
       {

@@ -3,6 +3,8 @@ import type { AddressInfo } from 'node:net';
 import type { GatewayConfig } from '../config/schema.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { AdminApi } from '../admin/admin-api.js';
+import type { PassthroughGate } from '../credentials/passthrough-gate.js';
+import type { SelfServiceSecrets } from '../vault/self-service.js';
 import type { Logger } from '../observability/logger.js';
 import type { Router } from '../router/router.js';
 import type { SessionManager } from '../session/session-manager.js';
@@ -22,6 +24,10 @@ export interface HttpServerOptions {
   resourceMetadata: object | undefined;
   /** `/admin/v1`, guarded by its own admin credential, never by an API key; 404 when absent or disabled. */
   admin: AdminApi | undefined;
+  /** Pre-flight probes and per-server metadata of pass-through servers (issue 6 §5); absent without any. */
+  passthrough: PassthroughGate | undefined;
+  /** `/v1/secrets`: a principal's own per-user secrets, after authentication (issue 6 §2); absent without a vault. */
+  selfService: SelfServiceSecrets | undefined;
   /** Snapshot of upstream states for /readyz. */
   readiness: () => Record<string, unknown>;
   logger: Logger;
@@ -72,6 +78,16 @@ export class GatewayHttpServer {
     return `http://${shownHost}:${address.port}/mcp`;
   }
 
+  /**
+   * The gateway's external origin for URLs it hands to clients: `gateway.publicUrl` when set, else the request's
+   * Host, which the guard has already checked against the allowed hosts.
+   */
+  private origin(request: IncomingMessage): string {
+    const configured = this.options.gateway.publicUrl;
+    if (configured !== undefined) return new URL(configured).origin;
+    return `http://${request.headers.host ?? `127.0.0.1:${this.port}`}`;
+  }
+
   get port(): number {
     return (this.server.address() as AddressInfo | null)?.port ?? 0;
   }
@@ -101,6 +117,16 @@ export class GatewayHttpServer {
       });
       return;
     }
+    const serverMetadata = PER_SERVER_METADATA.exec(path)?.[1];
+    if (serverMetadata !== undefined && request.method === 'GET' && this.options.passthrough !== undefined) {
+      const document = await this.options.passthrough.metadata(this.origin(request), serverMetadata);
+      if (document === undefined) sendJson(response, 404, { error: 'not found' });
+      else {
+        response.setHeader('Access-Control-Allow-Origin', '*');
+        sendJson(response, 200, document);
+      }
+      return;
+    }
     if (WELL_KNOWN_PATHS.has(path) && request.method === 'GET' && this.options.resourceMetadata !== undefined) {
       // Public by design (RFC 9728 §3): clients read it before they hold a token, from any origin.
       response.setHeader('Access-Control-Allow-Origin', '*');
@@ -112,6 +138,17 @@ export class GatewayHttpServer {
       const rejected = this.guard?.check(request);
       if (rejected !== undefined) throw rejected;
       await this.options.admin.handle(request, response, path.slice(ADMIN_PREFIX.length));
+      return;
+    }
+    const selfService = path === SECRETS_PREFIX || path.startsWith(`${SECRETS_PREFIX}/`) ? this.options.selfService : undefined;
+    if (selfService !== undefined) {
+      const rejected = this.guard?.check(request);
+      if (rejected !== undefined) throw rejected;
+      if (this.draining) throw new GatewayError('MCPGATE_ERR_SHUTTING_DOWN', 'The gateway is shutting down');
+      const outcome = await this.options.auth.check(request, response);
+      if (outcome.refused) return;
+      if (outcome.caller === undefined) throw new GatewayError('MCPGATE_ERR_UNAUTHENTICATED', 'personal secrets need an authenticated caller');
+      await selfService.handle(request, response, outcome.caller, path.slice(SECRETS_PREFIX.length));
       return;
     }
     if (path !== '/mcp' && path !== '/sse' && path !== '/messages') {
@@ -126,15 +163,30 @@ export class GatewayHttpServer {
     if (this.draining) throw new GatewayError('MCPGATE_ERR_SHUTTING_DOWN', 'The gateway is shutting down');
     const outcome = await this.options.auth.check(request, response);
     if (outcome.refused) return;
-    const { caller } = outcome;
-    if (path === '/mcp') return this.streamable.handle(request, response, caller);
-    if (path === '/sse' && request.method === 'GET') return this.legacy.open(request, response, caller);
-    if (path === '/messages' && request.method === 'POST') return this.legacy.post(request, response, url, caller);
+    if (request.method === 'POST' && this.options.passthrough?.active === true) {
+      const challenge = await this.options.passthrough.check({
+        caller: outcome.caller,
+        keyInOwnHeader: outcome.keyInOwnHeader,
+        upstreamAuthorization: outcome.inbound?.upstreamAuthorization,
+        origin: this.origin(request),
+      });
+      if (challenge !== undefined) {
+        const error = new GatewayError(challenge.code, challenge.message, { data: { server: challenge.server } });
+        sendError(response, error, null, challenge.status === 401 ? { 'WWW-Authenticate': challenge.wwwAuthenticate } : {});
+        return;
+      }
+    }
+    if (path === '/mcp') return this.streamable.handle(request, response, outcome);
+    if (path === '/sse' && request.method === 'GET') return this.legacy.open(request, response, outcome);
+    if (path === '/messages' && request.method === 'POST') return this.legacy.post(request, response, url, outcome);
     response.writeHead(405).end();
   }
 }
 
 const ADMIN_PREFIX = '/admin/v1';
+const SECRETS_PREFIX = '/v1/secrets';
+/** `/.well-known/oauth-protected-resource/<server>/mcp`: a pass-through server's metadata (issue 6 §5). */
+const PER_SERVER_METADATA = /^\/\.well-known\/oauth-protected-resource\/([A-Za-z0-9][A-Za-z0-9_.-]{0,63})\/mcp$/;
 
 /** RFC 9728 §3.1: the metadata of the resource `/mcp`, and the host-level form some clients try first. */
 const WELL_KNOWN_PATHS = new Set(['/.well-known/oauth-protected-resource', '/.well-known/oauth-protected-resource/mcp']);

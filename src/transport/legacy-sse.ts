@@ -4,6 +4,7 @@ import { GatewayError, toJsonRpcError } from '../errors/gateway-error.js';
 import { isRequest, makeError, RpcCode, type JsonRpcMessage } from '../jsonrpc/message.js';
 import type { Logger } from '../observability/logger.js';
 import type { Caller } from '../policy/decision.js';
+import type { RequestIdentity } from './http-auth.js';
 import type { Router } from '../router/router.js';
 import type { DownstreamSession } from '../session/downstream-session.js';
 import type { SessionManager } from '../session/session-manager.js';
@@ -24,8 +25,8 @@ export interface LegacySseOptions {
 interface Connection {
   stream: SseStream;
   session: DownstreamSession | undefined;
-  /** The credential id that opened the stream; POSTs with any other get 404 (issue 5 §6). */
-  owner: string | undefined;
+  /** The caller that opened the stream; POSTs with any other credential get 404 (issue 5 §6). */
+  owner: Caller | undefined;
 }
 
 /**
@@ -40,7 +41,7 @@ export class LegacySseEndpoint {
     this.options = options;
   }
 
-  open(request: IncomingMessage, response: ServerResponse, caller: Caller | undefined): void {
+  open(request: IncomingMessage, response: ServerResponse, identity: RequestIdentity): void {
     if (!accepts(request, 'text/event-stream')) {
       throw new GatewayError('MCPGATE_ERR_NOT_ACCEPTABLE', 'Not Acceptable: Accept must include text/event-stream');
     }
@@ -49,7 +50,7 @@ export class LegacySseEndpoint {
     }
     const id = randomBytes(16).toString('base64url');
     const stream = new SseStream(response).keepAlive();
-    const connection: Connection = { stream, session: undefined, owner: caller?.keyId };
+    const connection: Connection = { stream, session: undefined, owner: identity.caller };
     this.connections.set(id, connection);
     stream.onClose(() => {
       this.connections.delete(id);
@@ -58,10 +59,10 @@ export class LegacySseEndpoint {
     stream.event('endpoint', `${this.options.messagesPath}?sessionId=${id}`);
   }
 
-  async post(request: IncomingMessage, response: ServerResponse, url: URL, caller: Caller | undefined): Promise<void> {
+  async post(request: IncomingMessage, response: ServerResponse, url: URL, identity: RequestIdentity): Promise<void> {
     const id = url.searchParams.get('sessionId');
     const connection = id === null ? undefined : this.connections.get(id);
-    if (connection === undefined || !connection.stream.open || connection.owner !== caller?.keyId) {
+    if (connection === undefined || !connection.stream.open || connection.owner?.keyId !== identity.caller?.keyId) {
       throw new GatewayError('MCPGATE_ERR_SESSION_NOT_FOUND', 'Session not found');
     }
     if (!isJsonContentType(request)) {
@@ -74,11 +75,11 @@ export class LegacySseEndpoint {
         connection.stream.send(makeError(message.id, RpcCode.InvalidRequest, `Invalid Request: ${message.invalid}`));
         continue;
       }
-      void this.dispatch(connection, message, caller);
+      void this.dispatch(connection, message, identity);
     }
   }
 
-  private async dispatch(connection: Connection, message: JsonRpcMessage, caller: Caller | undefined): Promise<void> {
+  private async dispatch(connection: Connection, message: JsonRpcMessage, identity: RequestIdentity): Promise<void> {
     const { router } = this.options;
     const stream = connection.stream;
     if (isRequest(message) && message.method === 'initialize' && connection.session === undefined) {
@@ -99,10 +100,11 @@ export class LegacySseEndpoint {
       return;
     }
     // Through the manager, so activity is stamped with its clock and an ended session is not revived.
-    if (this.options.sessions.touch(session.id, connection.owner) === undefined) return;
+    if (this.options.sessions.touch(session.id, connection.owner?.keyId) === undefined) return;
     // On this transport every message to the client travels on the one stream: the session channel serves as
     // each request's stream too.
-    const response = await router.handleMessage(session, message, session.channel, caller);
+    session.inbound = identity.inbound;
+    const response = await router.handleMessage(session, message, session.channel, identity.caller);
     if (response !== undefined) stream.send(response);
   }
 

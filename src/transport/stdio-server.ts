@@ -75,7 +75,7 @@ export class StdioServer {
     if (isRequest(message) && message.method === 'initialize') {
       try {
         this.session?.close();
-        const { session, response } = router.initialize(message, 'stdio', this.options.caller?.keyId);
+        const { session, response } = router.initialize(message, 'stdio', this.options.caller);
         this.session = session;
         session.channel = this.stream;
         this.write(response);

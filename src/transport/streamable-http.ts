@@ -3,7 +3,7 @@ import { GatewayError } from '../errors/gateway-error.js';
 import { isNotification, isRequest, makeError, RpcCode, type JsonRpcRequest } from '../jsonrpc/message.js';
 import { allowsBatches, isSupportedVersion } from '../jsonrpc/protocol-versions.js';
 import type { Logger } from '../observability/logger.js';
-import type { Caller } from '../policy/decision.js';
+import type { RequestIdentity } from './http-auth.js';
 import type { Router } from '../router/router.js';
 import type { DownstreamSession } from '../session/downstream-session.js';
 import type { SessionManager } from '../session/session-manager.js';
@@ -33,21 +33,21 @@ export class StreamableHttpEndpoint {
     this.options = options;
   }
 
-  /** `caller` is who the HTTP layer authenticated for this request (undefined only with auth off). */
-  async handle(request: IncomingMessage, response: ServerResponse, caller: Caller | undefined): Promise<void> {
+  /** `identity` is who the HTTP layer authenticated for this request (its caller is undefined only with auth off). */
+  async handle(request: IncomingMessage, response: ServerResponse, identity: RequestIdentity): Promise<void> {
     switch (request.method) {
       case 'POST':
-        return this.post(request, response, caller);
+        return this.post(request, response, identity);
       case 'GET':
-        return this.get(request, response, caller);
+        return this.get(request, response, identity);
       case 'DELETE':
-        return this.delete(request, response, caller);
+        return this.delete(request, response, identity);
       default:
         response.writeHead(405, { Allow: 'GET, POST, DELETE' }).end();
     }
   }
 
-  private async post(request: IncomingMessage, response: ServerResponse, caller: Caller | undefined): Promise<void> {
+  private async post(request: IncomingMessage, response: ServerResponse, identity: RequestIdentity): Promise<void> {
     const started = performance.now();
     if (!accepts(request, 'application/json') || !accepts(request, 'text/event-stream')) {
       throw new GatewayError('MCPGATE_ERR_NOT_ACCEPTABLE', 'Not Acceptable: Accept must include application/json and text/event-stream');
@@ -59,13 +59,13 @@ export class StreamableHttpEndpoint {
 
     const first = messages[0];
     if (!batch && first !== undefined && !('invalid' in first) && isRequest(first) && first.method === 'initialize') {
-      this.initialize(first, response, caller);
+      this.initialize(first, response, identity);
       return;
     }
     if (messages.some((message) => !('invalid' in message) && 'method' in message && message.method === 'initialize')) {
       throw new GatewayError('MCPGATE_ERR_INVALID_REQUEST', 'Invalid Request: initialize must not be part of a batch');
     }
-    const session = this.session(request, caller);
+    const session = this.session(request, identity);
     if (batch && !allowsBatches(session.protocolVersion)) {
       throw new GatewayError('MCPGATE_ERR_BATCH_NOT_ALLOWED', `Invalid Request: JSON-RPC batches are not supported in protocol ${session.protocolVersion}`);
     }
@@ -86,15 +86,15 @@ export class StreamableHttpEndpoint {
     for (const entry of invalid) responder.complete(makeError(entry.id, RpcCode.InvalidRequest, `Invalid Request: ${entry.invalid}`));
     await Promise.all(
       requests.map(async (message) => {
-        responder.complete(await this.options.router.handleRequest(session, message, responder, caller));
+        responder.complete(await this.options.router.handleRequest(session, message, responder, identity.caller));
       }),
     );
   }
 
-  private initialize(message: JsonRpcRequest, response: ServerResponse, caller: Caller | undefined): void {
+  private initialize(message: JsonRpcRequest, response: ServerResponse, identity: RequestIdentity): void {
     let opened: ReturnType<Router['initialize']>;
     try {
-      opened = this.options.router.initialize(message, 'streamable-http', caller?.keyId);
+      opened = this.options.router.initialize(message, 'streamable-http', identity.caller);
     } catch (error) {
       // JSON-RPC 2.0 §5: an error answer carries the request's id whenever it could be read, as it can here;
       // left to the listener's catch-all it would go out with id null.
@@ -112,11 +112,11 @@ export class StreamableHttpEndpoint {
     response.end(body);
   }
 
-  private get(request: IncomingMessage, response: ServerResponse, caller: Caller | undefined): void {
+  private get(request: IncomingMessage, response: ServerResponse, identity: RequestIdentity): void {
     if (!accepts(request, 'text/event-stream')) {
       throw new GatewayError('MCPGATE_ERR_NOT_ACCEPTABLE', 'Not Acceptable: Accept must include text/event-stream');
     }
-    const session = this.session(request, caller);
+    const session = this.session(request, identity);
     if (session.channel !== undefined) {
       throw new GatewayError('MCPGATE_ERR_STREAM_CONFLICT', 'Conflict: this session already has a GET stream open');
     }
@@ -129,23 +129,25 @@ export class StreamableHttpEndpoint {
     session.onClose(() => stream.end());
   }
 
-  private delete(request: IncomingMessage, response: ServerResponse, caller: Caller | undefined): void {
-    const session = this.session(request, caller);
+  private delete(request: IncomingMessage, response: ServerResponse, identity: RequestIdentity): void {
+    const session = this.session(request, identity);
     this.options.sessions.delete(session.id);
     response.writeHead(200).end();
   }
 
   /**
-   * The session named by Mcp-Session-Id, if `caller` created it (any other credential gets 404, issue 5 §6),
-   * with the MCP-Protocol-Version header checked against it.
+   * The session named by Mcp-Session-Id, if this caller created it (any other credential gets 404, issue 5 §6),
+   * with the MCP-Protocol-Version header checked against it. The request's upstream credentials become the
+   * session's current ones (issue 6): upstream requests it causes carry what this request carried.
    */
-  private session(request: IncomingMessage, caller: Caller | undefined): DownstreamSession {
+  private session(request: IncomingMessage, identity: RequestIdentity): DownstreamSession {
     const id = headerValue(request, SESSION_HEADER);
     if (id === undefined || id === '') {
       throw new GatewayError('MCPGATE_ERR_SESSION_REQUIRED', 'Bad Request: Mcp-Session-Id header is required');
     }
-    const session = this.options.sessions.touch(id, caller?.keyId);
+    const session = this.options.sessions.touch(id, identity.caller?.keyId);
     if (session === undefined) throw new GatewayError('MCPGATE_ERR_SESSION_NOT_FOUND', 'Session not found');
+    session.inbound = identity.inbound;
     const version = headerValue(request, VERSION_HEADER);
     // Spec 2025-06-18 §protocol version header: absent means the client predates it, so the negotiated version
     // stands. A present one must be a version we speak; the official SDK server and the conformance suite

@@ -1,5 +1,6 @@
 import type { Dispatcher } from 'undici';
 import type { ServerConfig } from '../config/schema.js';
+import type { UpstreamCredentials } from '../credentials/types.js';
 import type { Logger } from '../observability/logger.js';
 import { AutoTransport } from './auto-transport.js';
 import { SseTransport } from './sse-transport.js';
@@ -23,6 +24,8 @@ export interface CreateTransportDeps {
    * `gateway.mode` by the caller). Default false: fails closed.
    */
   allowUnmeasured?: boolean;
+  /** HTTP only: credential headers per request (issue 6). */
+  credentials?: UpstreamCredentials;
 }
 
 /** Builds the transport `config.transport` names. Nothing is opened until `start()`. */
@@ -48,7 +51,16 @@ export function createTransport(serverName: string, config: ServerConfig, deps: 
     case 'http':
     case 'sse':
     case 'auto': {
-      const options = { serverName, url: config.url, headers: config.headers, dispatcher, logger, maxMessageBytes, connectTimeoutMs: config.connectTimeoutMs };
+      const options = {
+        serverName,
+        url: config.url,
+        headers: config.headers,
+        dispatcher,
+        logger,
+        maxMessageBytes,
+        connectTimeoutMs: config.connectTimeoutMs,
+        ...(deps.credentials === undefined ? {} : { credentials: deps.credentials }),
+      };
       if (config.transport === 'http') return new StreamableHttpTransport(options);
       if (config.transport === 'sse') return new SseTransport(options);
       return new AutoTransport(options);

@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request, type Dispatcher } from 'undici';
+import type { UpstreamCredentials } from '../credentials/types.js';
 import type { Logger } from '../observability/logger.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import { collectStream } from '../util/collect-stream.js';
@@ -18,10 +19,20 @@ const DELETE_TIMEOUT_MS = 2_000;
 /** How much of an error body we read before dropping the connection's remainder. */
 const ERROR_BODY_DUMP_BYTES = 64 * 1024;
 
-/** Merges the configured static headers under the protocol headers, which always win. */
-export function buildHeaders(staticHeaders: Record<string, string>, protocol: Record<string, string | undefined>): Record<string, string> {
+const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
+
+/**
+ * Merges the configured static headers, then the credential headers of this request, under the protocol
+ * headers, which always win: no credential source can replace a session id or content type.
+ */
+export function buildHeaders(
+  staticHeaders: Record<string, string>,
+  protocol: Record<string, string | undefined>,
+  credential: Readonly<Record<string, string>> = NO_HEADERS,
+): Record<string, string> {
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(staticHeaders)) headers[name.toLowerCase()] = value;
+  for (const [name, value] of Object.entries(credential)) headers[name.toLowerCase()] = value;
   for (const [name, value] of Object.entries(protocol)) {
     if (value !== undefined) headers[name.toLowerCase()] = value;
   }
@@ -174,12 +185,30 @@ export async function deleteSession(url: URL, headers: Record<string, string>, d
 }
 
 /** Options shared by the HTTP-based transports (Streamable HTTP, legacy SSE, auto). */
+/**
+ * Sends one upstream request with the credential headers of this moment; after a 401 it renews them and
+ * retries exactly once (issue 6 §3), so an early-expired token costs one round trip and never a loop. A
+ * credential failure (e.g. no stored per-user secret) rejects before anything is sent.
+ */
+export async function withCredentials(
+  credentials: UpstreamCredentials | undefined,
+  send: (credential: Readonly<Record<string, string>>) => Promise<Dispatcher.ResponseData>,
+): Promise<Dispatcher.ResponseData> {
+  if (credentials === undefined) return send(NO_HEADERS);
+  const first = await send(await credentials.headers());
+  if (first.statusCode !== 401 || !(await credentials.renew())) return first;
+  await discardBody(first.body);
+  return send(await credentials.headers());
+}
+
 export interface HttpTransportOptions {
   serverName: string;
   /** Streamable HTTP: the MCP endpoint. Legacy SSE: the stream (GET), whose `endpoint` event names the POST URL. */
   url: string | URL;
-  /** Extra static headers (e.g. upstream credentials). Protocol headers always override them. */
+  /** Extra static headers from `servers.<name>.headers`. Protocol headers always override them. */
   headers?: Record<string, string>;
+  /** Credential headers per request and renewal after a 401 (issue 6); absent: none. */
+  credentials?: UpstreamCredentials;
   /** Connection pool to use; the caller keeps ownership. By default the transport owns a new Agent. */
   dispatcher?: Dispatcher;
   logger: Logger;

@@ -2,6 +2,7 @@ import type { Readable } from 'node:stream';
 import { Agent, request, type Dispatcher } from 'undici';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { JsonRpcMessage } from '../jsonrpc/message.js';
+import type { UpstreamCredentials } from '../credentials/types.js';
 import type { Logger } from '../observability/logger.js';
 import { SseParser, type SseEvent } from './sse-parser.js';
 import type { InboundContext, UpstreamTransport } from './transport.js';
@@ -15,6 +16,7 @@ import {
   protocolError,
   pumpSse,
   unavailableError,
+  withCredentials,
   type HttpTransportOptions,
 } from './http-support.js';
 
@@ -33,6 +35,7 @@ export class SseTransport implements UpstreamTransport {
   readonly #server: string;
   readonly #url: URL;
   readonly #headers: Record<string, string>;
+  readonly #credentials: UpstreamCredentials | undefined;
   readonly #dispatcher: Dispatcher;
   readonly #ownsDispatcher: boolean;
   readonly #logger: Logger;
@@ -50,6 +53,7 @@ export class SseTransport implements UpstreamTransport {
     this.#server = options.serverName;
     this.#url = new URL(options.url);
     this.#headers = options.headers ?? {};
+    this.#credentials = options.credentials;
     this.#ownsDispatcher = options.dispatcher === undefined;
     this.#dispatcher = options.dispatcher ?? new Agent({ connect: { timeout: options.connectTimeoutMs } });
     this.#logger = options.logger;
@@ -88,19 +92,22 @@ export class SseTransport implements UpstreamTransport {
 
   async send(message: JsonRpcMessage): Promise<void> {
     if (this.#closing || this.#endpoint === undefined) throw closedError(this.#server, 'transport is not open');
-    let response: Dispatcher.ResponseData;
-    try {
-      response = await request(this.#endpoint, {
-        method: 'POST',
-        headers: buildHeaders(this.#headers, { 'content-type': 'application/json' }),
-        body: JSON.stringify(message),
-        dispatcher: this.#dispatcher,
-        signal: this.#lifetime.signal,
-      });
-    } catch (error) {
-      if (this.#closing) throw closedError(this.#server, 'transport is closed');
-      throw unavailableError(this.#server, error);
-    }
+    const endpoint = this.#endpoint;
+    const body = JSON.stringify(message);
+    const response = await withCredentials(this.#credentials, async (credential) => {
+      try {
+        return await request(endpoint, {
+          method: 'POST',
+          headers: buildHeaders(this.#headers, { 'content-type': 'application/json' }, credential),
+          body,
+          dispatcher: this.#dispatcher,
+          signal: this.#lifetime.signal,
+        });
+      } catch (error) {
+        if (this.#closing) throw closedError(this.#server, 'transport is closed');
+        throw unavailableError(this.#server, error);
+      }
+    });
     await discardBody(response.body);
     if (response.statusCode < 200 || response.statusCode >= 300) throw httpStatusError(this.#server, response.statusCode);
   }
@@ -116,18 +123,19 @@ export class SseTransport implements UpstreamTransport {
 
   /** Resolves once the endpoint is known; the stream keeps being read in the background. */
   async #open(): Promise<void> {
-    let response: Dispatcher.ResponseData;
-    try {
-      response = await request(this.#url, {
-        method: 'GET',
-        headers: buildHeaders(this.#headers, { accept: 'text/event-stream' }),
-        dispatcher: this.#dispatcher,
-        signal: this.#lifetime.signal,
-        bodyTimeout: 0,
-      });
-    } catch (error) {
-      throw unavailableError(this.#server, error);
-    }
+    const response = await withCredentials(this.#credentials, async (credential) => {
+      try {
+        return await request(this.#url, {
+          method: 'GET',
+          headers: buildHeaders(this.#headers, { accept: 'text/event-stream' }, credential),
+          dispatcher: this.#dispatcher,
+          signal: this.#lifetime.signal,
+          bodyTimeout: 0,
+        });
+      } catch (error) {
+        throw unavailableError(this.#server, error);
+      }
+    });
     const { statusCode, headers, body } = response;
     if (statusCode < 200 || statusCode >= 300) {
       await discardBody(body);

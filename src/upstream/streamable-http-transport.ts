@@ -3,11 +3,12 @@ import type { Readable } from 'node:stream';
 import { Agent, type Dispatcher } from 'undici';
 import { GatewayError } from '../errors/gateway-error.js';
 import { isNotification, isRequest, isResponse, type JsonRpcId, type JsonRpcMessage } from '../jsonrpc/message.js';
+import type { UpstreamCredentials } from '../credentials/types.js';
 import type { Logger } from '../observability/logger.js';
 import { SseParser, type SseEvent } from './sse-parser.js';
 import type { InboundContext, UpstreamTransport } from './transport.js';
 import { buildHeaders, closedError, deleteSession, discardBody, headerValue, httpStatusError, mediaTypeOf, type HttpTransportOptions } from './http-support.js';
-import { parseEventData, pause, protocolError, pumpSse, readJsonBody, toMessages, unavailableError } from './http-support.js';
+import { parseEventData, pause, protocolError, pumpSse, readJsonBody, toMessages, unavailableError, withCredentials } from './http-support.js';
 
 export type StreamableHttpTransportOptions = HttpTransportOptions;
 
@@ -35,6 +36,9 @@ export class StreamableHttpTransport implements UpstreamTransport {
   readonly #server: string;
   readonly #url: URL;
   readonly #headers: Record<string, string>;
+  readonly #credentials: UpstreamCredentials | undefined;
+  /** The credential headers last sent, for the DELETE at close (no fresh token is fetched just to say goodbye). */
+  #lastCredential: Readonly<Record<string, string>> = {};
   readonly #dispatcher: Dispatcher;
   readonly #ownsDispatcher: boolean;
   readonly #logger: Logger;
@@ -57,6 +61,7 @@ export class StreamableHttpTransport implements UpstreamTransport {
     this.#url = new URL(options.url);
     this.#path = this.#url.pathname + this.#url.search;
     this.#headers = options.headers ?? {};
+    this.#credentials = options.credentials;
     this.#ownsDispatcher = options.dispatcher === undefined;
     this.#dispatcher = options.dispatcher ?? new Agent({ connect: { timeout: options.connectTimeoutMs } });
     this.#logger = options.logger;
@@ -120,7 +125,11 @@ export class StreamableHttpTransport implements UpstreamTransport {
       for (const stream of this.#streams) stream.destroy();
       this.#streams.clear();
       if (endSession && this.#sessionId !== undefined) {
-        const headers = buildHeaders(this.#headers, { 'mcp-session-id': this.#sessionId, 'mcp-protocol-version': this.#protocolVersion });
+        const headers = buildHeaders(
+          this.#headers,
+          { 'mcp-session-id': this.#sessionId, 'mcp-protocol-version': this.#protocolVersion },
+          this.#lastCredential,
+        );
         await deleteSession(this.#url, headers, this.#dispatcher).catch((error: unknown) =>
           this.#logger.debug({ server: this.#server, err: error }, 'upstream session DELETE failed'),
         );
@@ -131,12 +140,18 @@ export class StreamableHttpTransport implements UpstreamTransport {
     return this.#closing;
   }
 
-  async #request(method: 'GET' | 'POST', extra: Record<string, string | undefined>, body?: string): Promise<Dispatcher.ResponseData> {
-    const headers = buildHeaders(this.#headers, {
-      ...extra,
-      'mcp-session-id': this.#sessionId,
-      'mcp-protocol-version': this.#protocolVersion,
-    });
+  #request(method: 'GET' | 'POST', extra: Record<string, string | undefined>, body?: string): Promise<Dispatcher.ResponseData> {
+    return withCredentials(this.#credentials, (credential) => this.#send(method, extra, credential, body));
+  }
+
+  async #send(
+    method: 'GET' | 'POST',
+    extra: Record<string, string | undefined>,
+    credential: Readonly<Record<string, string>>,
+    body: string | undefined,
+  ): Promise<Dispatcher.ResponseData> {
+    this.#lastCredential = credential;
+    const headers = buildHeaders(this.#headers, { ...extra, 'mcp-session-id': this.#sessionId, 'mcp-protocol-version': this.#protocolVersion }, credential);
     try {
       // No body timeout: SSE streams may legitimately idle for as long as a tool runs; close() aborts them.
       // POSTs carry no abort signal: an EventTarget listener per call is a measurable share of the hot path

@@ -1,4 +1,5 @@
 import type { ServerConfig } from '../config/schema.js';
+import type { UpstreamCredentials } from '../credentials/types.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { JsonObject } from '../jsonrpc/message.js';
 import type { Logger } from '../observability/logger.js';
@@ -23,7 +24,8 @@ export interface ServerStatus {
   since: string;
 }
 
-export type TransportFactory = (serverName: string, config: ServerConfig) => UpstreamTransport;
+/** `credentials` are the binding's: per downstream session, so per principal (issue 6). */
+export type TransportFactory = (serverName: string, config: ServerConfig, credentials: UpstreamCredentials | undefined) => UpstreamTransport;
 
 export interface UpstreamRegistryOptions {
   servers: Readonly<Record<string, ServerConfig>>;
@@ -45,6 +47,8 @@ export interface Binding<C> {
   /** Called once per new upstream session, so the caller can replay state (e.g. logging/setLevel). */
   onOpen?: (client: UpstreamClient<C>) => Promise<void>;
   handlers: UpstreamHandlers<C>;
+  /** How this upstream session authenticates to the server; built for the session's principal (issue 6). */
+  credentials?: UpstreamCredentials;
 }
 
 interface Entry<C> {
@@ -185,7 +189,7 @@ export class UpstreamRegistry<C> {
     const handlers = binding.handlers;
     const client = new UpstreamClient<C>({
       serverName: server,
-      transport: this.options.createTransport(server, config),
+      transport: this.options.createTransport(server, config, binding.credentials),
       clientInfo: this.options.clientInfo,
       capabilities: binding.capabilities,
       protocolVersion: this.options.protocolVersion,

@@ -117,11 +117,28 @@ describe('extractCredential', () => {
     assert.deepEqual(extractCredential({ authorization: `Bearer ${'a'.repeat(8192)}` }, withJwt), { kind: 'invalid', reason: 'oversized' });
   });
 
-  it('names the conflict rule: Authorization beside X-Mcpgate-Key conflicts unless it is the same key', () => {
+  it('names the conflict rule: Authorization beside X-Mcpgate-Key conflicts unless it is the same key or, with pass-through servers, an upstream token', () => {
     const other = generateApiKey(SECRET).key;
-    assert.equal(authorizationConflictsWithGatewayKey(`Bearer ${key}`, key), false);
-    assert.equal(authorizationConflictsWithGatewayKey(`Bearer ${other}`, key), true);
-    // Until pass-through exists (DESIGN.md invariant 5), an upstream token in Authorization is still refused.
-    assert.equal(authorizationConflictsWithGatewayKey('Bearer eyJhbGciOiJSUzI1NiJ9.e30.sig', key), true);
+    const upstreamToken = 'Bearer eyJhbGciOiJSUzI1NiJ9.e30.sig';
+    for (const passthrough of [false, true]) {
+      assert.equal(authorizationConflictsWithGatewayKey(`Bearer ${key}`, key, passthrough), false);
+      // A second gateway key is a second gateway credential, pass-through or not.
+      assert.equal(authorizationConflictsWithGatewayKey(`Bearer ${other}`, key, passthrough), true);
+    }
+    // DESIGN.md invariant 5: only pass-through configurations read Authorization as the upstream's token.
+    assert.equal(authorizationConflictsWithGatewayKey(upstreamToken, key, false), true);
+    assert.equal(authorizationConflictsWithGatewayKey(upstreamToken, key, true), false);
+    assert.deepEqual(extractCredential({ 'x-mcpgate-key': key, authorization: upstreamToken }, { bearerTokens: false, upstreamAuthorization: true }), {
+      kind: 'key',
+      key,
+      header: 'x-mcpgate-key',
+      upstreamAuthorization: upstreamToken,
+    });
+    // The key in Authorization alone is never an upstream token: nothing is forwarded without X-Mcpgate-Key.
+    assert.deepEqual(extractCredential({ authorization: `Bearer ${key}` }, { bearerTokens: false, upstreamAuthorization: true }), {
+      kind: 'key',
+      key,
+      header: 'authorization',
+    });
   });
 });

@@ -4,6 +4,7 @@ import { after, describe, it } from 'node:test';
 import pg from 'pg';
 import { GatewayError } from '../../src/errors/gateway-error.js';
 import { createStore } from '../../src/store/create-store.js';
+import { MIGRATIONS } from '../../src/store/migrations/migrations.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { runStoreContract, type ContractDatabase } from './store-contract.js';
 
@@ -62,7 +63,7 @@ describe('PostgreSQL store specifics', () => {
     }
     const tables = await withClient(name, (c) => c.query("SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename"));
     assert.deepEqual(tables.rows.map((r: { tablename: string }) => r.tablename), [
-      'api_keys', 'orgs', 'permissions', 'principals', 'schema_migrations', 'teams', 'toolsets',
+      'api_keys', 'orgs', 'permissions', 'principals', 'schema_migrations', 'teams', 'toolsets', 'vault_secrets',
     ]);
   });
 
@@ -75,7 +76,7 @@ describe('PostgreSQL store specifics', () => {
       await Promise.all(stores.map((s) => s.close()));
     }
     const rows = await withClient(name, (c) => c.query('SELECT count(*)::int AS n FROM schema_migrations'));
-    assert.equal(rows.rows[0].n, 1);
+    assert.equal(rows.rows[0].n, MIGRATIONS.length);
   });
 
   it('reports an unreachable server as STORE_UNAVAILABLE without leaking the URL', async () => {

@@ -6,6 +6,7 @@ import { after, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { GatewayError } from '../../src/errors/gateway-error.js';
 import { createStore, resolveStoreUrl } from '../../src/store/create-store.js';
+import { MIGRATIONS } from '../../src/store/migrations/migrations.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { runStoreContract, type ContractDatabase } from './store-contract.js';
 
@@ -50,7 +51,7 @@ describe('SQLite store specifics', () => {
     } finally {
       await store.close();
     }
-    assert.deepEqual(rawQuery(path, 'SELECT count(*) AS n FROM schema_migrations')[0], { n: 1 });
+    assert.deepEqual(rawQuery(path, 'SELECT count(*) AS n FROM schema_migrations')[0], { n: MIGRATIONS.length });
   });
 
   it('resolves store URLs: default file, sqlite: forms, postgres, and refuses other schemes', () => {

@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { after, describe, it } from 'node:test';
 import { GatewayError } from '../../src/errors/gateway-error.js';
 import type { ErrorCode } from '../../src/errors/codes.js';
 import { MIGRATIONS } from '../../src/store/migrations/migrations.js';
-import type { PermissionDocument, Store } from '../../src/store/store.js';
+import type { PermissionDocument, PutVaultSecretInput, Store } from '../../src/store/store.js';
 
 /** One empty database. `open` builds a new, unmigrated store on it; `query` reads it behind the store's back. */
 export interface ContractDatabase {
@@ -26,6 +27,11 @@ async function rejectsWith(promise: Promise<unknown>, code: ErrorCode): Promise<
     return error;
   }
   assert.fail(`expected ${code}, but the call succeeded`);
+}
+
+/** A well-formed sealed entry; the store cannot tell real AES-GCM output from random bytes, nor should it. */
+function sealed(principalId: string, server: string, keyId = '0123456789abcdef'): PutVaultSecretInput {
+  return { principalId, server, keyId, nonce: randomBytes(12).toString('base64'), ciphertext: randomBytes(40).toString('base64') };
 }
 
 /** The one contract suite every Store implementation must pass (STYLE.md §9). */
@@ -270,6 +276,107 @@ export function runStoreContract(name: string, harness: StoreHarness): void {
       assert.equal(await store.deleteToolset('ops'), true);
       assert.equal(await store.deleteToolset('ops'), false);
       assert.deepEqual((await store.listToolsets()).map((t) => t.name), ['readonly']);
+    });
+
+    it('stores one sealed vault secret per (principal, server), replaces it, and lists metadata only', async () => {
+      const { store, userId, agentId } = await seeded();
+      const first = sealed(userId, 'github');
+      const written = await store.putVaultSecret(first);
+      assert.deepEqual({ ...written, updatedAt: undefined }, { ...first, updatedAt: undefined });
+      assert.ok(written.updatedAt instanceof Date);
+      assert.deepEqual(await store.getVaultSecret(userId, 'github'), written, 'every field round-trips, the date to the millisecond');
+
+      await store.putVaultSecret(sealed(agentId, 'github'));
+      await store.putVaultSecret(sealed(userId, 'jira', 'fedcba9876543210'));
+      const replacement = sealed(userId, 'github');
+      await store.putVaultSecret(replacement);
+      const read = await store.getVaultSecret(userId, 'github');
+      assert.equal(read?.nonce, replacement.nonce, 'a second put replaces the first');
+      assert.equal(read?.ciphertext, replacement.ciphertext);
+      assert.notEqual((await store.getVaultSecret(agentId, 'github'))?.ciphertext, replacement.ciphertext, 'the pair is the key');
+
+      const all = await store.listVaultSecrets();
+      assert.equal(all.length, 3);
+      for (const meta of all) assert.deepEqual(Object.keys(meta).sort(), ['keyId', 'principalId', 'server', 'updatedAt'], 'no sealed bytes in a listing');
+      const mine = await store.listVaultSecrets({ principalId: userId });
+      assert.deepEqual(mine.map((m) => [m.server, m.keyId]), [['github', '0123456789abcdef'], ['jira', 'fedcba9876543210']]);
+      assert.deepEqual(await store.listVaultSecrets({ principalId: 'nobody' }), []);
+      assert.equal((await store.listAllVaultSecretsForRotation()).length, 3);
+      assert.equal(await store.getVaultSecret(userId, 'GitHub'), undefined, 'server names match exactly');
+      assert.equal(await store.getVaultSecret('nobody', 'github'), undefined);
+
+      assert.equal(await store.deleteVaultSecret(userId, 'github'), true);
+      assert.equal(await store.deleteVaultSecret(userId, 'github'), false);
+      assert.equal(await store.getVaultSecret(userId, 'github'), undefined);
+      assert.ok(await store.getVaultSecret(agentId, 'github'), "deleting one principal's secret leaves the other's");
+    });
+
+    it('refuses malformed vault entries and unknown principals before writing', async () => {
+      const { store, userId } = await seeded();
+      await rejectsWith(store.putVaultSecret(sealed('nope', 'github')), 'MCPGATE_ERR_STORE_NOT_FOUND');
+      const bad: Partial<PutVaultSecretInput>[] = [
+        { server: '' },
+        { keyId: 'ABCDEF0123456789' },
+        { keyId: '0123' },
+        { nonce: randomBytes(16).toString('base64') },
+        { nonce: 'not base64 at all' },
+        { ciphertext: 'AAAA' },
+        { ciphertext: '!'.repeat(40) },
+        { ciphertext: 'A'.repeat(20_000) },
+      ];
+      for (const change of bad) {
+        const error = await rejectsWith(store.putVaultSecret({ ...sealed(userId, 'github'), ...change }), 'MCPGATE_ERR_STORE_INVALID');
+        for (const value of Object.values(change)) if (typeof value === 'string' && value.length > 8) assert.ok(!error.message.includes(value), 'no value is echoed');
+      }
+      await rejectsWith(store.getVaultSecret(userId, 'gi\0thub'), 'MCPGATE_ERR_STORE_INVALID');
+      assert.deepEqual(await store.listVaultSecrets(), []);
+    });
+
+    it('replaces vault secrets in one transaction and refuses all of them when one moved meanwhile', async () => {
+      const { store, userId, agentId } = await seeded();
+      const a = await store.putVaultSecret(sealed(userId, 'github'));
+      const b = await store.putVaultSecret(sealed(agentId, 'github'));
+      const next = (record: typeof a) => ({ ...sealed(record.principalId, record.server, '1111111111111111'), expectedNonce: record.nonce });
+
+      // b is set again between the read and the replace: its expected nonce no longer matches.
+      const staleB = next(b);
+      const newerB = await store.putVaultSecret(sealed(agentId, 'github'));
+      await rejectsWith(store.replaceVaultSecrets([next(a), staleB]), 'MCPGATE_ERR_STORE_CONFLICT');
+      assert.deepEqual(await store.getVaultSecret(userId, 'github'), a, 'the entry before the stale one was rolled back');
+      assert.deepEqual(await store.getVaultSecret(agentId, 'github'), newerB);
+
+      // A deleted row is a conflict too, never a silent re-insert.
+      await store.deleteVaultSecret(agentId, 'github');
+      await rejectsWith(store.replaceVaultSecrets([next(a), next(newerB)]), 'MCPGATE_ERR_STORE_CONFLICT');
+      assert.deepEqual(await store.getVaultSecret(userId, 'github'), a);
+
+      const c = await store.putVaultSecret(sealed(agentId, 'github'));
+      const [ra, rc] = [next(a), next(c)];
+      await store.replaceVaultSecrets([ra, rc]);
+      const after = await store.listAllVaultSecretsForRotation();
+      assert.deepEqual(after.map((r) => [r.principalId, r.keyId, r.nonce, r.ciphertext]).sort(), [
+        [userId, '1111111111111111', ra.nonce, ra.ciphertext],
+        [agentId, '1111111111111111', rc.nonce, rc.ciphertext],
+      ].sort());
+      assert.equal((await store.getVaultSecret(userId, 'github'))?.updatedAt.getTime(), a.updatedAt.getTime(), 'rotation keeps updatedAt');
+      await store.replaceVaultSecrets([]);
+      await rejectsWith(store.replaceVaultSecrets([next(a), next(a)]), 'MCPGATE_ERR_STORE_INVALID');
+    });
+
+    it('adds vault_secrets to a database migrated before it existed and keeps the older data', async () => {
+      const { store, db, userId } = await seeded();
+      // Take the database back to version 1 as an older gateway left it.
+      await store.close();
+      await db.query('DROP TABLE vault_secrets');
+      await db.query('DELETE FROM schema_migrations WHERE version = 2');
+      const upgraded = db.open();
+      open.push(upgraded);
+      await upgraded.migrate();
+      assert.equal((await upgraded.getPrincipal(userId))?.name, 'ada');
+      await upgraded.putVaultSecret(sealed(userId, 'github'));
+      assert.equal((await upgraded.listVaultSecrets()).length, 1);
+      const rows = await db.query('SELECT version FROM schema_migrations ORDER BY version');
+      assert.deepEqual(rows.map((r) => Number(r.version)), MIGRATIONS.map((m) => m.version));
     });
 
     it('keeps data across reopening and refuses calls after close', async () => {

@@ -66,6 +66,22 @@ export const MIGRATIONS: readonly Migration[] = [
         updated_at BIGINT NOT NULL)`,
     ],
   },
+  {
+    version: 2,
+    name: 'vault-secrets',
+    statements: [
+      // Sealed per-user secrets (issue 6 §2). Base64 TEXT rather than BLOB/BYTEA keeps one statement for both
+      // dialects. A secret belongs to its principal and dies with it.
+      `CREATE TABLE vault_secrets (
+        principal_id TEXT NOT NULL REFERENCES principals(id) ON DELETE CASCADE,
+        server TEXT NOT NULL,
+        key_id TEXT NOT NULL,
+        nonce TEXT NOT NULL,
+        ciphertext TEXT NOT NULL,
+        updated_at BIGINT NOT NULL,
+        PRIMARY KEY (principal_id, server))`,
+    ],
+  },
 ];
 
 /** The statements of one migration for one dialect. */

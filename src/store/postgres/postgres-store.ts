@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { GatewayError } from '../../errors/gateway-error.js';
-import type { SqlDriver, SqlExecutor, SqlRow, SqlValue } from '../sql/driver.js';
-import { mapStoreError } from '../sql/map-error.js';
+import type { SqlDriver, SqlExecutor, SqlRow, SqlStatement, SqlValue } from '../sql/driver.js';
+import { batchConflict, mapStoreError } from '../sql/map-error.js';
 import { SqlStore } from '../sql/sql-store.js';
 
 /** Any fixed 64-bit number: every gateway migrating the same database must take the same advisory lock. */
@@ -78,23 +78,39 @@ class PostgresDriver extends PgExecutor implements SqlDriver {
     pool.on('error', () => undefined);
   }
 
-  async withMigrationLock(fn: (tx: SqlExecutor) => Promise<void>): Promise<void> {
+  withMigrationLock(fn: (tx: SqlExecutor) => Promise<void>): Promise<void> {
+    return this.#transaction('migrate PostgreSQL store', async (client) => {
+      // Held until COMMIT/ROLLBACK: a second gateway blocks here, then sees the versions already recorded.
+      await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY]);
+      await fn(new PgExecutor(client, () => this.#closed));
+    });
+  }
+
+  batch(statements: readonly SqlStatement[]): Promise<void> {
+    return this.#transaction('PostgreSQL store', async (client) => {
+      for (const statement of statements) {
+        const result = await client.query(toPositional(statement.sql), [...(statement.params ?? [])]);
+        if (statement.expectChanges !== undefined && (result.rowCount ?? 0) !== statement.expectChanges) throw batchConflict('PostgreSQL store');
+      }
+    });
+  }
+
+  /** One pooled connection inside BEGIN … COMMIT; rolled back if `fn` throws. */
+  async #transaction(action: string, fn: (client: pg.PoolClient) => Promise<void>): Promise<void> {
     if (this.#closed) throw new GatewayError('MCPGATE_ERR_STORE_UNAVAILABLE', 'the store is closed');
     let client: pg.PoolClient;
     try {
       client = await this.#pool.connect();
     } catch (error) {
-      throw mapStoreError(error, 'migrate PostgreSQL store');
+      throw mapStoreError(error, action);
     }
     try {
       await client.query('BEGIN');
-      // Held until COMMIT/ROLLBACK: a second gateway blocks here, then sees the versions already recorded.
-      await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY]);
-      await fn(new PgExecutor(client, () => this.#closed));
+      await fn(client);
       await client.query('COMMIT');
     } catch (error) {
       await client.query('ROLLBACK').catch(() => undefined);
-      throw mapStoreError(error, 'migrate PostgreSQL store');
+      throw mapStoreError(error, action);
     } finally {
       client.release();
     }

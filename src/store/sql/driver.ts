@@ -14,6 +14,14 @@ export interface SqlExecutor {
   run(sql: string, params?: readonly SqlValue[]): Promise<number>;
 }
 
+/** One statement of a {@link SqlDriver.batch}. */
+export interface SqlStatement {
+  readonly sql: string;
+  readonly params?: readonly SqlValue[];
+  /** When set, the batch rolls back with STORE_CONFLICT unless the statement changed exactly this many rows. */
+  readonly expectChanges?: number;
+}
+
 export interface SqlDriver extends SqlExecutor {
   readonly dialect: SqlDialect;
   /**
@@ -21,5 +29,10 @@ export interface SqlDriver extends SqlExecutor {
    * transaction-scoped advisory lock, SQLite a write lock (BEGIN IMMEDIATE). Rolls back if `fn` throws.
    */
   withMigrationLock(fn: (tx: SqlExecutor) => Promise<void>): Promise<void>;
+  /**
+   * Runs the statements in one transaction: all of them or none. A fixed list rather than a callback, so no
+   * other caller's statement can slip into the transaction between two awaits (SQLite shares one connection).
+   */
+  batch(statements: readonly SqlStatement[]): Promise<void>;
   close(): Promise<void>;
 }

@@ -17,3 +17,8 @@ export function mapStoreError(error: unknown, action: string): GatewayError {
   // Never echo the driver's message to clients (it can hold connection details); it stays in `cause`.
   return new GatewayError('MCPGATE_ERR_STORE_UNAVAILABLE', `${action}: the store is unavailable`, { cause: error });
 }
+
+/** A batch statement changed an unexpected number of rows: a record moved under the caller, so nothing was written. */
+export function batchConflict(action: string): GatewayError {
+  return new GatewayError('MCPGATE_ERR_STORE_CONFLICT', `${action}: a record changed or disappeared meanwhile; nothing was written, try again`);
+}

@@ -1,5 +1,16 @@
 import { GatewayError } from '../../errors/gateway-error.js';
-import type { ApiKeyRecord, Org, PermissionLevel, PermissionRecord, Principal, PrincipalKind, Team, Toolset } from '../store.js';
+import type {
+  ApiKeyRecord,
+  Org,
+  PermissionLevel,
+  PermissionRecord,
+  Principal,
+  PrincipalKind,
+  Team,
+  Toolset,
+  VaultSecretMeta,
+  VaultSecretRecord,
+} from '../store.js';
 import { checkPermissionDocument, checkToolsetEntries, readStoredJson } from '../validate.js';
 import type { SqlRow } from './driver.js';
 
@@ -76,4 +87,23 @@ export function toToolset(row: SqlRow): Toolset {
     entries: readStoredJson(row.entries, checkToolsetEntries, 'toolset'),
     updatedAt: toDate(row.updated_at),
   };
+}
+
+/**
+ * The sealed fields pass through as stored text: the vault, not the store, judges them, so a damaged entry
+ * surfaces as MCPGATE_ERR_VAULT_CORRUPT naming its server rather than as an unreadable store.
+ */
+export function toVaultSecret(row: SqlRow): VaultSecretRecord {
+  return {
+    principalId: String(row.principal_id),
+    server: String(row.server),
+    keyId: String(row.key_id),
+    nonce: String(row.nonce),
+    ciphertext: String(row.ciphertext),
+    updatedAt: toDate(row.updated_at),
+  };
+}
+
+export function toVaultSecretMeta(row: SqlRow): VaultSecretMeta {
+  return { principalId: String(row.principal_id), server: String(row.server), keyId: String(row.key_id), updatedAt: toDate(row.updated_at) };
 }

@@ -15,11 +15,15 @@ import type {
   Team,
   Toolset,
   ToolsetEntry,
+  PutVaultSecretInput,
+  VaultSecretMeta,
+  VaultSecretRecord,
+  VaultSecretReplacement,
 } from '../store.js';
-import { checkLevel, checkName, checkPermissionDocument, checkToolsetEntries, invalid, notFound } from '../validate.js';
-import type { SqlDriver, SqlValue } from './driver.js';
+import { checkLevel, checkName, checkPermissionDocument, checkToolsetEntries, checkVaultSecretInput, invalid, notFound } from '../validate.js';
+import type { SqlDriver, SqlStatement, SqlValue } from './driver.js';
 import { runMigrations } from './migrate.js';
-import { toKey, toOrg, toPermission, toPrincipal, toTeam, toToolset } from './rows.js';
+import { toKey, toOrg, toPermission, toPrincipal, toTeam, toToolset, toVaultSecret, toVaultSecretMeta } from './rows.js';
 
 const KEY_SELECT =
   'SELECT k.*, p.kind AS principal_kind, p.org_id AS org_id FROM api_keys k JOIN principals p ON p.id = k.principal_id';
@@ -42,6 +46,12 @@ function checkId(value: unknown, what: string): string {
 function checkLookupName(value: unknown, what: string): string {
   if (typeof value !== 'string' || value.includes('\0')) throw invalid(`${what} must be a string without NUL characters`);
   return value;
+}
+
+/** Code-unit order, the same on both backends (PostgreSQL's ORDER BY would follow the database collation). */
+function byPrincipalThenServer(a: VaultSecretMeta, b: VaultSecretMeta): number {
+  if (a.principalId !== b.principalId) return a.principalId < b.principalId ? -1 : 1;
+  return a.server < b.server ? -1 : a.server > b.server ? 1 : 0;
 }
 
 /**
@@ -264,6 +274,65 @@ export class SqlStore implements Store {
 
   async deleteToolset(name: string): Promise<boolean> {
     return (await this.#driver.run('DELETE FROM toolsets WHERE name = ?', [name])) > 0;
+  }
+
+  async putVaultSecret(input: PutVaultSecretInput): Promise<VaultSecretRecord> {
+    const checked = checkVaultSecretInput(input);
+    const principalId = checkId(checked.principalId, 'principalId');
+    if ((await this.getPrincipal(principalId)) === undefined) throw notFound('principal', principalId);
+    const record: VaultSecretRecord = { ...checked, principalId, updatedAt: new Date() };
+    await this.#driver.run(
+      'INSERT INTO vault_secrets (principal_id, server, key_id, nonce, ciphertext, updated_at) VALUES (?, ?, ?, ?, ?, ?) ' +
+        'ON CONFLICT (principal_id, server) DO UPDATE SET key_id = excluded.key_id, nonce = excluded.nonce, ' +
+        'ciphertext = excluded.ciphertext, updated_at = excluded.updated_at',
+      [principalId, record.server, record.keyId, record.nonce, record.ciphertext, record.updatedAt.getTime()],
+    );
+    return record;
+  }
+
+  async getVaultSecret(principalId: string, server: string): Promise<VaultSecretRecord | undefined> {
+    const [row] = await this.#driver.all('SELECT * FROM vault_secrets WHERE principal_id = ? AND server = ?', [
+      checkLookupName(principalId, 'principalId'),
+      checkLookupName(server, 'server name'),
+    ]);
+    return row === undefined ? undefined : toVaultSecret(row);
+  }
+
+  async listVaultSecrets(filter: { readonly principalId?: string } = {}): Promise<VaultSecretMeta[]> {
+    const columns = 'SELECT principal_id, server, key_id, updated_at FROM vault_secrets';
+    const rows =
+      filter.principalId === undefined
+        ? await this.#driver.all(columns)
+        : await this.#driver.all(`${columns} WHERE principal_id = ?`, [checkLookupName(filter.principalId, 'principalId')]);
+    return rows.map(toVaultSecretMeta).sort(byPrincipalThenServer);
+  }
+
+  async deleteVaultSecret(principalId: string, server: string): Promise<boolean> {
+    const params = [checkLookupName(principalId, 'principalId'), checkLookupName(server, 'server name')];
+    return (await this.#driver.run('DELETE FROM vault_secrets WHERE principal_id = ? AND server = ?', params)) > 0;
+  }
+
+  async listAllVaultSecretsForRotation(): Promise<VaultSecretRecord[]> {
+    return (await this.#driver.all('SELECT * FROM vault_secrets')).map(toVaultSecret).sort(byPrincipalThenServer);
+  }
+
+  async replaceVaultSecrets(entries: readonly VaultSecretReplacement[]): Promise<void> {
+    const seen = new Set<string>();
+    const statements: SqlStatement[] = entries.map((entry) => {
+      const checked = checkVaultSecretInput(entry);
+      const principalId = checkId(checked.principalId, 'principalId');
+      const expected = checkVaultSecretInput({ ...checked, nonce: entry.expectedNonce }).nonce;
+      const key = JSON.stringify([principalId, checked.server]);
+      if (seen.has(key)) throw invalid(`the rotation names the secret of principal "${principalId}" for server "${checked.server}" twice`);
+      seen.add(key);
+      return {
+        // updated_at stays: the secret is the same, only its sealing changed.
+        sql: 'UPDATE vault_secrets SET key_id = ?, nonce = ?, ciphertext = ? WHERE principal_id = ? AND server = ? AND nonce = ?',
+        params: [checked.keyId, checked.nonce, checked.ciphertext, principalId, checked.server, expected],
+        expectChanges: 1,
+      };
+    });
+    if (statements.length > 0) await this.#driver.batch(statements);
   }
 
   async #mustGetKey(id: string): Promise<ApiKeyRecord> {

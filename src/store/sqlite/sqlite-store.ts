@@ -2,8 +2,8 @@ import { mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { GatewayError } from '../../errors/gateway-error.js';
-import type { SqlDriver, SqlExecutor, SqlRow, SqlValue } from '../sql/driver.js';
-import { mapStoreError } from '../sql/map-error.js';
+import type { SqlDriver, SqlExecutor, SqlRow, SqlStatement, SqlValue } from '../sql/driver.js';
+import { batchConflict, mapStoreError } from '../sql/map-error.js';
 import { SqlStore } from '../sql/sql-store.js';
 
 export const DEFAULT_SQLITE_PATH = './data/mcpgate.db';
@@ -87,6 +87,22 @@ class SqliteDriver implements SqlDriver {
     }
   }
 
+  async batch(statements: readonly SqlStatement[]): Promise<void> {
+    this.#checkOpen();
+    // better-sqlite3 runs the whole function synchronously, so nothing else on this connection interleaves.
+    const apply = this.#db.transaction(() => {
+      for (const statement of statements) {
+        const changes = this.#prepare(statement.sql).run(...(statement.params ?? [])).changes;
+        if (statement.expectChanges !== undefined && changes !== statement.expectChanges) throw batchConflict('SQLite store');
+      }
+    });
+    try {
+      apply.immediate();
+    } catch (error) {
+      throw mapStoreError(error, 'SQLite store');
+    }
+  }
+
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
@@ -98,15 +114,19 @@ class SqliteDriver implements SqlDriver {
     if (this.#closed) throw new GatewayError('MCPGATE_ERR_STORE_UNAVAILABLE', 'the store is closed');
   }
 
+  #prepare(sql: string): Database.Statement {
+    let statement = this.#statements.get(sql);
+    if (statement === undefined) {
+      statement = this.#db.prepare(sql);
+      this.#statements.set(sql, statement);
+    }
+    return statement;
+  }
+
   #execute<T>(sql: string, use: (statement: Database.Statement) => T): T {
     this.#checkOpen();
     try {
-      let statement = this.#statements.get(sql);
-      if (statement === undefined) {
-        statement = this.#db.prepare(sql);
-        this.#statements.set(sql, statement);
-      }
-      return use(statement);
+      return use(this.#prepare(sql));
     } catch (error) {
       throw mapStoreError(error, 'SQLite store');
     }

@@ -1,0 +1,129 @@
+import type { InboundCredentials } from '../authn/types.js';
+import { GatewayError } from '../errors/gateway-error.js';
+import type { UpstreamCredentials } from './types.js';
+
+/** Reads a principal's own secret for a server (the vault, issue 6 §2). */
+export interface SecretReader {
+  get(principalId: string, server: string): Promise<string | undefined>;
+}
+
+/** A machine-to-machine token, cached and renewed by its source (issue 6 §3). */
+export interface TokenSource {
+  token(): Promise<string>;
+  invalidate(): void;
+}
+
+/** RFC 8693 exchange of the caller's gateway JWT, cached per principal (issue 6 §4). */
+export interface TokenExchange {
+  exchange(subjectToken: string, principalKey: string): Promise<string>;
+  invalidate(principalKey: string): void;
+}
+
+/** One server's credential mode, with its secrets resolved and its clients built (see build-broker.ts). */
+export type PreparedCredentials =
+  | { readonly mode: 'static'; readonly headers: Readonly<Record<string, string>> }
+  | { readonly mode: 'per-user'; readonly header: string; readonly template: string; readonly vault: SecretReader }
+  | { readonly mode: 'oauth-client-credentials'; readonly tokens: TokenSource }
+  | { readonly mode: 'token-exchange'; readonly exchanger: TokenExchange }
+  | { readonly mode: 'passthrough' };
+
+/** Who an upstream session acts for: the downstream session's principal and its latest request credentials. */
+export interface SessionCredentialContext {
+  /** Undefined only with auth off. */
+  readonly principalId: string | undefined;
+  /** The credential id (API key id or JWT subject id): the cache key of exchanged tokens. */
+  readonly principalKey: string | undefined;
+  /** The credentials the session's current request carried for upstreams; read at each upstream request. */
+  inbound(): InboundCredentials | undefined;
+}
+
+const NOTHING: Readonly<Record<string, string>> = Object.freeze({});
+
+/**
+ * Builds each upstream session's `UpstreamCredentials` from its server's mode (issue 6). Every mode reads
+ * only what belongs to it: per-user reads the session principal's own vault entry and nobody else's, the
+ * client-credentials token is the server's and never the caller's, and only pass-through forwards the
+ * client's `Authorization`. The gateway's own key is in no mode's input, so it cannot reach an upstream.
+ */
+export class CredentialBroker {
+  readonly #servers: ReadonlyMap<string, PreparedCredentials>;
+
+  constructor(servers: ReadonlyMap<string, PreparedCredentials>) {
+    this.#servers = servers;
+  }
+
+  /** The servers configured for pass-through, in configuration order: the ones a pre-flight probe may reach. */
+  get passthroughServers(): readonly string[] {
+    return [...this.#servers].filter(([, prepared]) => prepared.mode === 'passthrough').map(([server]) => server);
+  }
+
+  modeOf(server: string): PreparedCredentials['mode'] | undefined {
+    return this.#servers.get(server)?.mode;
+  }
+
+  /** The credentials of one upstream session of `server`; undefined when the server has none configured. */
+  forSession(server: string, context: SessionCredentialContext): UpstreamCredentials | undefined {
+    const prepared = this.#servers.get(server);
+    if (prepared === undefined) return undefined;
+    switch (prepared.mode) {
+      case 'static': {
+        const headers = prepared.headers;
+        return { headers: () => Promise.resolve(headers), renew: () => Promise.resolve(false) };
+      }
+      case 'per-user':
+        return {
+          headers: async () => {
+            const secret = context.principalId === undefined ? undefined : await prepared.vault.get(context.principalId, server);
+            if (secret === undefined) throw missingSecret(server);
+            return { [prepared.header.toLowerCase()]: prepared.template.replace('{secret}', secret) };
+          },
+          renew: () => Promise.resolve(false),
+        };
+      case 'oauth-client-credentials':
+        return {
+          headers: async () => ({ authorization: `Bearer ${await prepared.tokens.token()}` }),
+          renew: () => {
+            prepared.tokens.invalidate();
+            return Promise.resolve(true);
+          },
+        };
+      case 'token-exchange':
+        return {
+          headers: async () => {
+            const subject = context.inbound()?.gatewayJwt;
+            if (subject === undefined || context.principalKey === undefined) throw needsToken(server);
+            return { authorization: `Bearer ${await prepared.exchanger.exchange(subject, context.principalKey)}` };
+          },
+          renew: () => {
+            if (context.principalKey === undefined) return Promise.resolve(false);
+            prepared.exchanger.invalidate(context.principalKey);
+            return Promise.resolve(true);
+          },
+        };
+      case 'passthrough':
+        return {
+          headers: () => {
+            const authorization = context.inbound()?.upstreamAuthorization;
+            return Promise.resolve(authorization === undefined ? NOTHING : { authorization });
+          },
+          renew: () => Promise.resolve(false),
+        };
+    }
+  }
+}
+
+function missingSecret(server: string): GatewayError {
+  return new GatewayError(
+    'MCPGATE_ERR_CREDENTIAL_MISSING',
+    `server "${server}" needs your personal secret; store it with \`mcpgate secrets set --server ${server}\` or PUT /v1/secrets/${server}`,
+    { data: { server } },
+  );
+}
+
+function needsToken(server: string): GatewayError {
+  return new GatewayError(
+    'MCPGATE_ERR_CREDENTIAL_MISSING',
+    `server "${server}" is reached by exchanging your OAuth access token; authenticate to the gateway with a bearer token (JWT), not an API key`,
+    { data: { server } },
+  );
+}
