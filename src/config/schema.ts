@@ -6,6 +6,7 @@ import { isLoopbackHost } from '../util/tls-pins.js';
 import { jwtSchema } from './auth-schema.js';
 import { adminSchema } from './admin-schema.js';
 import { credentialsSchema, vaultSchema } from './credentials-schema.js';
+import { governanceGatewayFields, governanceServerFields } from './governance-schema.js';
 
 /**
  * The configuration schema: the one place that holds defaults (STYLE.md §6). Parsed once at start-up, then
@@ -52,6 +53,8 @@ const serverCommon = {
   allowedCidrs: z.array(z.string().min(1)).default([]),
   /** limits { maxConcurrent, maxQueued, queueTimeoutMs } and breaker { … } (issue 4 §5-6; resilience-schema.ts). */
   ...serverResilienceFields,
+  /** guards { maxResultBytes, truncate, secretScan }, sensitivity, attributes (issue 7; governance-schema.ts). */
+  ...governanceServerFields,
 };
 
 const stdioServerSchema = z.strictObject({
@@ -162,6 +165,8 @@ const gatewaySchema = z.strictObject({
   admin: adminSchema.prefault({}),
   /** The per-user secret vault's master key (issue 6 §2); required when a server uses `per-user` credentials. */
   vault: vaultSchema.optional(),
+  /** audit, catalog, policies, receipts (issue 7; governance-schema.ts). */
+  ...governanceGatewayFields,
 });
 
 export const configSchema = z

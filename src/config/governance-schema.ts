@@ -1,0 +1,92 @@
+import { z } from 'zod';
+import { secretValueSchema } from './credentials-schema.js';
+
+/**
+ * Governance settings (issue 7): the audit log, approved tool definitions, Cedar policies, response guards and
+ * session receipts. Shapes and bounds only; behaviour lives in `src/audit`, `src/approvals`, `src/cedar`,
+ * `src/guards` and `src/receipts`.
+ */
+
+function integer(schema: z.ZodNumber) {
+  return z.preprocess((value) => (typeof value === 'string' && /^[0-9]{1,15}$/.test(value) ? Number(value) : value), schema);
+}
+
+/** Sensitivity labels, lowest first: a session's high-water mark only rises along this order. */
+export const SENSITIVITY_LABELS = ['public', 'internal', 'confidential', 'restricted'] as const;
+export type SensitivityLabel = (typeof SENSITIVITY_LABELS)[number];
+export const sensitivitySchema = z.enum(SENSITIVITY_LABELS);
+
+export const auditSchema = z.strictObject({
+  /** Off only for benchmarks and tests; production gateways record every decision. */
+  enabled: z.boolean().default(true),
+  /**
+   * `sync`: a call's response is sent only after its record is durable (group commit). `queue`: records become
+   * durable within `flushMs` through a bounded queue that blocks callers when full and never drops one.
+   */
+  durability: z.enum(['sync', 'queue']).default('sync'),
+  /** How long records wait to be written together (group commit window). */
+  flushMs: integer(z.number().int().min(0).max(10_000)).default(5),
+  /** Queue mode: records held before `append` waits for room. */
+  maxQueue: integer(z.number().int().min(1).max(1_000_000)).default(10_000),
+  /** Store the (redacted) arguments themselves, not only their hash. */
+  captureArguments: z.boolean().default(false),
+  /** This instance's chain id; default a fresh id per process start (each instance writes its own chain). */
+  chainId: z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/).optional(),
+});
+
+export const catalogSchema = z.strictObject({
+  /**
+   * `off`: definitions are not checked. `observe`: drift is recorded, nothing is hidden. `pinned`: a tool whose
+   * definition differs from its approved hash, or that was never approved, is hidden and refused.
+   */
+  mode: z.enum(['off', 'observe', 'pinned']).default('off'),
+  /** The approvals file written by `mcpgate catalog snapshot|approve`; relative to the working directory. */
+  file: z.string().min(1).default('./mcpgate.catalog.json'),
+});
+
+export const policySetSchema = z.strictObject({
+  /** Names the set in decisions, logs and `mcpgate explain`. */
+  id: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/),
+  /** Cedar policy files, loaded together as one set and reloaded atomically when any changes. */
+  files: z.array(z.string().min(1)).min(1),
+  /** `advisory`: a deny is recorded as would-have-denied and the call proceeds. */
+  mode: z.enum(['enforce', 'advisory']).default('enforce'),
+});
+
+export const receiptsSchema = z.strictObject({
+  enabled: z.boolean().default(true),
+  /** Ed25519 private key (PKCS#8 PEM), inline or `{ file }`; unset: generated on first start and kept beside the store. */
+  signingKey: secretValueSchema.optional(),
+});
+
+/** Gateway-level governance keys, spread into the gateway schema. */
+export const governanceGatewayFields = {
+  audit: auditSchema.prefault({}),
+  catalog: catalogSchema.prefault({}),
+  policies: z.array(policySetSchema).default([]),
+  receipts: receiptsSchema.prefault({}),
+};
+
+export const guardsSchema = z.strictObject({
+  /** Largest result accepted from this server; larger is an error unless `truncate` is set. Default 2 MiB. */
+  maxResultBytes: integer(z.number().int().positive().max(256 * 1024 * 1024)).default(2 * 1024 * 1024),
+  /** Cut text content to fit instead of failing, marking the result as truncated. */
+  truncate: z.boolean().default(false),
+  /** What a credential-looking value in a result does: nothing, replaced, or the whole result refused. */
+  secretScan: z.enum(['off', 'redact', 'block']).default('redact'),
+});
+
+/** Per-server governance keys, spread into every server schema. */
+export const governanceServerFields = {
+  guards: guardsSchema.prefault({}),
+  /** The label of data this server returns; reading it raises the session's sensitivity to at least this. */
+  sensitivity: sensitivitySchema.default('public'),
+  /** Free attributes given to Cedar as the resource's attributes (strings only), e.g. `{ zone: external }`. */
+  attributes: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,63}$/), z.string()).default({}),
+};
+
+export type AuditConfig = z.infer<typeof auditSchema>;
+export type CatalogConfig = z.infer<typeof catalogSchema>;
+export type PolicySetConfig = z.infer<typeof policySetSchema>;
+export type ReceiptsConfig = z.infer<typeof receiptsSchema>;
+export type GuardsConfig = z.infer<typeof guardsSchema>;
