@@ -25,7 +25,8 @@ function step(what, args) {
 if (!existsSync(join(benchDir, 'node_modules/hdr-histogram-js'))) {
   step('installing bench dependencies (npm ci --prefix bench)', ['ci', '--prefix', 'bench', '--no-audit', '--no-fund']);
 }
-if (!existsSync(join(root, 'dist/src/cli/main.js'))) {
+// W8 imports the authenticator and the policy engine from dist/ directly: a dist/ built before them is stale.
+if (!existsSync(join(root, 'dist/src/cli/main.js')) || !existsSync(join(root, 'dist/src/policy/decision-memo.js'))) {
   step('building the gateway (npm run build)', ['run', 'build', '--silent']);
 }
 

@@ -27,7 +27,7 @@ if (files.length === 0) {
 }
 const result = spawnSync(
   process.execPath,
-  ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=180000', ...passThrough, ...files],
+  ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=300000', ...passThrough, ...files],
   { stdio: 'inherit' },
 );
 process.exit(result.status ?? 1);

@@ -1,5 +1,6 @@
 import type { Dispatcher } from 'undici';
 import { AdminApi } from './admin/admin-api.js';
+import type { CatalogGuard } from './approvals/catalog-guard.js';
 import { Authenticator } from './authn/authenticator.js';
 import { JwtVerifier } from './authn/jwt-verifier.js';
 import { resolveKeySecret } from './authn/key-secret.js';
@@ -11,6 +12,7 @@ import { PassthroughGate } from './credentials/passthrough-gate.js';
 import { PassthroughProber } from './credentials/probe.js';
 import { UpstreamMetadataResolver } from './credentials/upstream-metadata.js';
 import { GatewayError } from './errors/gateway-error.js';
+import { buildGovernance, type Governance } from './governance/build-governance.js';
 import type { GatewayConfig } from './config/schema.js';
 import { LATEST_PROTOCOL_VERSION } from './jsonrpc/protocol-versions.js';
 import type { Logger } from './observability/logger.js';
@@ -71,9 +73,37 @@ export interface GatewayAccess {
   close(): Promise<void>;
 }
 
-export async function buildAccess(config: GatewayConfig, logger: Logger): Promise<GatewayAccess> {
+/** The control-plane store and the API-key secret, opened once; undefined for `auth.mode: none`. */
+export interface ControlStore {
+  readonly store: Store;
+  readonly secret: string;
+}
+
+export async function openControlStore(config: GatewayConfig, logger: Logger): Promise<ControlStore | undefined> {
+  const { gateway } = config;
+  if (gateway.auth.mode === 'none') return undefined;
+  const { secret, source } = await resolveKeySecret({
+    ...(gateway.auth.keySecret === undefined ? {} : { keySecret: gateway.auth.keySecret }),
+    ...(gateway.store === undefined ? {} : { store: gateway.store }),
+  });
+  if (source === 'generated') logger.info('generated the API-key secret beside the SQLite store');
+  const store = await createStore(gateway.store);
+  try {
+    await store.migrate();
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+  return { store, secret };
+}
+
+/**
+ * Who may use what (issue 5) on the opened control store, with the admin API over it. `catalog` is the
+ * gateway's approvals guard, which the admin API reports drift from. The store itself is closed by its opener.
+ */
+export async function buildAccess(config: GatewayConfig, logger: Logger, control: ControlStore | undefined, catalog?: CatalogGuard): Promise<GatewayAccess> {
   const { gateway, servers } = config;
-  if (gateway.auth.mode === 'none') {
+  if (control === undefined) {
     logger.warn('auth.mode is "none": every request may use every server (dev mode on loopback only)');
     if (gateway.admin.token !== undefined && gateway.admin.token !== '') logger.warn('gateway.admin.token is ignored: the admin API needs auth.mode "apiKey"');
     return {
@@ -87,14 +117,8 @@ export async function buildAccess(config: GatewayConfig, logger: Logger): Promis
       close: () => Promise.resolve(),
     };
   }
-  const { secret, source } = await resolveKeySecret({
-    ...(gateway.auth.keySecret === undefined ? {} : { keySecret: gateway.auth.keySecret }),
-    ...(gateway.store === undefined ? {} : { store: gateway.store }),
-  });
-  if (source === 'generated') logger.info('generated the API-key secret beside the SQLite store');
-  const store = await createStore(gateway.store);
-  try {
-    await store.migrate();
+  const { store, secret } = control;
+  {
     // Built before the listener opens, so a malformed CIDR or proxy entry stops the start, never a request.
     const engine = new PermissionEngine({
       store,
@@ -116,6 +140,7 @@ export async function buildAccess(config: GatewayConfig, logger: Logger): Promis
       engine,
       logger,
       ...(vault === undefined ? {} : { vault }),
+      ...(catalog === undefined ? {} : { catalog }),
       // An edit made through the admin API reaches this replica's callers at once; other replicas within the
       // memo's TTL (1 s), the bound issue 5 §10 sets. A stored secret changes no decision.
       onChange: (change) => {
@@ -130,19 +155,21 @@ export async function buildAccess(config: GatewayConfig, logger: Logger): Promis
       trustedProxies: engine.trustedProxies,
       store,
       resourceMetadata: jwt?.metadata(),
-      async close() {
-        await authenticator.settled();
-        await store.close();
-      },
+      close: () => authenticator.settled(),
     };
-  } catch (error) {
-    await store.close();
-    throw error;
   }
 }
 
-export function buildCore(config: GatewayConfig, logger: Logger, access: AccessPolicy, credentials: CredentialBroker): GatewayCore {
+/** What the core is built from: the access policy, upstream credentials and governance. */
+export interface CoreDeps {
+  readonly access: AccessPolicy;
+  readonly credentials: CredentialBroker;
+  readonly governance: Governance;
+}
+
+export function buildCore(config: GatewayConfig, logger: Logger, deps: CoreDeps): GatewayCore {
   const { gateway, servers } = config;
+  const { access, credentials, governance } = deps;
   // Every per-upstream cache is keyed by the execution identity (issue 4 §1, DESIGN.md invariant 1), derived
   // once here: one HTTP pool per identity, one shared stdio child per identity.
   const identities = new Map(Object.entries(servers).map(([name, server]) => [name, executionIdentityOf(name, server)]));
@@ -184,6 +211,9 @@ export function buildCore(config: GatewayConfig, logger: Logger, access: AccessP
     registry,
     access,
     credentials,
+    catalog: governance.catalog,
+    governance: governance.governor,
+    onSessionEnd: (session) => governance.sessionEnded(session),
     sessions,
     naming: { mode: gateway.prefix, separator: gateway.separator },
     filters,
@@ -213,6 +243,38 @@ export interface RunningHttpGateway {
   close(): Promise<void>;
 }
 
+/** Everything one gateway process runs, built in dependency order; `close` undoes it in reverse. */
+interface Assembled {
+  readonly access: GatewayAccess;
+  readonly core: GatewayCore;
+  readonly governance: Governance;
+  close(): Promise<void>;
+}
+
+async function assemble(config: GatewayConfig, logger: Logger): Promise<Assembled> {
+  const closers: Array<() => Promise<void>> = [];
+  const close = async (): Promise<void> => {
+    for (const closer of closers.splice(0).reverse()) await closer();
+  };
+  try {
+    const control = await openControlStore(config, logger);
+    if (control !== undefined) closers.push(() => control.store.close());
+    const governance = await buildGovernance(config, { store: control?.store, logger });
+    closers.push(() => governance.close());
+    const access = await buildAccess(config, logger, control, governance.catalog);
+    closers.push(() => access.close());
+    const credentials = await buildCredentialBroker(config, { vault: access.vault, logger });
+    closers.push(() => credentials.close());
+    const core = buildCore(config, logger, { access: access.access, credentials: credentials.broker, governance });
+    // Closing the core ends every session, whose receipts the governance closer then waits for.
+    closers.push(() => core.close());
+    return { access, core, governance, close };
+  } catch (error) {
+    await close().catch(() => undefined);
+    throw error;
+  }
+}
+
 /**
  * Starts the HTTP gateway; resolves once it listens. `auth.mode: none` is checked again here against the
  * effective listen address, because `serve --host` can move a loopback config onto a network interface.
@@ -225,9 +287,8 @@ export async function startHttpGateway(config: GatewayConfig, logger: Logger): P
       `auth.mode "none" is allowed only in dev mode on a loopback address, not on ${gateway.listen.host}`,
     );
   }
-  const access = await buildAccess(config, logger);
-  const credentials = await buildCredentialBroker(config, { vault: access.vault, logger });
-  const core = buildCore(config, logger, access.access, credentials.broker);
+  const parts = await assemble(config, logger);
+  const { access, core, governance } = parts;
   const selfService = access.vault === undefined ? undefined : new SelfServiceSecrets({ vault: access.vault, config, logger });
   const passthrough = new PassthroughGate({
     servers: config.servers,
@@ -239,7 +300,7 @@ export async function startHttpGateway(config: GatewayConfig, logger: Logger): P
     gateway: config.gateway,
     router: core.router,
     sessions: core.sessions,
-    auth: new HttpAuth({ authenticator: access.authenticator, trustedProxies: access.trustedProxies, logger }),
+    auth: new HttpAuth({ authenticator: access.authenticator, trustedProxies: access.trustedProxies, logger, onRefused: (refusal) => governance.authFailure(refusal) }),
     resourceMetadata: access.resourceMetadata,
     admin: access.admin,
     passthrough: passthrough.active ? passthrough : undefined,
@@ -247,16 +308,18 @@ export async function startHttpGateway(config: GatewayConfig, logger: Logger): P
     readiness: () => core.registry.snapshot() as Record<string, unknown>,
     logger,
   });
-  const url = await server.listen();
+  const url = await server.listen().catch(async (error: unknown) => {
+    await passthrough.close();
+    await parts.close();
+    throw error;
+  });
   return {
     url,
     port: server.port,
     async close() {
       await server.close();
-      await core.close();
       await passthrough.close();
-      await credentials.close();
-      await access.close();
+      await parts.close();
     },
   };
 }
@@ -266,27 +329,20 @@ export async function startHttpGateway(config: GatewayConfig, logger: Logger): P
  * the key in `MCPGATE_API_KEY`, checked once before stdin is read; a missing or refused key stops the start.
  */
 export async function runStdioGateway(config: GatewayConfig, logger: Logger, env: NodeJS.ProcessEnv = process.env): Promise<void> {
-  const access = await buildAccess(config, logger);
+  const parts = await assemble(config, logger);
   try {
-    const caller = await stdioCaller(access, env);
-    const credentials = await buildCredentialBroker(config, { vault: access.vault, logger });
-    const core = buildCore(config, logger, access.access, credentials.broker);
+    const caller = await stdioCaller(parts.access, env);
     const server = new StdioServer({
-      router: core.router,
+      router: parts.core.router,
       input: process.stdin,
       output: process.stdout,
       maxMessageBytes: config.gateway.limits.maxBodyBytes,
       logger,
       caller,
     });
-    try {
-      await server.run();
-    } finally {
-      await core.close();
-      await credentials.close();
-    }
+    await server.run();
   } finally {
-    await access.close();
+    await parts.close();
   }
 }
 

@@ -15,13 +15,15 @@ import { runW4 } from '../workloads/w4.mjs';
 import { runW5 } from '../workloads/w5.mjs';
 import { runW6 } from '../workloads/w6.mjs';
 import { runW7, W7_DEFAULTS } from '../workloads/w7.mjs';
+import { runW8, W8_DEFAULTS } from '../workloads/w8.mjs';
+import { runW9, W9_DEFAULTS } from '../workloads/w9.mjs';
 
-const WORKLOADS = { W1: runW1, W2: runW2, W3: runW3, W4: runW4, W5: runW5, W6: runW6, W7: runW7 };
+const WORKLOADS = { W1: runW1, W2: runW2, W3: runW3, W4: runW4, W5: runW5, W6: runW6, W7: runW7, W8: runW8, W9: runW9 };
 
-/** Full run (W1–W7): about 14 minutes on an idle 2-core machine, 5 of them the W6 soak (`--soak-seconds`). */
+/** Full run (W1–W9): about 17 minutes on an idle 2-core machine, 5 of them the W6 soak (`--soak-seconds`). */
 const FULL = {
   name: 'full',
-  workloads: ['W1', 'W2', 'W3', 'W4', 'W5', 'W6', 'W7'],
+  workloads: ['W1', 'W2', 'W3', 'W4', 'W5', 'W6', 'W7', 'W8', 'W9'],
   rounds: 3,
   pointSeconds: 2,
   warmupSeconds: 0.5,
@@ -39,19 +41,22 @@ const FULL = {
   w5: { upstreams: [1, 100], reps: 5 },
   w6: { seconds: 300, concurrency: 32, churnEvery: 200, sampleSeconds: 5 },
   w7: { ...W7_DEFAULTS },
+  w8: { ...W8_DEFAULTS },
+  w9: { ...W9_DEFAULTS },
 };
 
-/** Smoke: W1 for direct, bare and mcpgate at c=1 and c=32, two rounds; well under 60 s. */
+/** Smoke: W1 for direct, bare and mcpgate at c=1 and c=32, two rounds, and W8 on a store a tenth the size; about 60 s. */
 const SMOKE = {
   ...FULL,
   name: 'smoke',
-  workloads: ['W1'],
+  workloads: ['W1', 'W8'],
   rounds: 2,
   pointSeconds: 1,
   warmupSeconds: 0.3,
   primeSeconds: 2,
   levels: { core: [1, 32], peer: [1, 32], spawn: [1] },
   w1: ['direct', 'bare', 'mcpgate'],
+  w8: { ...W8_DEFAULTS, teams: 10, principals: 1000, keys: 1000, toolsets: 10, warmupOps: 500, ops: 3000, concurrentOps: 3000, maxPhaseSeconds: 1.5, touchSamples: 500, rounds: 1 },
 };
 
 export function parseOptions(argv) {
@@ -72,7 +77,8 @@ export function parseOptions(argv) {
       process.stdout.write(
         'npm run bench [-- --only W1,W3] [--contenders direct,bare,mcpgate] [--rounds 3] [--point-seconds 2]\n' +
           '              [--soak-seconds 300] [--levels 1,32,256] [--set w2.upstreams=1,100 --set w4.seconds=1 …]\n' +
-          'npm run bench:smoke     W1 only, direct/bare/mcpgate at c=1 and 32, under 60 s\n' +
+          'npm run bench:smoke     W1 for direct/bare/mcpgate at c=1 and 32, and W8 with 1,000 keys; about 60 s\n' +
+          'npm run bench -- --only W8   authentication + authorization per call, 10,000 keys (--set w8.ops=5000 …)\n' +
           `W1 contenders: ${Object.keys(W1_CONTENDERS).join(', ')}\n`,
       );
       process.exit(0);
@@ -132,6 +138,9 @@ function estimateSeconds(profile) {
     W5: 3 + profile.w5.reps * (1 + profile.w5.upstreams.length),
     W6: profile.w6.seconds + 6,
     W7: 2 * (profile.w7.seconds + profile.warmupSeconds) + 8,
+    // Seeding SQLite and PostgreSQL, then per store and round 4 configurations of warm-up, sequential and c=64 phases.
+    W9: 10 + profile.w9.concurrency.length * profile.w9.rounds * 2 * (profile.pointSeconds + profile.warmupSeconds),
+    W8: 15 + profile.w8.keys / 250 + profile.w8.rounds * 8 * (profile.w8.maxPhaseSeconds * 1.5 + 1),
   };
   return Math.round(profile.workloads.reduce((sum, name) => sum + (parts[name] ?? 0), 0));
 }

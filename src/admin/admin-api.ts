@@ -1,5 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { CatalogGuard } from '../approvals/catalog-guard.js';
 import { API_KEY_PREFIX } from '../authn/api-keys.js';
 import { MIN_ADMIN_TOKEN_BYTES } from '../config/admin-schema.js';
 import type { GatewayConfig } from '../config/schema.js';
@@ -36,6 +37,8 @@ export interface AdminApiOptions {
   readonly now?: () => Date;
   /** The per-user secret vault; without it `PUT …/secrets/:server` answers MCPGATE_ERR_VAULT_NOT_CONFIGURED. */
   readonly vault?: Vault;
+  /** The gateway's approved-definitions guard; without it `GET /catalog/drift` reports mode "off" and no drift. */
+  readonly catalog?: CatalogGuard;
 }
 
 const METHODS: readonly HttpMethod[] = ['GET', 'POST', 'PUT', 'DELETE'];
@@ -70,7 +73,7 @@ export class AdminApi {
       ...(options.now === undefined ? {} : { now: options.now }),
       ...(options.vault === undefined ? {} : { vault: options.vault }),
     });
-    this.#routes = buildRoutes(control);
+    this.#routes = buildRoutes(control, options.catalog === undefined ? {} : { catalog: options.catalog });
   }
 
   /** False when no admin token is configured; the API then answers 404 to everything. */

@@ -1,6 +1,11 @@
+import type { CatalogGuard } from '../approvals/catalog-guard.js';
+import { readAuditPage } from '../audit/query.js';
 import type { ControlPlane } from '../control/control-plane.js';
 import { permissionsNotFound, secretNotFound, toolsetNotFound } from '../control/views.js';
+import { GatewayError } from '../errors/gateway-error.js';
+import { storedReceiptFile } from '../receipts/issue.js';
 import {
+  auditQuery,
   createKeyBody,
   createOrgBody,
   createPrincipalBody,
@@ -51,8 +56,14 @@ function param(context: RouteContext, name: string): string {
   return context.params[name] ?? '';
 }
 
+/** Gateway parts the admin API reads besides the control plane; each is optional. */
+export interface RouteExtras {
+  /** Drift of live tool definitions from their approvals (issue 7 §2); absent: catalog mode off. */
+  readonly catalog?: CatalogGuard;
+}
+
 /** The admin API's routes over one control plane (docs/admin-api.md lists them with examples). */
-export function buildRoutes(control: ControlPlane): Route[] {
+export function buildRoutes(control: ControlPlane, extras: RouteExtras = {}): Route[] {
   const route = (path: string, methods: Route['methods']): Route => ({ pattern: path.split('/').filter((s) => s !== ''), methods });
   return [
     route('/orgs', {
@@ -201,7 +212,36 @@ export function buildRoutes(control: ControlPlane): Route[] {
         return ok({ explanation: await control.explain(query) });
       },
     }),
+    route('/audit', {
+      GET: async (c) => {
+        const { session, chain, ...query } = parseWith(auditQuery, c.query, 'query');
+        return ok(await readAuditPage(control.store, { ...query, sessionId: session, chainId: chain }));
+      },
+    }),
+    route('/sessions/:sessionId/receipt', {
+      GET: async (c) => {
+        parseWith(noQuery, c.query, 'query');
+        const sessionId = param(c, 'sessionId');
+        const record = await control.store.getReceipt(sessionId);
+        if (record === undefined) throw receiptNotFound(sessionId);
+        // Parsed from the canonical file form, so the answer's JSON is byte for byte what `receipt verify` checks.
+        return ok(JSON.parse(storedReceiptFile(record)));
+      },
+    }),
+    route('/catalog/drift', {
+      GET: async (c) => {
+        parseWith(noQuery, c.query, 'query');
+        const catalog = extras.catalog;
+        if (catalog === undefined) return ok({ mode: 'off', drifts: [] });
+        return ok({ mode: catalog.mode, snapshotHash: catalog.snapshotHash, drifts: catalog.drifts() });
+      },
+    }),
   ];
+}
+
+/** The session has ended without a receipt, is still open, or never existed: the answer does not say which. */
+function receiptNotFound(sessionId: string): GatewayError {
+  return new GatewayError('MCPGATE_ERR_STORE_NOT_FOUND', `no receipt for session "${sessionId}"`, { data: { entity: 'receipt', id: sessionId } });
 }
 
 async function createTeam(control: ControlPlane, orgId: string, name: string): Promise<RouteResult> {

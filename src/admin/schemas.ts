@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { AUDIT_DECISIONS, AUDIT_KINDS } from '../audit/record.js';
+import { parseTimeBound } from '../audit/query.js';
 import { invalidRequest } from '../control/views.js';
 
 /**
@@ -60,6 +62,37 @@ export const explainQuery = z.strictObject({
   tool: name,
   server: name.optional(),
   ip: z.string().min(1).max(100).optional(),
+});
+
+/** `since`/`until`: an ISO 8601 date, a date-time with its offset, or a duration back from now (`24h`). */
+const timeBound = z
+  .string()
+  .max(64)
+  .transform((value, ctx) => {
+    const date = parseTimeBound(value, new Date());
+    if (date !== undefined) return date;
+    ctx.addIssue({ code: 'custom', message: 'expected an ISO 8601 date, a date-time with an offset, or a duration such as 24h' });
+    return z.NEVER;
+  });
+
+export const MAX_AUDIT_LIMIT = 1000;
+export const auditQuery = z.strictObject({
+  since: timeBound.optional(),
+  until: timeBound.optional(),
+  keyId: id.optional(),
+  session: id.optional(),
+  server: name.optional(),
+  tool: name.optional(),
+  decision: z.enum(AUDIT_DECISIONS).optional(),
+  kind: z.enum(AUDIT_KINDS).optional(),
+  chain: z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/).optional(),
+  limit: z
+    .string()
+    .regex(/^[0-9]{1,7}$/)
+    .transform(Number)
+    .pipe(z.number().int().min(1).max(MAX_AUDIT_LIMIT))
+    .default(100),
+  cursor: z.string().min(1).max(1024).optional(),
 });
 
 /** Parses `value` or throws ADMIN_INVALID naming the first problem and where it is. */

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
-import type { KeyAccessExplanation } from '../control/control-plane.js';
+import type { CedarExplanation, KeyAccessExplanation } from '../control/control-plane.js';
 import type { PermissionLevel, Store } from '../store/store.js';
-import { printJson, printTable, runCommand, withControl, type CommonOptions, type ControlIo } from './control-cli.js';
+import { printJson, printTable, runCommand, UsageError, withControl, type CommonOptions, type ControlIo } from './control-cli.js';
 
 export interface ExplainOptions extends CommonOptions {
   /** Key id or displayed prefix. */
@@ -10,6 +10,10 @@ export interface ExplainOptions extends CommonOptions {
   readonly tool: string;
   readonly server?: string;
   readonly ip?: string;
+  /** The session sensitivity the Cedar policies see (default public). */
+  readonly sessionSensitivity?: string;
+  /** The call's arguments as JSON text, for Cedar policies that read `context.args`. */
+  readonly args?: string;
 }
 
 /** Exit code of `explain` for a refused tool: distinct from 1 (the command itself failed) so scripts can tell. */
@@ -17,16 +21,20 @@ export const EXIT_DENIED = 2;
 
 /**
  * `mcpgate explain --key <id> --tool <name>`: whether that key's holder may call the tool and which level
- * decides (issue 5 §9). Exit 0 when allowed, 2 when denied, 1 on a usage or store error.
+ * decides (issue 5 §9), and, when `gateway.policies` is configured, the Cedar decision at ingress with the ids
+ * of the determining policies (issue 7 §3). Exit 0 when allowed, 2 when denied, 1 on a usage or store error.
  */
 export function runExplain(options: ExplainOptions, io: ControlIo): Promise<number> {
   return runCommand(io, 'explain', () =>
     withControl({ file: options.config }, io, async (control) => {
+      const args = options.args === undefined ? undefined : parseArgs(options.args);
       const explanation = await control.explain({
         key: options.key,
         tool: options.tool,
         ...(options.server === undefined ? {} : { server: options.server }),
         ...(options.ip === undefined ? {} : { ip: options.ip }),
+        ...(options.sessionSensitivity === undefined ? {} : { sessionSensitivity: options.sessionSensitivity }),
+        ...(args === undefined ? {} : { args }),
       });
       if (options.json === true) printJson(io, explanation);
       else await printExplanation(io, control.store, explanation);
@@ -60,8 +68,35 @@ async function printExplanation(io: ControlIo, store: Store, explanation: KeyAcc
   );
   if (policy.decidingLevel !== undefined) io.stdout('(* marks the deciding level)');
   for (const warning of policy.warnings) io.stdout(`warning: ${warning}`);
+  if (explanation.cedar !== undefined) printCedar(io, explanation.cedar);
   io.stdout('');
   io.stdout(`${explanation.allowed ? 'ALLOWED' : 'DENIED'}: ${explanation.summary}`);
+}
+
+function parseArgs(text: string): unknown {
+  let args: unknown;
+  try {
+    args = JSON.parse(text);
+  } catch {
+    throw new UsageError(`--args is not JSON: ${text}`);
+  }
+  if (typeof args !== 'object' || args === null || Array.isArray(args)) throw new UsageError('--args must be a JSON object');
+  return args;
+}
+
+/** The Cedar decision at ingress: its verdict, the policies that decided it, and each set's state. */
+function printCedar(io: ControlIo, cedar: CedarExplanation): void {
+  io.stdout('');
+  const verdict = cedar.decision === 'allow' ? 'allows' : 'DENIES';
+  io.stdout(`cedar    ${verdict} (ingress, session sensitivity ${cedar.sessionSensitivity}, policy hash ${cedar.policyHash.slice(0, 16)})`);
+  for (const id of cedar.determining) io.stdout(`  denied by     ${id}`);
+  for (const id of cedar.advisoryDenies) io.stdout(`  advisory deny ${id} (recorded, not enforced)`);
+  for (const error of cedar.errors) io.stdout(`  ${error}`);
+  printTable(
+    io,
+    ['set', 'mode', 'policies', 'loaded', 'state'],
+    cedar.sets.map((set) => [set.id, set.mode, String(set.policyCount), set.loadedAt, set.lastError === undefined ? 'ok' : `reload failed: ${set.lastError}`]),
+  );
 }
 
 /** Display names of the caller's org, team and principal; ids alone are hard to read in a table. */
@@ -82,11 +117,13 @@ async function subjectNames(store: Store, { caller }: KeyAccessExplanation): Pro
 export function registerExplainCommand(program: Command, io: ControlIo, defaultConfig: string): void {
   program
     .command('explain')
-    .description('explain whether a key may call a tool: each level\'s verdict and the deciding one (exit 0 allowed, 2 denied)')
+    .description('explain whether a key may call a tool: each level\'s verdict, the deciding one and the Cedar policy decision (exit 0 allowed, 2 denied)')
     .requiredOption('--key <key-id>', 'key id (or its displayed prefix, mcpg_xxxxxxxx)')
     .requiredOption('--tool <name>', 'the tool name as clients see it, e.g. notes__add_note')
     .option('--server <server>', 'the server, for unprefixed names in gateway.prefix conditional/never modes')
     .option('--ip <address>', 'the client IP to judge internal servers by', '127.0.0.1')
+    .option('--session-sensitivity <label>', 'the session sensitivity Cedar policies see: public, internal, confidential or restricted', 'public')
+    .option('--args <json>', 'the call arguments (a JSON object) Cedar policies see')
     .option('-c, --config <file>', 'configuration file', defaultConfig)
     .option('--json', 'machine-readable output')
     .action(async (options: ExplainOptions) => {

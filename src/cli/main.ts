@@ -6,11 +6,14 @@ import { assertSpawnPolicy } from '../config/spawn-policy.js';
 import { runStdioGateway, startHttpGateway } from '../main.js';
 import { createLogger } from '../observability/logger.js';
 import { VERSION } from '../version.js';
+import { registerAuditCommand, stdoutDrained } from './audit.js';
+import { registerCatalogCommand } from './catalog.js';
 import { runCheck } from './check.js';
 import { registerDirectoryCommands } from './directory.js';
 import { registerExplainCommand } from './explain.js';
 import { registerKeysCommand } from './keys.js';
 import { registerPermissionsCommand } from './permissions.js';
+import { registerReceiptCommand } from './receipt.js';
 import { registerSecretsCommand } from './secrets.js';
 import { registerToolsetsCommand } from './toolsets.js';
 import { runPin } from './pin.js';
@@ -118,6 +121,9 @@ registerDirectoryCommands(program, controlIo, DEFAULT_CONFIG);
 registerPermissionsCommand(program, controlIo, DEFAULT_CONFIG);
 registerToolsetsCommand(program, controlIo, DEFAULT_CONFIG);
 registerExplainCommand(program, controlIo, DEFAULT_CONFIG);
+registerAuditCommand(program, { ...controlIo, drain: stdoutDrained }, DEFAULT_CONFIG);
+registerCatalogCommand(program, controlIo, DEFAULT_CONFIG);
+registerReceiptCommand(program, controlIo);
 // Only `secrets set` reads stdin: the secret never travels in argv.
 registerSecretsCommand(program, { ...controlIo, stdin: process.stdin }, DEFAULT_CONFIG);
 

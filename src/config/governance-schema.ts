@@ -24,8 +24,11 @@ export const auditSchema = z.strictObject({
    * durable within `flushMs` through a bounded queue that blocks callers when full and never drops one.
    */
   durability: z.enum(['sync', 'queue']).default('sync'),
-  /** How long records wait to be written together (group commit window). */
-  flushMs: integer(z.number().int().min(0).max(10_000)).default(5),
+  /**
+   * Extra time records wait to be written together. 0 (default) writes at once when the writer is idle; records
+   * arriving while a batch is being written form the next batch, so concurrency batches without adding latency.
+   */
+  flushMs: integer(z.number().int().min(0).max(10_000)).default(0),
   /** Queue mode: records held before `append` waits for room. */
   maxQueue: integer(z.number().int().min(1).max(1_000_000)).default(10_000),
   /** Store the (redacted) arguments themselves, not only their hash. */

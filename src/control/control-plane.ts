@@ -1,4 +1,7 @@
 import { generateApiKey } from '../authn/api-keys.js';
+import { CedarPolicies, type PolicyOutcome, type PolicySetStatus } from '../cedar/policy-store.js';
+import { buildCedarRequest } from '../cedar/request.js';
+import { SENSITIVITY_LABELS, type SensitivityLabel } from '../config/governance-schema.js';
 import type { GatewayConfig } from '../config/schema.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import { normalizeIp } from '../policy/client-ip.js';
@@ -38,6 +41,11 @@ export interface ControlPlaneOptions {
   readonly vault?: Vault;
   /** Called after every successful mutation. */
   readonly onChange?: (change: ControlChange) => void;
+  /**
+   * The gateway's Cedar policies, so explain judges with the version in force (reloads included). Without it,
+   * explain loads `gateway.policies` itself, once, unwatched, relative to the working directory.
+   */
+  readonly policies?: CedarPolicies;
 }
 
 export interface CreatePrincipalRequest {
@@ -75,6 +83,18 @@ export interface ExplainRequest {
   readonly server?: string;
   /** The client IP the caller would come from; default 127.0.0.1. */
   readonly ip?: string;
+  /** The session's sensitivity high-water mark the Cedar policies see; default `public` (a fresh session). */
+  readonly sessionSensitivity?: string;
+  /** The call's arguments (a JSON object) the Cedar policies see; default none. */
+  readonly args?: unknown;
+}
+
+/** The Cedar decision `explain` reports: the ingress decision point of a `call_tool`, before any result. */
+export interface CedarExplanation extends PolicyOutcome {
+  readonly phase: 'ingress';
+  readonly sessionSensitivity: SensitivityLabel;
+  /** Every set, with what is in force and any reload error. */
+  readonly sets: readonly PolicySetStatus[];
 }
 
 /** `explain` for a stored key: the key's state, the tool's mapping and server filter, and the policy verdict. */
@@ -86,6 +106,8 @@ export interface KeyAccessExplanation {
   readonly caller: Caller;
   readonly tool: ToolResolution;
   readonly policy: AccessExplanation;
+  /** Present when `gateway.policies` names at least one set. */
+  readonly cedar?: CedarExplanation;
 }
 
 /** The principals `ensurePrincipal` found or created for `keys create`. */
@@ -121,8 +143,10 @@ export class ControlPlane {
   readonly #now: () => Date;
   readonly #onChange: (change: ControlChange) => void;
   readonly #vault: Vault | undefined;
+  #policies: Promise<CedarPolicies | undefined> | undefined;
 
   constructor(options: ControlPlaneOptions) {
+    if (options.policies !== undefined) this.#policies = Promise.resolve(options.policies);
     this.#vault = options.vault;
     this.store = options.store;
     this.#secret = options.keySecret;
@@ -328,7 +352,10 @@ export class ControlPlane {
       clientIp: ip,
     };
     const policy = await this.#engine.explain(caller, tool.server, tool.upstream);
-    const allowed = key.status === 'active' && tool.visible && policy.allowed;
+    const cedar = await this.#explainCedar(caller, tool, request);
+    const cedarAllows = cedar === undefined || cedar.decision === 'allow';
+    const allowed = key.status === 'active' && tool.visible && policy.allowed && cedarAllows;
+    // In the order the gateway checks: authentication, permissions, the server's filter, then Cedar at ingress.
     const summary =
       key.status !== 'active'
         ? `denied: the key is ${key.status}, so it does not authenticate`
@@ -336,8 +363,47 @@ export class ControlPlane {
           ? policy.summary
           : !tool.visible
             ? `denied by the server's configuration: ${tool.reason}`
-            : policy.summary;
-    return { allowed, summary, key, caller, tool, policy };
+            : !cedarAllows
+              ? cedarSummary(cedar)
+              : policy.summary;
+    return { allowed, summary, key, caller, tool, policy, ...(cedar === undefined ? {} : { cedar }) };
+  }
+
+  async #explainCedar(caller: Caller, tool: ToolResolution, request: ExplainRequest): Promise<CedarExplanation | undefined> {
+    const label = request.sessionSensitivity ?? 'public';
+    if (!isSensitivityLabel(label)) {
+      throw invalidRequest(`"${label}" is not a sensitivity label (${SENSITIVITY_LABELS.join(', ')})`);
+    }
+    const policies = await this.#cedarPolicies();
+    if (policies === undefined) return undefined;
+    const server = this.#config.servers[tool.server];
+    const outcome = policies.evaluate(
+      buildCedarRequest({
+        caller,
+        action: 'call_tool',
+        server: tool.server,
+        tool: tool.upstream,
+        serverAttributes: server?.attributes ?? {},
+        serverSensitivity: server?.sensitivity ?? 'public',
+        args: request.args,
+        sessionSensitivity: label,
+        phase: 'ingress',
+        now: this.#now(),
+      }),
+    );
+    return { ...outcome, phase: 'ingress', sessionSensitivity: label, sets: policies.status() };
+  }
+
+  #cedarPolicies(): Promise<CedarPolicies | undefined> {
+    if (this.#policies === undefined) {
+      const sets = this.#config.gateway.policies;
+      this.#policies = sets.length === 0 ? Promise.resolve(undefined) : CedarPolicies.load({ sets, watch: false });
+      // A failed load (a policy file with a syntax error) is reported by this explain and retried by the next.
+      this.#policies.catch(() => {
+        this.#policies = undefined;
+      });
+    }
+    return this.#policies;
   }
 
   #requireVault(): Vault {
@@ -355,4 +421,17 @@ export class ControlPlane {
     this.#onChange(change);
     return value;
   }
+}
+
+function isSensitivityLabel(value: string): value is SensitivityLabel {
+  return (SENSITIVITY_LABELS as readonly string[]).includes(value);
+}
+
+function cedarSummary(cedar: CedarExplanation): string {
+  const failed = cedar.determining.filter((id) => id.endsWith(':*') || cedar.errors.some((error) => error.startsWith(`policy error: ${id}: `)));
+  const forbidding = cedar.determining.filter((id) => !failed.includes(id));
+  const parts: string[] = [];
+  if (forbidding.length > 0) parts.push(`denied by Cedar policy ${forbidding.join(', ')}`);
+  if (failed.length > 0) parts.push(`denied (fail closed) because Cedar could not evaluate ${failed.join(', ')}: ${cedar.errors.join('; ')}`);
+  return parts.join('; ');
 }

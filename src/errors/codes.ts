@@ -65,6 +65,14 @@ export const ErrorCatalogue = {
   MCPGATE_ERR_UPSTREAM_FORBIDDEN: { http: 403, rpc: RpcCode.InvalidRequest },
   MCPGATE_ERR_UPSTREAM_TOKEN: { http: 502, rpc: RpcCode.ServerError },
   MCPGATE_ERR_CREDENTIAL_MISSING: { http: 403, rpc: RpcCode.InvalidRequest },
+  MCPGATE_ERR_CATALOG_INVALID: { http: 500, rpc: RpcCode.InternalError },
+  MCPGATE_ERR_TOOL_QUARANTINED: { http: 403, rpc: RpcCode.InvalidParams },
+  MCPGATE_ERR_RESULT_TOO_LARGE: { http: 502, rpc: RpcCode.ServerError },
+  MCPGATE_ERR_RESULT_SECRET: { http: 502, rpc: RpcCode.ServerError },
+  MCPGATE_ERR_RECEIPT_KEY: { http: 500, rpc: RpcCode.InternalError },
+  MCPGATE_ERR_AUDIT_UNAVAILABLE: { http: 503, rpc: RpcCode.ServerError },
+  MCPGATE_ERR_POLICY_INVALID: { http: 500, rpc: RpcCode.InternalError },
+  MCPGATE_ERR_POLICY_DENIED: { http: 403, rpc: RpcCode.InvalidParams },
 } as const;
 
 export type ErrorCode = keyof typeof ErrorCatalogue;

@@ -1,46 +1,20 @@
 import { pino, type Logger, type LoggerOptions, type DestinationStream } from 'pino';
+import { credentialKeySpellings, redactText } from '../redact/secret-patterns.js';
 
 export type { Logger };
 
 /**
- * Paths redacted in every log line. Keys are matched wherever they appear one or two levels down, so a
- * header bag or a server env logged by mistake still comes out clean.
+ * Paths redacted in every log line: the shared credential field names, plus `env` because a server's
+ * environment is where upstream credentials live. Keys are matched wherever they appear one or two
+ * levels down, so a header bag or a server env logged by mistake still comes out clean.
  */
-const SECRET_KEYS = [
-  'authorization',
-  'Authorization',
-  'proxy-authorization',
-  'cookie',
-  'set-cookie',
-  'x-mcpgate-key',
-  'x-api-key',
-  'apiKey',
-  'api_key',
-  'token',
-  'accessToken',
-  'access_token',
-  'refreshToken',
-  'refresh_token',
-  'clientSecret',
-  'client_secret',
-  'password',
-  'secret',
-  'env',
-];
+const SECRET_KEYS = [...new Set([...credentialKeySpellings(), 'env'])];
 
 const REDACT_PATHS = SECRET_KEYS.flatMap((key) => [key, `*.${key}`, `*.*.${key}`]);
 
-/** Strings that look like credentials even when they sit under an innocent key. */
-const CREDENTIAL_PATTERN =
-  /\b(Bearer\s+)[A-Za-z0-9._~+/=-]{8,}|\b(mcpg_|sk-|ghp_|xox[abp]-|AKIA)[A-Za-z0-9_-]{8,}|(eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)/g;
-
-/** Masks credential-looking substrings. Exported so that other sinks (audit, errors) use the same rule. */
+/** Masks credential-looking substrings, using the same shapes as audit records and tool results. */
 export function redactString(value: string): string {
-  return value.replace(CREDENTIAL_PATTERN, (_match, bearer: string | undefined, prefix: string | undefined) => {
-    if (bearer !== undefined) return `${bearer}[REDACTED]`;
-    if (prefix !== undefined) return `${prefix}[REDACTED]`;
-    return '[REDACTED]';
-  });
+  return redactText(value);
 }
 
 export interface LoggerSettings {

@@ -44,8 +44,13 @@ export interface CatalogScope {
 /** Bound on per-scope caches (owner indexes, first pages): distinct effective permissions, not callers. */
 const MAX_SCOPES = 1024;
 
+/** Approved-definition check of one upstream tool object (issue 7 §2); false hides it and refuses calls to it. */
+export type ToolAdmission = (server: string, tool: JsonObject) => boolean;
+
 export interface CatalogOptions {
   filters: ReadonlyMap<string, ToolFilter>;
+  /** Absent: every tool the filters permit is admitted. */
+  admits?: ToolAdmission;
   naming: Naming;
   ttlMs: number;
   logger: Logger;
@@ -132,6 +137,21 @@ export class CatalogView {
     return name === undefined ? undefined : { server, name };
   }
 
+  /**
+   * The upstream's own definition of one of its tools, from the cached list (fetched when not cached). Undefined
+   * when the upstream does not list it.
+   */
+  async toolDefinition(server: string, upstreamName: string, fetcher: ListFetcher): Promise<JsonObject | undefined> {
+    for (const tool of await this.fetchAll('tools', server, fetcher)) if (tool.name === upstreamName) return tool;
+    return undefined;
+  }
+
+  /** The upstream's definition of a tool if its list is cached, without fetching anything. */
+  cachedTool(server: string, upstreamName: string): JsonObject | undefined {
+    for (const tool of this.cachedItems('tools', server)) if (tool.name === upstreamName) return tool;
+    return undefined;
+  }
+
   /** The server that lists `uri` as a resource, else the first whose template matches it. */
   async resolveResource(uri: string, fetcher: ListFetcher, scope: CatalogScope): Promise<string | undefined> {
     const owner = (await this.completeOwners('resources', fetcher, scope)).get(uri)?.[0];
@@ -205,6 +225,7 @@ export class CatalogView {
     let description = item.description;
     if (kind === 'tools') {
       if (!scope.allowsTool(server, item.name)) return undefined;
+      if (this.options.admits !== undefined && !this.options.admits(server, item)) return undefined;
       const filter = this.options.filters.get(server);
       if (filter !== undefined) {
         if (!filter.permits(item.name)) return undefined;

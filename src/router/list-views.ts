@@ -2,12 +2,13 @@ import { makeResult, type JsonObject, type JsonRpcRequest, type JsonRpcResponse 
 import { rawResult } from '../jsonrpc/serialize.js';
 import type { Logger } from '../observability/logger.js';
 import type { DownstreamSession } from '../session/downstream-session.js';
-import { CatalogView, type CatalogScope, type ListFetcher, type ListKind } from './catalog.js';
+import { CatalogView, type CatalogScope, type ListFetcher, type ListKind, type ToolAdmission } from './catalog.js';
 import { CursorCodec } from './cursor.js';
 import type { Naming, ToolFilter } from './naming.js';
 
 export interface ListViewsOptions {
   filters: ReadonlyMap<string, ToolFilter>;
+  admits?: ToolAdmission;
   naming: Naming;
   ttlMs: number;
   logger: Logger;

@@ -14,7 +14,9 @@ import {
   type JsonRpcResponse,
 } from '../jsonrpc/message.js';
 import { negotiateVersion } from '../jsonrpc/protocol-versions.js';
+import { quarantinedError, type CatalogGuard } from '../approvals/catalog-guard.js';
 import type { CredentialBroker } from '../credentials/credential-broker.js';
+import type { CallFacts, CallGovernor } from '../governance/call-governor.js';
 import type { Logger } from '../observability/logger.js';
 import type { AccessPolicy } from '../policy/access-policy.js';
 import type { AccessDecision, Caller } from '../policy/decision.js';
@@ -23,7 +25,7 @@ import type { SessionManager } from '../session/session-manager.js';
 import { CancelScope } from '../session/cancel-scope.js';
 import type { UpstreamClient, UpstreamReply } from '../upstream/upstream-client.js';
 import type { UpstreamRegistry } from '../upstream/upstream-registry.js';
-import type { CatalogScope, ListFetcher, ListKind } from './catalog.js';
+import type { CatalogScope, CatalogView, ListFetcher, ListKind } from './catalog.js';
 import { type CallContext, createUpstreamHandlers, deliver } from './client-bridge.js';
 import { ListViews } from './list-views.js';
 import type { Naming, ToolFilter } from './naming.js';
@@ -35,6 +37,12 @@ export interface RouterOptions {
   access: AccessPolicy;
   /** How each upstream session authenticates to its server, for its session's principal (issue 6). */
   credentials: CredentialBroker;
+  /** Approved tool definitions (issue 7 §2); absent or mode `off`: no check. */
+  catalog?: CatalogGuard;
+  /** Policies, response guards, sensitivity and the audit record of every call (issue 7). */
+  governance: CallGovernor;
+  /** Called once when a session ends, after its upstream sessions are released (session receipts). */
+  onSessionEnd?: (session: DownstreamSession) => void;
   sessions: SessionManager;
   naming: Naming;
   filters: ReadonlyMap<string, ToolFilter>;
@@ -79,6 +87,9 @@ export class Router {
     this.options = options;
     this.lists = new ListViews({
       filters: options.filters,
+      ...(options.catalog === undefined || options.catalog.mode === 'off'
+        ? {}
+        : { admits: (server: string, tool: JsonObject) => options.catalog?.check(server, tool) === 'ok' }),
       naming: options.naming,
       ttlMs: options.listCacheTtlMs,
       logger: options.logger,
@@ -98,8 +109,11 @@ export class Router {
       throw new GatewayError('MCPGATE_ERR_INVALID_PARAMS', 'initialize needs protocolVersion, capabilities and clientInfo');
     }
     const protocolVersion = negotiateVersion(params.protocolVersion);
-    const session = this.options.sessions.create({ transport, protocolVersion, clientCapabilities: capabilities, clientInfo, owner: caller?.keyId, principalId: caller?.principalId });
-    session.onClose(() => this.options.registry.release(session.id));
+    const session = this.options.sessions.create({ transport, protocolVersion, clientCapabilities: capabilities, clientInfo, caller });
+    session.onClose(() => {
+      this.options.registry.release(session.id);
+      this.options.onSessionEnd?.(session);
+    });
     const response = makeResult(request.id, {
       protocolVersion,
       capabilities: GATEWAY_CAPABILITIES,
@@ -125,7 +139,7 @@ export class Router {
       // One decision per request, shared by every step below (issue 5 §7).
       const decision = await this.options.access.decide(caller);
       if (decision.warnings.length > 0) this.options.logger.warn({ keyId: caller?.keyId, warnings: decision.warnings }, 'permission warnings');
-      return await this.dispatch(session, request, { session, stream }, controller, this.scopeOf(decision));
+      return await this.dispatch(session, request, { session, stream }, controller, this.scopeOf(decision), caller);
     } catch (error) {
       if (controller.aborted && GatewayError.is(error) && error.code === 'MCPGATE_ERR_CANCELLED') return undefined;
       if (!GatewayError.is(error)) this.options.logger.error({ err: error, method: request.method }, 'request failed');
@@ -185,6 +199,7 @@ export class Router {
     context: CallContext,
     signal: CancelScope,
     scope: CatalogScope,
+    caller: Caller | undefined,
   ): Promise<JsonRpcResponse> {
     const params = request.params ?? {};
     const listKind = LIST_KINDS[request.method];
@@ -197,11 +212,20 @@ export class Router {
         const kind = request.method === 'tools/call' ? 'tools' : 'prompts';
         const name = params.name;
         if (typeof name !== 'string') throw new GatewayError('MCPGATE_ERR_INVALID_PARAMS', 'params.name must be a string');
-        const route = await this.lists.viewFor(session).resolve(kind, name, this.fetcher(session), scope);
-        if (route === undefined) throw this.unknownName(kind, name, scope);
-        return this.forward(request, route.server, { ...params, name: route.name }, context, signal);
+        const view = this.lists.viewFor(session);
+        const route = await view.resolve(kind, name, this.fetcher(session), scope);
+        const facts = this.factsOf(session, caller, kind === 'tools' ? 'call_tool' : 'get_prompt', route?.server, route?.name ?? name, params.arguments);
+        if (route === undefined) return this.refuse(facts, this.unknownName(kind, name, scope));
+        if (kind === 'tools') await this.checkApproved(view, session, route.server, route.name, name).catch((error: unknown) => this.refuse(facts, error));
+        return this.governed(request, { ...facts, server: route.server }, { ...params, name: route.name }, context, signal);
       }
-      case 'resources/read':
+      case 'resources/read': {
+        const uri = params.uri;
+        if (typeof uri !== 'string') throw new GatewayError('MCPGATE_ERR_INVALID_PARAMS', 'params.uri must be a string');
+        const facts = this.factsOf(session, caller, 'read_resource', undefined, uri, undefined);
+        const server = await this.resourceOwner(session, uri, scope).catch((error: unknown) => this.refuse(facts, error));
+        return this.governed(request, { ...facts, server }, params, context, signal);
+      }
       case 'resources/subscribe':
       case 'resources/unsubscribe': {
         const uri = params.uri;
@@ -244,6 +268,54 @@ export class Router {
       },
       signal,
     );
+  }
+
+  private factsOf(
+    session: DownstreamSession,
+    caller: Caller | undefined,
+    action: CallFacts['action'],
+    server: string | undefined,
+    name: string,
+    args: unknown,
+  ): CallFacts {
+    return { sessionId: session.id, sessionSensitivity: session.sensitivity, caller, action, server, name, args };
+  }
+
+  /** Records a call refused before it reached any upstream (unknown, forbidden, quarantined), then throws. */
+  private async refuse(facts: CallFacts, error: unknown): Promise<never> {
+    if (GatewayError.is(error)) await this.options.governance.record(facts, { kind: 'refused', error, decision: 'deny' }, 0, []);
+    throw error;
+  }
+
+  /**
+   * A routed call under governance (issue 7): ingress policies, the upstream call, response guards and egress
+   * policies, then exactly one terminal audit record, durable before the answer leaves in `sync` mode.
+   */
+  private async governed(
+    request: JsonRpcRequest,
+    facts: CallFacts & { readonly server: string },
+    params: JsonObject,
+    context: CallContext,
+    signal: CancelScope,
+  ): Promise<JsonRpcResponse> {
+    const governance = this.options.governance;
+    const started = performance.now();
+    let advisory: readonly string[] = [];
+    let response: JsonRpcResponse;
+    try {
+      advisory = governance.ingress(facts);
+      const upstream = await this.forward(request, facts.server, params, context, signal);
+      const egress = governance.egress(facts, upstream);
+      response = egress.response;
+      advisory = [...advisory, ...egress.advisory];
+      if ('result' in response) context.session.sensitivity = governance.raisedSensitivity(context.session.sensitivity, facts.server);
+      await governance.record(facts, { kind: 'answered', response, resultBytes: egress.bytes, resultHash: egress.hash }, performance.now() - started, advisory);
+    } catch (error) {
+      if (GatewayError.is(error) && error.code === 'MCPGATE_ERR_AUDIT_UNAVAILABLE') throw error;
+      await governance.record(facts, { kind: 'failed', error, cancelled: signal.aborted }, performance.now() - started, advisory);
+      throw error;
+    }
+    return response;
   }
 
   private async resourceOwner(session: DownstreamSession, uri: string, scope: CatalogScope): Promise<string> {
@@ -366,6 +438,22 @@ export class Router {
 
   private timeoutFor(server: string): number {
     return this.options.serverTimeouts.get(server) ?? this.options.callTimeoutMs;
+  }
+
+  /**
+   * Refuses a call to a quarantined tool (issue 7 §2). In `pinned` mode the definition is looked up (fetching the
+   * list if needed) so that no unapproved definition is ever called; `observe` checks only a cached list, so its
+   * calls never wait on a listing.
+   */
+  private async checkApproved(view: CatalogView, session: DownstreamSession, server: string, upstreamName: string, exposed: string): Promise<void> {
+    const guard = this.options.catalog;
+    if (guard === undefined || guard.mode === 'off') return;
+    const definition = guard.mode === 'pinned' ? await view.toolDefinition(server, upstreamName, this.fetcher(session)) : view.cachedTool(server, upstreamName);
+    if (definition === undefined) {
+      if (guard.mode === 'pinned') throw quarantinedError(server, exposed);
+      return;
+    }
+    if (guard.check(server, definition) === 'quarantined') throw quarantinedError(server, exposed);
   }
 
   /** The catalogue scope a decision permits, built once per decision object. */

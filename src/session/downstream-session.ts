@@ -1,4 +1,6 @@
 import type { InboundCredentials } from '../authn/types.js';
+import type { SensitivityLabel } from '../config/governance-schema.js';
+import type { Caller } from '../policy/decision.js';
 import type { JsonObject, JsonRpcId, JsonRpcMessage } from '../jsonrpc/message.js';
 import type { ProtocolVersion } from '../jsonrpc/protocol-versions.js';
 import type { CancelScope } from './cancel-scope.js';
@@ -22,6 +24,9 @@ export interface RequestStream {
 
 export type TransportKind = 'streamable-http' | 'legacy-sse' | 'stdio';
 
+/** DELETE (or the client going away), the idle reaper, or the gateway shutting down. */
+export type SessionEndReason = 'deleted' | 'expired' | 'shutdown';
+
 /** A gateway→client request waiting for the client's answer. */
 export interface OutboundRequest {
   resolve(message: JsonRpcMessage): void;
@@ -38,13 +43,10 @@ export class DownstreamSession {
   readonly protocolVersion: ProtocolVersion;
   readonly clientCapabilities: JsonObject;
   readonly clientInfo: JsonObject;
-  /**
-   * The credential id (API key id, or the JWT subject's derived id) that created the session; requests with any
-   * other credential are answered as if the session did not exist (issue 5 §6). Undefined only with auth off.
-   */
-  readonly owner: string | undefined;
-  /** The principal behind `owner`, whose own upstream credentials (e.g. vault secrets) the session uses. */
-  readonly principalId: string | undefined;
+  /** Who created the session (issue 5 §6); undefined only with auth off. */
+  readonly caller: Caller | undefined;
+  /** Why the session ended, once it has: the session receipt records it (issue 7 §5). */
+  endReason: SessionEndReason | undefined;
   /**
    * What the session's latest request carried for upstreams (a gateway JWT to exchange, an `Authorization` to
    * pass through), replaced by every request; read when an upstream request is made (issue 6). Never logged.
@@ -56,6 +58,8 @@ export class DownstreamSession {
   closed = false;
   /** The level the client asked for with logging/setLevel, replayed to upstreams opened later. */
   logLevel: string | undefined;
+  /** The highest sensitivity of data this session has read (issue 7 §4); it never goes down. */
+  sensitivity: SensitivityLabel = 'public';
   /** Memo of the router's catalogue key for these client capabilities. */
   capabilitySignature: string | undefined;
   channel: SessionChannel | undefined;
@@ -72,8 +76,7 @@ export class DownstreamSession {
     protocolVersion: ProtocolVersion;
     clientCapabilities: JsonObject;
     clientInfo: JsonObject;
-    owner: string | undefined;
-    principalId: string | undefined;
+    caller: Caller | undefined;
     now: number;
   }) {
     this.id = init.id;
@@ -81,8 +84,7 @@ export class DownstreamSession {
     this.protocolVersion = init.protocolVersion;
     this.clientCapabilities = init.clientCapabilities;
     this.clientInfo = init.clientInfo;
-    this.owner = init.owner;
-    this.principalId = init.principalId;
+    this.caller = init.caller;
     this.createdAt = init.now;
     this.lastSeen = init.now;
   }
@@ -125,10 +127,24 @@ export class DownstreamSession {
     this.closeHooks.push(hook);
   }
 
+  /**
+   * The credential id (API key id, or the JWT subject's derived id) that created the session; requests with any
+   * other credential are answered as if the session did not exist (issue 5 §6).
+   */
+  get owner(): string | undefined {
+    return this.caller?.keyId;
+  }
+
+  /** The principal behind `owner`, whose own upstream credentials (e.g. vault secrets) the session uses. */
+  get principalId(): string | undefined {
+    return this.caller?.principalId;
+  }
+
   /** Cancels everything in flight and runs close hooks (upstream sessions, streams). Idempotent. */
-  close(): void {
+  close(reason: SessionEndReason = 'deleted'): void {
     if (this.closed) return;
     this.closed = true;
+    this.endReason = reason;
     for (const controller of this.inflight.values()) controller.abort();
     this.inflight.clear();
     if (this.outbound !== undefined) {

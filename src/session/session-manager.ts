@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { Logger } from '../observability/logger.js';
-import { DownstreamSession } from './downstream-session.js';
+import { DownstreamSession, type SessionEndReason } from './downstream-session.js';
 
 export interface SessionManagerOptions {
   maxSessions: number;
@@ -56,11 +56,11 @@ export class SessionManager {
     return session;
   }
 
-  delete(id: string): boolean {
+  delete(id: string, reason: SessionEndReason = 'deleted'): boolean {
     const session = this.sessions.get(id);
     if (session === undefined) return false;
     this.sessions.delete(id);
-    session.close();
+    session.close(reason);
     return true;
   }
 
@@ -77,7 +77,7 @@ export class SessionManager {
     for (const session of this.sessions.values()) {
       if (session.lastSeen < cutoff && session.inflight.size === 0 && session.channel === undefined) {
         this.options.logger.info({ session: session.id }, 'session expired');
-        this.delete(session.id);
+        this.delete(session.id, 'expired');
       }
     }
   }
@@ -85,6 +85,6 @@ export class SessionManager {
   closeAll(): void {
     if (this.reaper !== undefined) clearInterval(this.reaper);
     this.reaper = undefined;
-    for (const id of [...this.sessions.keys()]) this.delete(id);
+    for (const id of [...this.sessions.keys()]) this.delete(id, 'shutdown');
   }
 }

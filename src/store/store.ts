@@ -160,6 +160,94 @@ export interface ListKeysFilter {
 }
 
 /**
+ * One audit record as stored (issue 7 §1): one row of one instance's hash chain. The store keeps what it is
+ * given and returns what it finds: enumerated fields are plain strings here and a row altered behind the
+ * store's back still comes out, so `mcpgate audit verify` can name it instead of failing to read it. Meaning,
+ * canonical form and hashing live in `src/audit`.
+ */
+export interface AuditRecordRow {
+  readonly chainId: string;
+  /** 1…n within the chain. */
+  readonly seq: number;
+  readonly time: Date;
+  readonly kind: string;
+  readonly decision: string;
+  readonly reason?: string;
+  readonly keyId?: string;
+  readonly userId?: string;
+  readonly teamId?: string;
+  readonly orgId?: string;
+  readonly agentId?: string;
+  readonly sessionId?: string;
+  readonly server?: string;
+  readonly tool?: string;
+  readonly argsHash?: string;
+  /** The redacted arguments as canonical JSON text, only when `audit.captureArguments` is set. */
+  readonly args?: string;
+  readonly resultHash?: string;
+  readonly resultBytes?: number;
+  readonly latencyMs?: number;
+  readonly evidence?: string;
+  /** Hex SHA-256 of the previous record (64 zeros for seq 1). */
+  readonly prevHash: string;
+  readonly hash: string;
+}
+
+/** A position in the audit log: where a page ended, so the next one starts after it (keyset paging). */
+export interface AuditPosition {
+  /** Needed for `order: 'time'`; ignored for `order: 'chain'`. */
+  readonly time?: Date;
+  readonly chainId: string;
+  readonly seq: number;
+}
+
+export interface AuditRecordFilter {
+  /** Inclusive. */
+  readonly since?: Date;
+  /** Exclusive. */
+  readonly until?: Date;
+  readonly chainId?: string;
+  readonly keyId?: string;
+  readonly sessionId?: string;
+  readonly server?: string;
+  readonly tool?: string;
+  readonly decision?: string;
+  readonly kind?: string;
+  /** `time` (default): by (time, chain, seq), for reading and export. `chain`: by (chain, seq), for verifying. */
+  readonly order?: 'time' | 'chain';
+  /** Start after this record (exclusive). */
+  readonly after?: AuditPosition;
+  /** 1…10 000. */
+  readonly limit: number;
+}
+
+/** One chain's extent: what a restarted instance continues from, and what verify walks. */
+export interface AuditChainSummary {
+  readonly chainId: string;
+  readonly count: number;
+  readonly lastSeq: number;
+  readonly lastHash: string;
+}
+
+/**
+ * A signed session receipt as stored (issue 7 §5): `body` is the canonical JSON that `signature` covers.
+ * Meaning, signing and verification live in `src/receipts`; the store keeps the text as given.
+ */
+export interface SessionReceiptRecord {
+  readonly sessionId: string;
+  readonly body: string;
+  /** Base64url of the Ed25519 signature over `body`. */
+  readonly signature: string;
+  readonly createdAt: Date;
+}
+
+export interface PutReceiptInput {
+  readonly sessionId: string;
+  readonly body: string;
+  readonly signature: string;
+}
+
+/**
  * The control-plane store. Every method is async so SQLite and PostgreSQL share one shape. Failures are
  * `GatewayError`s: `MCPGATE_ERR_STORE_NOT_FOUND` for unknown ids (`get*` return `undefined` instead),
  * `MCPGATE_ERR_STORE_CONFLICT` for duplicates, `MCPGATE_ERR_STORE_INVALID` for inputs refused before any
@@ -232,4 +320,22 @@ export interface Store {
    * (set or deleted meanwhile), nothing is written and the call fails with STORE_CONFLICT.
    */
   replaceVaultSecrets(entries: readonly VaultSecretReplacement[]): Promise<void>;
+
+  /**
+   * Appends audit records in one transaction: all of them or none. A (chainId, seq) already stored is
+   * STORE_CONFLICT and nothing of the batch is written; malformed rows are STORE_INVALID before any write.
+   */
+  appendAuditRecords(records: readonly AuditRecordRow[]): Promise<void>;
+  /** One page of records matching every given filter, in the filter's order. */
+  listAuditRecords(filter: AuditRecordFilter): Promise<AuditRecordRow[]>;
+  /** Every chain (or just `chainId`'s) with its count and last link, ordered by chain id. */
+  listAuditChains(filter?: { readonly chainId?: string }): Promise<AuditChainSummary[]>;
+
+  /**
+   * Stores the receipt of an ended session. A session has one receipt: a second for the same id is
+   * STORE_CONFLICT and the first stays. Malformed input is STORE_INVALID.
+   */
+  putReceipt(input: PutReceiptInput): Promise<SessionReceiptRecord>;
+  /** One indexed read; `undefined` when the session has no receipt. */
+  getReceipt(sessionId: string): Promise<SessionReceiptRecord | undefined>;
 }

@@ -11,6 +11,16 @@ export interface HttpAuthOptions {
   readonly authenticator: Authenticator | undefined;
   readonly trustedProxies: CidrSet;
   readonly logger: Logger;
+  /** Told of every refusal (the audit log's `auth-failure` records); must not throw. */
+  readonly onRefused?: (refusal: AuthRefusal) => void;
+}
+
+/** One refused request, as the audit log records it: never the credential. */
+export interface AuthRefusal {
+  readonly reason: string;
+  readonly code: string;
+  readonly clientIp: string;
+  readonly path: string | undefined;
 }
 
 /** The outcome for one HTTP request: who is calling (undefined with auth off), or refused and already answered. */
@@ -51,6 +61,8 @@ export class HttpAuth {
         keyInOwnHeader: result.caller.viaHeader === 'x-mcpgate-key',
       };
     }
+    const path = request.url?.split('?')[0];
+    this.#options.onRefused?.({ reason: result.reason, code: result.code, clientIp, path });
     logger.warn(
       {
         reason: result.reason,
@@ -59,7 +71,7 @@ export class HttpAuth {
         code: result.code,
         clientIp,
         method: request.method,
-        path: request.url?.split('?')[0],
+        path,
       },
       'request refused by authentication',
     );

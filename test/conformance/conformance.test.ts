@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const HARNESS = join(ROOT, 'scripts/conformance.mjs');
-// Below the runner's --test-timeout (180 s), so a hung run fails here with its output instead of being cut off.
+// Below the runner's --test-timeout (300 s), so a hung run fails here with its output instead of being cut off.
 const RUN_TIMEOUT_MS = 170_000;
 
 interface HarnessRun {

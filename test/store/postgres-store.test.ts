@@ -6,7 +6,8 @@ import { GatewayError } from '../../src/errors/gateway-error.js';
 import { createStore } from '../../src/store/create-store.js';
 import { MIGRATIONS } from '../../src/store/migrations/migrations.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
-import { runStoreContract, type ContractDatabase } from './store-contract.js';
+import { runAuditStoreContract } from './audit-contract.js';
+import { runStoreContract, type ContractDatabase, type StoreHarness } from './store-contract.js';
 
 // The real PostgreSQL on this machine (DESIGN.md §6), trust auth; .ci/run fails loudly if it is down.
 const SERVER = process.env.MCPGATE_TEST_PG ?? 'postgres://postgres@127.0.0.1:5432';
@@ -30,7 +31,7 @@ async function freshDatabase(): Promise<string> {
   return name;
 }
 
-runStoreContract('PostgreSQL', {
+const harness: StoreHarness = {
   async fresh(): Promise<ContractDatabase> {
     const name = await freshDatabase();
     return {
@@ -40,7 +41,9 @@ runStoreContract('PostgreSQL', {
   },
   // The drop runs in the file-level after() below, once the specific tests' databases exist too.
   async cleanup() {},
-});
+};
+runStoreContract('PostgreSQL', harness);
+runAuditStoreContract('PostgreSQL', harness);
 
 after(async () => {
   // WITH (FORCE) ends any connection a failed test left open (PostgreSQL 13+).
@@ -63,7 +66,7 @@ describe('PostgreSQL store specifics', () => {
     }
     const tables = await withClient(name, (c) => c.query("SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename"));
     assert.deepEqual(tables.rows.map((r: { tablename: string }) => r.tablename), [
-      'api_keys', 'orgs', 'permissions', 'principals', 'schema_migrations', 'teams', 'toolsets', 'vault_secrets',
+      'api_keys', 'audit_records', 'orgs', 'permissions', 'principals', 'schema_migrations', 'session_receipts', 'teams', 'toolsets', 'vault_secrets',
     ]);
   });
 

@@ -8,7 +8,8 @@ import { GatewayError } from '../../src/errors/gateway-error.js';
 import { createStore, resolveStoreUrl } from '../../src/store/create-store.js';
 import { MIGRATIONS } from '../../src/store/migrations/migrations.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import { runStoreContract, type ContractDatabase } from './store-contract.js';
+import { runAuditStoreContract } from './audit-contract.js';
+import { runStoreContract, type ContractDatabase, type StoreHarness } from './store-contract.js';
 
 const root = mkdtempSync(join(tmpdir(), 'mcpgate-sqlite-'));
 let counter = 0;
@@ -25,7 +26,7 @@ function rawQuery(path: string, sql: string): Record<string, unknown>[] {
   }
 }
 
-runStoreContract('SQLite', {
+const harness: StoreHarness = {
   async fresh(): Promise<ContractDatabase> {
     // A nested, not-yet-existing directory: the store must create it.
     const path = join(root, `run-${++counter}`, 'nested', 'mcpgate.db');
@@ -34,7 +35,9 @@ runStoreContract('SQLite', {
   async cleanup() {
     rmSync(root, { recursive: true, force: true });
   },
-});
+};
+runStoreContract('SQLite', harness);
+runAuditStoreContract('SQLite', harness);
 
 describe('SQLite store specifics', () => {
   const dir = mkdtempSync(join(tmpdir(), 'mcpgate-sqlite-x-'));

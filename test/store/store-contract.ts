@@ -363,6 +363,42 @@ export function runStoreContract(name: string, harness: StoreHarness): void {
       await rejectsWith(store.replaceVaultSecrets([next(a), next(a)]), 'MCPGATE_ERR_STORE_INVALID');
     });
 
+    it('stores one receipt per session and returns it as given', async () => {
+      const { store } = await migrated();
+      assert.equal(await store.getReceipt('s-1'), undefined);
+      const body = '{"calls":2,"sessionId":"s-1","text":"héllo ✓"}';
+      const signature = 'A'.repeat(86);
+      const put = await store.putReceipt({ sessionId: 's-1', body, signature });
+      assert.equal(put.sessionId, 's-1');
+      const got = await store.getReceipt('s-1');
+      assert.ok(got);
+      assert.equal(got.body, body);
+      assert.equal(got.signature, signature);
+      assert.equal(got.createdAt.getTime(), put.createdAt.getTime());
+      // A signed receipt is never replaced.
+      await rejectsWith(store.putReceipt({ sessionId: 's-1', body: '{}', signature }), 'MCPGATE_ERR_STORE_CONFLICT');
+      assert.equal((await store.getReceipt('s-1'))?.body, body);
+      await rejectsWith(store.putReceipt({ sessionId: '', body, signature }), 'MCPGATE_ERR_STORE_INVALID');
+      await rejectsWith(store.putReceipt({ sessionId: 's-2', body: '', signature }), 'MCPGATE_ERR_STORE_INVALID');
+      await rejectsWith(store.putReceipt({ sessionId: 's-2', body, signature: 'not base64url!' }), 'MCPGATE_ERR_STORE_INVALID');
+      await rejectsWith(store.putReceipt({ sessionId: 's\0x', body, signature }), 'MCPGATE_ERR_STORE_INVALID');
+      await rejectsWith(store.getReceipt('x'.repeat(201)), 'MCPGATE_ERR_STORE_INVALID');
+      assert.equal(await store.getReceipt('s-2'), undefined);
+    });
+
+    it('adds session_receipts to a database migrated before it existed', async () => {
+      const { store, db, orgId } = await seeded();
+      await store.close();
+      await db.query('DROP TABLE session_receipts');
+      await db.query('DELETE FROM schema_migrations WHERE version = 4');
+      const upgraded = db.open();
+      open.push(upgraded);
+      await upgraded.migrate();
+      assert.equal((await upgraded.getOrg(orgId))?.name, 'acme');
+      await upgraded.putReceipt({ sessionId: 'after-upgrade', body: '{}', signature: 'AAAA' });
+      assert.equal((await upgraded.getReceipt('after-upgrade'))?.body, '{}');
+    });
+
     it('adds vault_secrets to a database migrated before it existed and keeps the older data', async () => {
       const { store, db, userId } = await seeded();
       // Take the database back to version 1 as an older gateway left it.

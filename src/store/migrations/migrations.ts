@@ -13,6 +13,37 @@ export interface Migration {
   readonly dialects?: Partial<Record<SqlDialect, readonly string[]>>;
 }
 
+/** Migration 3's statements; `chainIdCollation` is the only difference between the dialects. */
+function auditRecordsStatements(chainIdCollation: string): readonly string[] {
+  return [
+    `CREATE TABLE audit_records (
+      chain_id TEXT${chainIdCollation} NOT NULL,
+      seq BIGINT NOT NULL,
+      time BIGINT NOT NULL,
+      kind TEXT NOT NULL,
+      decision TEXT NOT NULL,
+      reason TEXT,
+      key_id TEXT,
+      user_id TEXT,
+      team_id TEXT,
+      org_id TEXT,
+      agent_id TEXT,
+      session_id TEXT,
+      server TEXT,
+      tool TEXT,
+      args_hash TEXT,
+      args TEXT,
+      result_hash TEXT,
+      result_bytes BIGINT,
+      latency_ms BIGINT,
+      evidence TEXT,
+      prev_hash TEXT NOT NULL,
+      hash TEXT NOT NULL,
+      PRIMARY KEY (chain_id, seq))`,
+    'CREATE INDEX audit_records_time ON audit_records (time, chain_id, seq)',
+  ];
+}
+
 export const MIGRATIONS_TABLE_SQL =
   'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)';
 
@@ -80,6 +111,33 @@ export const MIGRATIONS: readonly Migration[] = [
         ciphertext TEXT NOT NULL,
         updated_at BIGINT NOT NULL,
         PRIMARY KEY (principal_id, server))`,
+    ],
+  },
+  {
+    version: 3,
+    name: 'audit-records',
+    // The audit log's hash chains (issue 7 §1): one chain per gateway instance, append-only. No CHECK on kind or
+    // decision: a new kind must not need a table rebuild (SQLite cannot alter a constraint), and the chain's
+    // hash, not the schema, is what makes a stored value trustworthy. The time index also serves the keyset
+    // paging of the admin API and export, which order by (time, chain, seq).
+    statements: auditRecordsStatements(''),
+    dialects: {
+      // Byte order for chain ids, as SQLite compares them: pages then follow one order on both backends,
+      // whatever the database's collation.
+      postgres: auditRecordsStatements(' COLLATE "C"'),
+    },
+  },
+  {
+    version: 4,
+    name: 'session-receipts',
+    statements: [
+      // Signed session receipts (issue 7 §5): the canonical JSON body and its signature, kept as signed so the
+      // admin API serves exactly the bytes that verify. One per session; never replaced.
+      `CREATE TABLE session_receipts (
+        session_id TEXT PRIMARY KEY,
+        body TEXT NOT NULL,
+        signature TEXT NOT NULL,
+        created_at BIGINT NOT NULL)`,
     ],
   },
 ];

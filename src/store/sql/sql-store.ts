@@ -1,6 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type {
   ApiKeyRecord,
+  AuditChainSummary,
+  AuditRecordFilter,
+  AuditRecordRow,
   CreateKeyInput,
   CreatePrincipalInput,
   CreateTeamInput,
@@ -11,6 +14,8 @@ import type {
   PermissionRecord,
   Principal,
   PrincipalKind,
+  PutReceiptInput,
+  SessionReceiptRecord,
   Store,
   Team,
   Toolset,
@@ -21,6 +26,8 @@ import type {
   VaultSecretReplacement,
 } from '../store.js';
 import { checkLevel, checkName, checkPermissionDocument, checkToolsetEntries, checkVaultSecretInput, invalid, notFound } from '../validate.js';
+import { appendAuditRecords, listAuditChains, listAuditRecords } from './audit-sql.js';
+import { getReceipt, putReceipt } from './receipt-sql.js';
 import type { SqlDriver, SqlStatement, SqlValue } from './driver.js';
 import { runMigrations } from './migrate.js';
 import { toKey, toOrg, toPermission, toPrincipal, toTeam, toToolset, toVaultSecret, toVaultSecretMeta } from './rows.js';
@@ -333,6 +340,26 @@ export class SqlStore implements Store {
       };
     });
     if (statements.length > 0) await this.#driver.batch(statements);
+  }
+
+  appendAuditRecords(records: readonly AuditRecordRow[]): Promise<void> {
+    return appendAuditRecords(this.#driver, records);
+  }
+
+  listAuditRecords(filter: AuditRecordFilter): Promise<AuditRecordRow[]> {
+    return listAuditRecords(this.#driver, filter);
+  }
+
+  listAuditChains(filter?: { readonly chainId?: string }): Promise<AuditChainSummary[]> {
+    return listAuditChains(this.#driver, filter);
+  }
+
+  putReceipt(input: PutReceiptInput): Promise<SessionReceiptRecord> {
+    return putReceipt(this.#driver, input);
+  }
+
+  getReceipt(sessionId: string): Promise<SessionReceiptRecord | undefined> {
+    return getReceipt(this.#driver, sessionId);
   }
 
   async #mustGetKey(id: string): Promise<ApiKeyRecord> {

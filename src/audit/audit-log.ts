@@ -1,0 +1,387 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { AuditConfig } from '../config/governance-schema.js';
+import { GatewayError } from '../errors/gateway-error.js';
+import type { Logger } from '../observability/logger.js';
+import type { Store } from '../store/store.js';
+import { toRow, type ChainPosition } from './chain.js';
+import { prepareRecord, type PreparedRecord } from './prepare.js';
+import { GENESIS_HASH, hashRecordBody, recordBody, type AuditInput, type StoredAuditRecord } from './record.js';
+import { SessionSpans, type SessionSpan } from './session-spans.js';
+
+export type { SessionSpan } from './session-spans.js';
+
+/** What the log needs of a store; a narrower type lets tests wrap a real store. */
+export type AuditStore = Pick<Store, 'appendAuditRecords' | 'listAuditRecords' | 'listAuditChains'>;
+
+export interface AuditLogOptions {
+  readonly store: AuditStore;
+  /** This instance's chain; continued from its stored last record when it exists. Default {@link generateChainId}. */
+  readonly chainId?: string;
+  /** `sync` (default): `append` resolves once the record is committed. `queue`: once it is queued. */
+  readonly durability?: 'sync' | 'queue';
+  /** Group-commit window: records appended within it share one transaction. 0: the next turn of the event loop. Default 5. */
+  readonly flushMs?: number;
+  /** Records appended but not yet committed; at this many, `append` waits for room (both modes). Default 10 000. */
+  readonly maxQueue?: number;
+  /** Store the redacted arguments, not only their hash. Default false. */
+  readonly captureArguments?: boolean;
+  readonly logger: Logger;
+  readonly now?: () => Date;
+  /** Backoff between retries of a failed write: doubles from `initialMs` (25) up to `maxMs` (2000). */
+  readonly retry?: { readonly initialMs?: number; readonly maxMs?: number };
+  /** Most records per transaction. Default 1000. */
+  readonly maxBatch?: number;
+  /** Sessions whose span is kept for receipts; the oldest is forgotten beyond this. Default 100 000. */
+  readonly maxSessions?: number;
+}
+
+interface Deferred<T> {
+  readonly promise: Promise<T>;
+  resolve(value: T): void;
+  reject(error: unknown): void;
+}
+
+function deferred<T>(): Deferred<T> {
+  let resolve!: (value: T) => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  // Queue-mode callers never await their batch; its failure is reported through the log, not as an unhandled rejection.
+  promise.catch(() => undefined);
+  return { promise, resolve, reject };
+}
+
+interface Batch {
+  readonly records: StoredAuditRecord[];
+  /** Taken by the writer, or full: later records go to a new batch. */
+  closed: boolean;
+  readonly done: Deferred<void>;
+}
+
+interface Placed {
+  readonly record: StoredAuditRecord;
+  readonly batch: Batch;
+}
+
+interface Waiter {
+  readonly prepared: PreparedRecord;
+  readonly placed: Deferred<Placed>;
+}
+
+const CHAIN_ID = /^[A-Za-z0-9_.:-]{1,128}$/;
+
+/** `<host>-<pid>-<random>`: a fresh chain per process start, so two instances never write one chain. */
+export function generateChainId(): string {
+  const host = hostname().replace(/[^A-Za-z0-9_.-]/g, '-').slice(0, 64) || 'gateway';
+  return `${host}-${process.pid}-${randomBytes(4).toString('hex')}`;
+}
+
+function integerOption(value: number | undefined, fallback: number, what: string, min: number): number {
+  const chosen = value ?? fallback;
+  if (!Number.isSafeInteger(chosen) || chosen < min) throw new TypeError(`AuditLog: ${what} must be an integer ≥ ${min}`);
+  return chosen;
+}
+
+/**
+ * The audit log of one gateway instance (issue 7 §1, DESIGN.md invariant 7 and §5): one hash chain, one writer.
+ * Records get their seq and hash in append order, synchronously, so the chain never forks; a single writer
+ * commits them in batches (group commit), retrying a failed write with bounded backoff and never dropping a
+ * record. In `sync` mode a caller learns of its record only once it is durable, so a call is never answered
+ * with a record that could still be lost.
+ */
+export class AuditLog {
+  readonly chainId: string;
+  readonly durability: 'sync' | 'queue';
+  readonly #store: AuditStore;
+  readonly #logger: Logger;
+  readonly #now: () => Date;
+  readonly #flushMs: number;
+  readonly #maxQueue: number;
+  readonly #maxBatch: number;
+  readonly #captureArguments: boolean;
+  readonly #retryInitialMs: number;
+  readonly #retryMaxMs: number;
+  readonly #ready: Promise<void>;
+  #tail: ChainPosition | undefined;
+  #firstHash: string | undefined;
+  readonly #batches: Batch[] = [];
+  #pending = 0;
+  readonly #waiters: Waiter[] = [];
+  #timer: (() => void) | undefined;
+  #writing = false;
+  #closing = false;
+  #failure: GatewayError | undefined;
+  readonly #sessions: SessionSpans;
+
+  constructor(options: AuditLogOptions) {
+    if (typeof options !== 'object' || options === null) throw new TypeError('AuditLog: options must be an object');
+    if (typeof options.store?.appendAuditRecords !== 'function') throw new TypeError('AuditLog: store must be a Store');
+    if (typeof options.logger?.warn !== 'function') throw new TypeError('AuditLog: logger must be a Logger');
+    const chainId = options.chainId ?? generateChainId();
+    if (typeof chainId !== 'string' || !CHAIN_ID.test(chainId)) throw new TypeError('AuditLog: chainId must be 1-128 of A-Z a-z 0-9 _ . : -');
+    const durability = options.durability ?? 'sync';
+    if (durability !== 'sync' && durability !== 'queue') throw new TypeError('AuditLog: durability must be "sync" or "queue"');
+    this.chainId = chainId;
+    this.durability = durability;
+    this.#store = options.store;
+    this.#logger = options.logger;
+    this.#now = options.now ?? (() => new Date());
+    this.#flushMs = integerOption(options.flushMs, 5, 'flushMs', 0);
+    this.#maxQueue = integerOption(options.maxQueue, 10_000, 'maxQueue', 1);
+    this.#maxBatch = integerOption(options.maxBatch, 1000, 'maxBatch', 1);
+    this.#retryInitialMs = integerOption(options.retry?.initialMs, 25, 'retry.initialMs', 1);
+    this.#retryMaxMs = integerOption(options.retry?.maxMs, 2000, 'retry.maxMs', this.#retryInitialMs);
+    this.#captureArguments = options.captureArguments === true;
+    this.#sessions = new SessionSpans(integerOption(options.maxSessions, 100_000, 'maxSessions', 1));
+    this.#ready = this.#loadTail();
+  }
+
+  /** Resolves once the chain's stored tail is known (at once for a new chain); appends before then wait for it. */
+  ready(): Promise<void> {
+    return this.#ready;
+  }
+
+  /** Hash of the chain's first record, once there is one. */
+  get firstHash(): string | undefined {
+    return this.#firstHash;
+  }
+
+  /** Hash of the last record appended (in `queue` mode possibly not yet durable; `flush()` first to be sure). */
+  get lastHash(): string | undefined {
+    return this.#tail === undefined || this.#tail.seq === 0 ? undefined : this.#tail.hash;
+  }
+
+  get lastSeq(): number {
+    return this.#tail?.seq ?? 0;
+  }
+
+  /** Records appended and not yet committed. */
+  get pending(): number {
+    return this.#pending + this.#waiters.length;
+  }
+
+  /**
+   * Chains one record. `sync`: resolves once the transaction holding it committed. `queue`: once it has a
+   * place in the chain; waits while `maxQueue` records are uncommitted. Rejects with STORE_INVALID for a
+   * malformed input (a caller bug) and AUDIT_UNAVAILABLE once the log is closed or failed.
+   */
+  async append(input: AuditInput): Promise<StoredAuditRecord> {
+    if (this.#failure !== undefined) throw this.#failure;
+    if (this.#closing) throw new GatewayError('MCPGATE_ERR_AUDIT_UNAVAILABLE', 'the audit log is closed');
+    const prepared = prepareRecord(input, { captureArguments: this.#captureArguments, now: this.#now });
+    let placed: Placed;
+    if (this.#tail !== undefined && this.#waiters.length === 0 && this.#pending < this.#maxQueue) placed = this.#place(prepared);
+    else {
+      const waiter: Waiter = { prepared, placed: deferred<Placed>() };
+      this.#waiters.push(waiter);
+      placed = await waiter.placed.promise;
+    }
+    if (this.durability === 'sync') await placed.batch.done.promise;
+    return placed.record;
+  }
+
+  /** Resolves once every record appended before the call is committed; writes now rather than at the window's end. */
+  async flush(): Promise<void> {
+    for (;;) {
+      if (this.#failure !== undefined) throw this.#failure;
+      const waiter = this.#waiters.at(-1);
+      if (waiter !== undefined) {
+        await waiter.placed.promise.catch(() => undefined);
+        continue;
+      }
+      const last = this.#batches.at(-1);
+      if (last === undefined) return;
+      this.#writeNow();
+      await last.done.promise;
+      return;
+    }
+  }
+
+  /** Refuses new records and commits every one already appended. */
+  async close(): Promise<void> {
+    this.#closing = true;
+    await this.#ready;
+    await this.flush();
+  }
+
+  /** First and last record hash, calls and denials of a session so far; undefined when it has no record. */
+  sessionSpan(sessionId: string): SessionSpan | undefined {
+    return this.#sessions.get(sessionId);
+  }
+
+  /** Drops a session's span (after its receipt); returns whether there was one. */
+  forgetSession(sessionId: string): boolean {
+    return this.#sessions.forget(sessionId);
+  }
+
+  #place(prepared: PreparedRecord): Placed {
+    const tail = this.#tail ?? { seq: 0, hash: GENESIS_HASH };
+    const unhashed = { chainId: this.chainId, seq: tail.seq + 1, ...prepared, prevHash: tail.hash };
+    const record: StoredAuditRecord = Object.freeze({ ...unhashed, hash: hashRecordBody(recordBody(unhashed)) });
+    this.#tail = { seq: record.seq, hash: record.hash };
+    if (record.seq === 1) this.#firstHash = record.hash;
+    this.#sessions.track(record);
+    let batch = this.#batches.at(-1);
+    if (batch === undefined || batch.closed) {
+      batch = { records: [], closed: false, done: deferred<void>() };
+      this.#batches.push(batch);
+    }
+    batch.records.push(record);
+    if (batch.records.length >= this.#maxBatch) batch.closed = true;
+    this.#pending += 1;
+    this.#schedule();
+    return { record, batch };
+  }
+
+  /** Places waiting records while there is room, oldest first: seq follows append order. */
+  #admit(): void {
+    while (this.#tail !== undefined && this.#pending < this.#maxQueue) {
+      const waiter = this.#waiters.shift();
+      if (waiter === undefined) return;
+      waiter.placed.resolve(this.#place(waiter.prepared));
+    }
+  }
+
+  #schedule(): void {
+    if (this.#writing || this.#timer !== undefined) return;
+    if (this.#flushMs === 0) {
+      const handle = setImmediate(() => void this.#pump());
+      this.#timer = () => clearImmediate(handle);
+    } else {
+      const handle = setTimeout(() => void this.#pump(), this.#flushMs);
+      this.#timer = () => clearTimeout(handle);
+    }
+  }
+
+  #writeNow(): void {
+    this.#timer?.();
+    void this.#pump();
+  }
+
+  /** The single writer: one batch at a time, in order; what arrives meanwhile forms the next batch. */
+  async #pump(): Promise<void> {
+    this.#timer = undefined;
+    if (this.#writing) return;
+    this.#writing = true;
+    try {
+      for (let batch = this.#batches[0]; batch !== undefined && this.#failure === undefined; batch = this.#batches[0]) {
+        batch.closed = true;
+        if (!(await this.#write(batch))) break;
+        this.#batches.shift();
+        this.#pending -= batch.records.length;
+        batch.done.resolve();
+        this.#admit();
+      }
+    } finally {
+      this.#writing = false;
+    }
+  }
+
+  /** Writes one batch, retrying until it is committed; false once the log has failed. */
+  async #write(batch: Batch): Promise<boolean> {
+    const rows = batch.records.map(toRow);
+    for (let attempt = 1; ; attempt += 1) {
+      let error: unknown;
+      try {
+        await this.#store.appendAuditRecords(rows);
+        return true;
+      } catch (caught) {
+        error = caught;
+      }
+      const code = GatewayError.is(error) ? error.code : undefined;
+      if (code === 'MCPGATE_ERR_STORE_CONFLICT') {
+        const stored = await this.#alreadyStored(batch);
+        if (stored === true) return true;
+        if (stored === false) {
+          this.#fail(`audit chain "${this.chainId}" already holds other records at seq ${batch.records[0]?.seq ?? '?'}: another process writes this chain; give each gateway instance its own audit.chainId`, error);
+          return false;
+        }
+      } else if (code === 'MCPGATE_ERR_STORE_INVALID') {
+        this.#fail('the store refused an audit record', error);
+        return false;
+      }
+      const delay = Math.min(this.#retryMaxMs, this.#retryInitialMs * 2 ** Math.min(attempt - 1, 30));
+      // The first failures, then one in ten: an outage is visible without flooding the log.
+      if (attempt <= 5 || attempt % 10 === 0) {
+        this.#logger.warn({ err: error, chainId: this.chainId, attempt, records: rows.length, pending: this.pending, retryInMs: delay }, 'audit write failed; retrying');
+      }
+      await sleep(delay);
+    }
+  }
+
+  /**
+   * After a conflict: did an earlier attempt commit this very batch (its answer lost on the way back)? True
+   * when the stored records carry the batch's hashes, false when others do, undefined when unknown yet.
+   */
+  async #alreadyStored(batch: Batch): Promise<boolean | undefined> {
+    const first = batch.records[0];
+    if (first === undefined) return true;
+    try {
+      const rows = await this.#store.listAuditRecords({
+        chainId: this.chainId,
+        order: 'chain',
+        after: { chainId: this.chainId, seq: first.seq - 1 },
+        limit: batch.records.length,
+      });
+      return rows.length === batch.records.length && rows.every((row, index) => row.hash === batch.records[index]?.hash);
+    } catch {
+      return undefined;
+    }
+  }
+
+  #fail(message: string, cause: unknown): void {
+    const failure = new GatewayError('MCPGATE_ERR_AUDIT_UNAVAILABLE', message, { cause, data: { chainId: this.chainId } });
+    this.#failure = failure;
+    this.#timer?.();
+    this.#timer = undefined;
+    const lost = this.#batches.reduce((sum, batch) => sum + batch.records.length, 0) + this.#waiters.length;
+    this.#logger.error({ err: cause, chainId: this.chainId, unwritten: lost }, `${message}; the audit log stopped`);
+    for (const batch of this.#batches.splice(0)) batch.done.reject(failure);
+    for (const waiter of this.#waiters.splice(0)) waiter.placed.reject(failure);
+    this.#pending = 0;
+  }
+
+  /** Finds where this chain ends in the store, retrying while the store cannot be read. */
+  async #loadTail(): Promise<void> {
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        const [summary] = await this.#store.listAuditChains({ chainId: this.chainId });
+        if (summary === undefined || summary.count === 0) this.#tail = { seq: 0, hash: GENESIS_HASH };
+        else if (!Number.isSafeInteger(summary.lastSeq) || !/^[0-9a-f]{64}$/.test(summary.lastHash)) {
+          this.#fail(`the stored end of audit chain "${this.chainId}" cannot be read; run mcpgate audit verify`, undefined);
+          return;
+        } else {
+          const [first] = await this.#store.listAuditRecords({ chainId: this.chainId, order: 'chain', limit: 1 });
+          this.#firstHash = first?.hash;
+          this.#tail = { seq: summary.lastSeq, hash: summary.lastHash };
+          this.#logger.info({ chainId: this.chainId, seq: summary.lastSeq }, 'continuing the audit chain');
+        }
+        this.#admit();
+        return;
+      } catch (error) {
+        const delay = Math.min(this.#retryMaxMs, this.#retryInitialMs * 2 ** Math.min(attempt - 1, 30));
+        this.#logger.warn({ err: error, chainId: this.chainId, attempt, retryInMs: delay }, 'cannot read the audit chain; retrying');
+        await sleep(delay);
+      }
+    }
+  }
+}
+
+/** The gateway's log from `gateway.audit`; undefined when auditing is off. */
+export function auditLogFromConfig(config: AuditConfig, deps: { readonly store: AuditStore; readonly logger: Logger; readonly now?: () => Date }): AuditLog | undefined {
+  if (!config.enabled) return undefined;
+  return new AuditLog({
+    store: deps.store,
+    logger: deps.logger,
+    durability: config.durability,
+    flushMs: config.flushMs,
+    maxQueue: config.maxQueue,
+    captureArguments: config.captureArguments,
+    ...(config.chainId === undefined ? {} : { chainId: config.chainId }),
+    ...(deps.now === undefined ? {} : { now: deps.now }),
+  });
+}

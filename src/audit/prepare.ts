@@ -1,0 +1,140 @@
+import { GatewayError } from '../errors/gateway-error.js';
+import { redactText, redactValue } from '../redact/secret-patterns.js';
+import {
+  AUDIT_DECISIONS,
+  AUDIT_EVIDENCE,
+  AUDIT_KINDS,
+  argumentsHash,
+  canonicalJson,
+  type AuditDecision,
+  type AuditEvidence,
+  type AuditInput,
+  type AuditKind,
+} from './record.js';
+
+/**
+ * An append's input made ready for the chain, before it gets a seq: checked, redacted, hashed and bounded.
+ * Runs synchronously inside `append`, so a bad input fails its caller at once and never reaches the writer.
+ */
+
+/** Longest name or id kept; a longer one (e.g. a tool name a client made up) is cut, never refused: the record must exist. */
+const MAX_NAME = 512;
+const MAX_REASON = 4096;
+/** Captured arguments larger than this are stored as a marker; their hash still covers all of them. */
+export const MAX_CAPTURED_ARGS = 256 * 1024;
+const HEX64 = /^[0-9a-f]{64}$/;
+
+/** Everything of a record but its place in the chain. Absent optionals are left out, never undefined. */
+export interface PreparedRecord {
+  readonly time: Date;
+  readonly kind: AuditKind;
+  readonly decision: AuditDecision;
+  readonly reason?: string;
+  readonly keyId?: string;
+  readonly userId?: string;
+  readonly teamId?: string;
+  readonly orgId?: string;
+  readonly agentId?: string;
+  readonly sessionId?: string;
+  readonly server?: string;
+  readonly tool?: string;
+  readonly argsHash?: string;
+  readonly args?: unknown;
+  readonly resultHash?: string;
+  readonly resultBytes?: number;
+  readonly latencyMs?: number;
+  readonly evidence?: AuditEvidence;
+}
+
+function bad(message: string): GatewayError {
+  return new GatewayError('MCPGATE_ERR_STORE_INVALID', `audit record: ${message}`);
+}
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/**
+ * Cut to `max` and made storable as it is hashed: both databases store UTF-8, which has no NUL in PostgreSQL
+ * and no lone surrogate anywhere (each would come back as something else and the record's hash would no
+ * longer verify). The check runs after the cut, which can split a surrogate pair.
+ */
+function storable(text: string, max: number): string {
+  const short = text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+  return short.replaceAll('\0', '\uFFFD').replace(LONE_SURROGATE, '\uFFFD');
+}
+
+function name(value: unknown, what: string): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string') throw bad(`${what} must be a string`);
+  return value === '' ? undefined : storable(value, MAX_NAME);
+}
+
+function reasonOf(value: unknown): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string') throw bad('reason must be a string');
+  // Cut only after redacting, so a cut can never leave half a token the patterns no longer recognise.
+  const clean = storable(redactText(value), MAX_REASON);
+  return clean === '' ? undefined : clean;
+}
+
+function hex(value: unknown, what: string): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || !HEX64.test(value)) throw bad(`${what} must be 64 lowercase hex characters`);
+  return value;
+}
+
+function amount(value: unknown, what: string): number | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) throw bad(`${what} must be a finite number ≥ 0`);
+  return Math.round(value);
+}
+
+function oneOf<T extends string>(value: unknown, allowed: readonly T[], what: string): T {
+  if (!(allowed as readonly unknown[]).includes(value)) throw bad(`${what} must be one of ${allowed.join(', ')}`);
+  return value as T;
+}
+
+function capturedArgs(args: unknown): unknown {
+  const redacted = redactValue(args);
+  const size = Buffer.byteLength(canonicalJson(redacted), 'utf8');
+  return size <= MAX_CAPTURED_ARGS ? redacted : `[TRUNCATED:${size} bytes]`;
+}
+
+/** @throws GatewayError MCPGATE_ERR_STORE_INVALID: a caller bug (unknown kind, a hash that is not hex, …). */
+export function prepareRecord(input: AuditInput, options: { readonly captureArguments: boolean; readonly now: () => Date }): PreparedRecord {
+  if (typeof input !== 'object' || input === null) throw bad('the input must be an object');
+  const time = input.time ?? options.now();
+  if (!(time instanceof Date) || Number.isNaN(time.getTime())) throw bad('time must be a valid Date');
+  const principal = input.principal ?? {};
+  let argsHash = hex(input.argsHash, 'argsHash');
+  let args: unknown;
+  if (input.args !== undefined) {
+    try {
+      argsHash ??= argumentsHash(input.args);
+      if (options.captureArguments) args = capturedArgs(input.args);
+    } catch (error) {
+      throw bad(`args have no JSON form (${error instanceof Error ? error.message : String(error)})`);
+    }
+  }
+  const record: Record<string, unknown> = {
+    time: new Date(time.getTime()),
+    kind: oneOf(input.kind, AUDIT_KINDS, 'kind'),
+    decision: oneOf(input.decision, AUDIT_DECISIONS, 'decision'),
+    reason: reasonOf(input.reason),
+    keyId: name(principal.keyId, 'principal.keyId'),
+    userId: name(principal.userId, 'principal.userId'),
+    teamId: name(principal.teamId, 'principal.teamId'),
+    orgId: name(principal.orgId, 'principal.orgId'),
+    agentId: name(principal.agentId, 'principal.agentId'),
+    sessionId: name(input.sessionId, 'sessionId'),
+    server: name(input.server, 'server'),
+    tool: name(input.tool, 'tool'),
+    argsHash,
+    args,
+    resultHash: hex(input.resultHash, 'resultHash'),
+    resultBytes: amount(input.resultBytes, 'resultBytes'),
+    latencyMs: amount(input.latencyMs, 'latencyMs'),
+    evidence: input.evidence === undefined ? undefined : oneOf(input.evidence, AUDIT_EVIDENCE, 'evidence'),
+  };
+  for (const key of Object.keys(record)) if (record[key] === undefined) delete record[key];
+  return record as unknown as PreparedRecord;
+}

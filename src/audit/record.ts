@@ -1,0 +1,222 @@
+import { createHash } from 'node:crypto';
+
+/**
+ * The audit record model (issue 7 §1, DESIGN.md invariant 7): what the gateway records per decision, the
+ * canonical JSON every hash is computed over, and the chain link `hash = sha256(prevHash + canonicalJson(body))`.
+ * Anyone holding an export can recompute a chain with this file's rules alone.
+ */
+
+export const AUDIT_KINDS = ['call', 'list', 'auth-failure', 'drift', 'pin-mismatch', 'policy'] as const;
+export type AuditKind = (typeof AUDIT_KINDS)[number];
+
+export const AUDIT_DECISIONS = ['allow', 'deny', 'advisory-deny', 'error', 'cancelled', 'timeout', 'drift', 'refused'] as const;
+export type AuditDecision = (typeof AUDIT_DECISIONS)[number];
+
+/** What the gateway knows of the upstream's identity (the same values as `governance/evidence.ts`). */
+export const AUDIT_EVIDENCE = ['tls-pinned', 'spawn-measured', 'spawn-unmeasured', 'unpinned'] as const;
+export type AuditEvidence = (typeof AUDIT_EVIDENCE)[number];
+
+/** The `prevHash` of a chain's first record. */
+export const GENESIS_HASH = '0'.repeat(64);
+
+export interface AuditPrincipal {
+  readonly keyId?: string;
+  readonly userId?: string;
+  readonly teamId?: string;
+  readonly orgId?: string;
+  readonly agentId?: string;
+}
+
+/** What a caller hands to `AuditLog.append`. */
+export interface AuditInput {
+  readonly kind: AuditKind;
+  readonly decision: AuditDecision;
+  /** Redacted (`redactText`) before it is stored. */
+  readonly reason?: string;
+  readonly principal?: AuditPrincipal;
+  readonly sessionId?: string;
+  readonly server?: string;
+  readonly tool?: string;
+  /** Hex SHA-256 of the canonical arguments; computed from `args` when left out. */
+  readonly argsHash?: string;
+  /**
+   * The call's arguments. Hashed as given (so a holder of the arguments can match the record); stored only
+   * when `captureArguments` is set, and then only after `redactValue`.
+   */
+  readonly args?: unknown;
+  readonly resultHash?: string;
+  readonly resultBytes?: number;
+  readonly latencyMs?: number;
+  readonly evidence?: AuditEvidence;
+  /** Set by the log when absent. */
+  readonly time?: Date;
+}
+
+/** A record with its place in its chain, as `AuditLog.append` returns it. */
+export interface StoredAuditRecord {
+  readonly chainId: string;
+  readonly seq: number;
+  readonly time: Date;
+  readonly kind: AuditKind;
+  readonly decision: AuditDecision;
+  readonly reason?: string;
+  readonly keyId?: string;
+  readonly userId?: string;
+  readonly teamId?: string;
+  readonly orgId?: string;
+  readonly agentId?: string;
+  readonly sessionId?: string;
+  readonly server?: string;
+  readonly tool?: string;
+  readonly argsHash?: string;
+  /** The redacted arguments, present only when captured. */
+  readonly args?: unknown;
+  readonly resultHash?: string;
+  readonly resultBytes?: number;
+  readonly latencyMs?: number;
+  readonly evidence?: AuditEvidence;
+  readonly prevHash: string;
+  readonly hash: string;
+}
+
+/**
+ * One record as exported and as hashed (plus `hash`): JSON only, `time` as ISO 8601 in UTC with
+ * milliseconds, absent fields left out. `mcpgate audit export` writes `canonicalJson` of this, one per line.
+ */
+export interface AuditExportRecord {
+  readonly chainId: string;
+  readonly seq: number;
+  readonly time: string;
+  readonly kind: string;
+  readonly decision: string;
+  readonly reason?: string;
+  readonly keyId?: string;
+  readonly userId?: string;
+  readonly teamId?: string;
+  readonly orgId?: string;
+  readonly agentId?: string;
+  readonly sessionId?: string;
+  readonly server?: string;
+  readonly tool?: string;
+  readonly argsHash?: string;
+  readonly args?: unknown;
+  readonly resultHash?: string;
+  readonly resultBytes?: number;
+  readonly latencyMs?: number;
+  readonly evidence?: string;
+  readonly prevHash: string;
+  readonly hash: string;
+}
+
+/** The fields a record's hash covers: everything but `hash` itself. */
+export type AuditRecordBody = Omit<AuditExportRecord, 'hash'>;
+
+/**
+ * Canonical JSON: object keys sorted by UTF-16 code units, no whitespace, numbers in ECMAScript's shortest
+ * round-trip form (-0 as 0). For JSON data this is RFC 8785 (JCS), so other languages can reproduce it. As
+ * with JSON.stringify, `toJSON` is honoured, non-finite numbers become null and undefined members are left
+ * out (null inside arrays).
+ * @throws TypeError on a cycle, a BigInt, or a top-level value with no JSON form.
+ */
+export function canonicalJson(value: unknown): string {
+  const open = new Set<object>();
+  const write = (input: unknown, inArray: boolean): string | undefined => {
+    let node = input;
+    if (typeof node === 'object' && node !== null && typeof (node as { toJSON?: unknown }).toJSON === 'function') {
+      node = (node as { toJSON: () => unknown }).toJSON();
+    }
+    if (node === null) return 'null';
+    switch (typeof node) {
+      case 'string':
+        return JSON.stringify(node);
+      case 'number':
+        return Number.isFinite(node) ? JSON.stringify(node) : 'null';
+      case 'boolean':
+        return node ? 'true' : 'false';
+      case 'bigint':
+        throw new TypeError('canonicalJson: a BigInt has no JSON form');
+      case 'object':
+        break;
+      default:
+        return inArray ? 'null' : undefined;
+    }
+    const object = node as object;
+    if (open.has(object)) throw new TypeError('canonicalJson: the value is cyclic');
+    open.add(object);
+    let text: string;
+    if (Array.isArray(object)) {
+      text = `[${object.map((item: unknown) => write(item, true) ?? 'null').join(',')}]`;
+    } else {
+      const members: string[] = [];
+      const record = object as Record<string, unknown>;
+      for (const key of Object.keys(record).sort()) {
+        const member = write(record[key], false);
+        if (member !== undefined) members.push(`${JSON.stringify(key)}:${member}`);
+      }
+      text = `{${members.join(',')}}`;
+    }
+    open.delete(object);
+    return text;
+  };
+  const text = write(value, false);
+  if (text === undefined) throw new TypeError(`canonicalJson: ${typeof value} has no JSON form`);
+  return text;
+}
+
+/** Hex SHA-256; text is hashed as UTF-8. */
+export function sha256Hex(data: string | Uint8Array): string {
+  return createHash('sha256').update(data).digest('hex');
+}
+
+/** The `argsHash` of a call: SHA-256 of the arguments' canonical JSON (issue 7 §1). */
+export function argumentsHash(args: unknown): string {
+  return sha256Hex(canonicalJson(args));
+}
+
+/** A record's link: covers `prevHash` twice (prefix and body), so neither can be cut from the other. */
+export function hashRecordBody(body: AuditRecordBody): string {
+  return sha256Hex(body.prevHash + canonicalJson(body));
+}
+
+/** Every field a body may hold, in no meaningful order (canonical JSON sorts them). */
+export const BODY_FIELDS = [
+  'chainId',
+  'seq',
+  'time',
+  'kind',
+  'decision',
+  'reason',
+  'keyId',
+  'userId',
+  'teamId',
+  'orgId',
+  'agentId',
+  'sessionId',
+  'server',
+  'tool',
+  'argsHash',
+  'args',
+  'resultHash',
+  'resultBytes',
+  'latencyMs',
+  'evidence',
+  'prevHash',
+] as const satisfies readonly (keyof AuditRecordBody)[];
+
+/**
+ * The hashed form of a record. Fields are copied by name, so a stray property on the record can never slip
+ * into the hash, and absent optionals are left out rather than written as null.
+ */
+export function recordBody(record: Omit<StoredAuditRecord, 'hash'>): AuditRecordBody {
+  const body: { -readonly [K in keyof AuditRecordBody]?: unknown } = {};
+  for (const field of BODY_FIELDS) {
+    const value = record[field];
+    if (value !== undefined) body[field] = value instanceof Date ? value.toISOString() : value;
+  }
+  return body as AuditRecordBody;
+}
+
+/** The export line of a record (the body plus its hash). */
+export function toExportRecord(record: StoredAuditRecord): AuditExportRecord {
+  return { ...recordBody(record), hash: record.hash };
+}

@@ -1,0 +1,152 @@
+import { checkBody, checkLink, readRow, type BrokenLink, type ChainPosition } from './chain.js';
+import { iterateAuditRecords, type AuditReader } from './query.js';
+import type { AuditExportRecord, AuditRecordBody } from './record.js';
+
+/**
+ * Offline verification of the hash chains (issue 7 §1, "`mcpgate audit verify` recomputes the chain and
+ * reports the first broken link"): from the store, every chain from seq 1; from a JSONL export, the
+ * continuity of each chain it holds.
+ */
+
+export interface ChainVerification {
+  readonly chainId: string;
+  /** Records of the chain read (the store: all it holds; an export: its lines for this chain). */
+  readonly records: number;
+  readonly ok: boolean;
+  readonly firstBroken?: BrokenLink;
+  /** The last record that verified (absent when none did). */
+  readonly last?: ChainPosition;
+}
+
+export interface AuditVerification {
+  readonly ok: boolean;
+  readonly chains: ChainVerification[];
+}
+
+/**
+ * Recomputes every chain (or `chainId` alone) from seq 1 and reports, per chain, the first broken link: a
+ * record altered (`hash mismatch`), a record whose link to the previous one was altered (`prev-hash
+ * mismatch`), a missing seq (`gap`, naming the first missing seq) or a row that cannot be read as a record
+ * (`malformed row`). A chain cut short at its end cannot be told from a shorter one here: a session receipt's
+ * last hash is what proves the tail.
+ */
+export async function verifyAudit(store: AuditReader, options: { readonly chainId?: string; readonly pageSize?: number } = {}): Promise<AuditVerification> {
+  const summaries = await store.listAuditChains(options.chainId === undefined ? {} : { chainId: options.chainId });
+  const chains: ChainVerification[] = [];
+  for (const summary of summaries) {
+    let previous: ChainPosition | undefined;
+    let firstBroken: BrokenLink | undefined;
+    const rows = iterateAuditRecords(store, { chainId: summary.chainId, order: 'chain', ...(options.pageSize === undefined ? {} : { limit: options.pageSize }) });
+    for await (const row of rows) {
+      const reading = readRow(row);
+      if ('malformed' in reading) {
+        const seq = Number.isSafeInteger(row.seq) ? row.seq : (previous?.seq ?? 0) + 1;
+        firstBroken = { seq, reason: 'malformed row', detail: reading.malformed };
+      } else {
+        firstBroken = checkLink(previous, reading.body, reading.hash, true);
+        previous = firstBroken === undefined ? { seq: reading.body.seq, hash: reading.hash } : previous;
+      }
+      if (firstBroken !== undefined) {
+        await rows.return(undefined);
+        break;
+      }
+    }
+    chains.push({
+      chainId: summary.chainId,
+      records: summary.count,
+      ok: firstBroken === undefined,
+      ...(firstBroken === undefined ? {} : { firstBroken }),
+      ...(previous === undefined ? {} : { last: previous }),
+    });
+  }
+  return { ok: chains.every((chain) => chain.ok), chains };
+}
+
+export interface ExportChainVerification extends ChainVerification {
+  /** Where the export's part of this chain starts: its first seq and that record's prevHash. */
+  readonly first?: { readonly seq: number; readonly prevHash: string; readonly hash: string };
+}
+
+export interface ExportVerification {
+  readonly ok: boolean;
+  /** Non-empty lines read. */
+  readonly lines: number;
+  readonly chains: ExportChainVerification[];
+  /** Lines that are not a record at all (not JSON, no chain id): they belong to no chain. */
+  readonly malformed: { readonly line: number; readonly detail: string }[];
+}
+
+export interface VerifyExportOptions {
+  /** Called with each record that verified, in file order (receipts match session spans this way). */
+  readonly onRecord?: (record: AuditExportRecord, line: number) => void;
+}
+
+interface ExportChainState {
+  records: number;
+  previous?: ChainPosition;
+  first?: { seq: number; prevHash: string; hash: string };
+  firstBroken?: BrokenLink;
+}
+
+/**
+ * Checks a JSONL export (`mcpgate audit export`): every line a well-formed record whose hash recomputes, and
+ * each chain continuous from its first line in the export (which may start mid-chain, after `--since`).
+ * Records of different chains may interleave. The first broken link of a chain names its seq and line.
+ */
+export async function verifyExport(lines: Iterable<string> | AsyncIterable<string>, options: VerifyExportOptions = {}): Promise<ExportVerification> {
+  const chains = new Map<string, ExportChainState>();
+  const malformed: { line: number; detail: string }[] = [];
+  let count = 0;
+  let number = 0;
+  for await (const raw of lines) {
+    number += 1;
+    const text = raw.trim();
+    if (text === '') continue;
+    count += 1;
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch {
+      malformed.push({ line: number, detail: 'not JSON' });
+      continue;
+    }
+    if (typeof value !== 'object' || value === null || Array.isArray(value) || typeof (value as { chainId?: unknown }).chainId !== 'string') {
+      malformed.push({ line: number, detail: 'not an audit record (no chainId)' });
+      continue;
+    }
+    const record = value as Record<string, unknown>;
+    const chainId = record.chainId as string;
+    let state = chains.get(chainId);
+    if (state === undefined) {
+      state = { records: 0 };
+      chains.set(chainId, state);
+    }
+    state.records += 1;
+    if (state.firstBroken !== undefined) continue;
+    const { hash, ...body } = record;
+    const problem = checkBody(body) ?? (typeof hash === 'string' && /^[0-9a-f]{64}$/.test(hash) ? undefined : 'hash is not 64 hex characters');
+    if (problem !== undefined) {
+      const seq = typeof record.seq === 'number' && Number.isSafeInteger(record.seq) ? record.seq : (state.previous?.seq ?? 0) + 1;
+      state.firstBroken = { seq, reason: 'malformed row', detail: problem, line: number };
+      continue;
+    }
+    const checked = body as unknown as AuditRecordBody;
+    const broken = checkLink(state.previous, checked, hash as string, false);
+    if (broken !== undefined) {
+      state.firstBroken = { ...broken, line: number };
+      continue;
+    }
+    state.first ??= { seq: checked.seq, prevHash: checked.prevHash, hash: hash as string };
+    state.previous = { seq: checked.seq, hash: hash as string };
+    options.onRecord?.(record as unknown as AuditExportRecord, number);
+  }
+  const results: ExportChainVerification[] = [...chains].map(([chainId, state]) => ({
+    chainId,
+    records: state.records,
+    ok: state.firstBroken === undefined,
+    ...(state.firstBroken === undefined ? {} : { firstBroken: state.firstBroken }),
+    ...(state.previous === undefined ? {} : { last: state.previous }),
+    ...(state.first === undefined ? {} : { first: state.first }),
+  }));
+  return { ok: malformed.length === 0 && results.every((chain) => chain.ok), lines: count, chains: results, malformed };
+}

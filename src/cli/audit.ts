@@ -1,0 +1,121 @@
+import { once } from 'node:events';
+import type { Command } from 'commander';
+import { exportAudit, parseTimeBound } from '../audit/query.js';
+import { verifyAudit, type ChainVerification } from '../audit/verify.js';
+import { loadConfig } from '../config/load.js';
+import { createStore } from '../store/create-store.js';
+import type { Store } from '../store/store.js';
+import { printJson, runCommand, UsageError, type ControlIo } from './control-cli.js';
+
+/** `audit export` may write more than a pipe holds: `drain` waits until stdout takes more. */
+export interface AuditIo extends ControlIo {
+  readonly drain?: () => Promise<void>;
+}
+
+export interface AuditVerifyOptions {
+  readonly config: string;
+  readonly chain?: string;
+  readonly json?: boolean;
+}
+
+export interface AuditExportOptions {
+  readonly config: string;
+  readonly since: string;
+  readonly until?: string;
+  readonly chain?: string;
+  readonly format?: string;
+}
+
+/** Exit code of `audit verify` when a chain is broken: apart from 1 (could not check) so scripts can tell them apart. */
+export const EXIT_BROKEN = 3;
+
+/** Waits for process.stdout to drain when its buffer is full. */
+export function stdoutDrained(): Promise<void> {
+  return process.stdout.writableNeedDrain ? once(process.stdout, 'drain').then(() => undefined) : Promise.resolve();
+}
+
+async function withStore<T>(file: string, io: ControlIo, use: (store: Store) => Promise<T>): Promise<T> {
+  const config = await loadConfig(file, { env: io.env });
+  const store = await createStore(config.gateway.store);
+  try {
+    return await use(store);
+  } finally {
+    await store.close();
+  }
+}
+
+function describeChain(chain: ChainVerification): string {
+  if (chain.firstBroken === undefined) return `chain ${chain.chainId}: ${chain.records} record(s), ok`;
+  const { seq, reason, detail } = chain.firstBroken;
+  return `chain ${chain.chainId}: BROKEN at seq ${seq}: ${reason} (${detail})`;
+}
+
+/** `mcpgate audit verify [--chain <id>] [--json]`: 0 every chain verifies, 3 one is broken, 1 it could not be checked. */
+export function runAuditVerify(options: AuditVerifyOptions, io: ControlIo): Promise<number> {
+  return runCommand(io, 'audit verify', () =>
+    withStore(options.config, io, async (store) => {
+      const result = await verifyAudit(store, options.chain === undefined ? {} : { chainId: options.chain });
+      if (options.chain !== undefined && result.chains.length === 0) throw new UsageError(`the store holds no audit chain "${options.chain}"`);
+      if (options.json === true) printJson(io, result);
+      else if (result.chains.length === 0) io.stdout('no audit records');
+      else for (const chain of result.chains) io.stdout(describeChain(chain));
+      return result.ok ? 0 : EXIT_BROKEN;
+    }),
+  );
+}
+
+function timeOption(value: string, flag: string, now: Date): Date {
+  const date = parseTimeBound(value, now);
+  if (date === undefined) {
+    throw new UsageError(`${flag} "${value}" is neither an ISO 8601 date (2026-08-01, or 2026-08-01T12:00:00Z with its offset) nor a duration (90s, 15m, 24h, 7d)`);
+  }
+  return date;
+}
+
+/** `mcpgate audit export --since <when> [--until <when>] [--chain <id>] --format jsonl`: one canonical JSON record per line on stdout. */
+export function runAuditExport(options: AuditExportOptions, io: AuditIo): Promise<number> {
+  return runCommand(io, 'audit export', async () => {
+    const format = options.format ?? 'jsonl';
+    if (format !== 'jsonl') throw new UsageError(`--format ${format} is not supported; the one export format is jsonl`);
+    const now = io.now?.() ?? new Date();
+    const since = timeOption(options.since, '--since', now);
+    const until = options.until === undefined ? undefined : timeOption(options.until, '--until', now);
+    if (until !== undefined && until.getTime() <= since.getTime()) throw new UsageError('--until must be later than --since');
+    const filter = { since, ...(until === undefined ? {} : { until }), ...(options.chain === undefined ? {} : { chainId: options.chain }) };
+    await withStore(options.config, io, async (store) => {
+      const summary = await exportAudit(store, filter, async (line) => {
+        io.stdout(line);
+        await io.drain?.();
+      });
+      for (const row of summary.malformed) {
+        io.stderr(`mcpgate audit export: chain ${row.chainId} seq ${row.seq} cannot be read as a record (${row.detail}); exported as found`);
+      }
+      io.stderr(`exported ${summary.records} audit record(s)`);
+    });
+  });
+}
+
+/** Adds `audit verify|export`; each sets `process.exitCode`. */
+export function registerAuditCommand(program: Command, io: AuditIo, defaultConfig: string): void {
+  const audit = program.command('audit').description('the tamper-evident audit log: verify its hash chains, export records');
+  audit
+    .command('verify')
+    .description('recompute every hash chain from its first record and report the first broken link (exit 0 ok, 3 broken, 1 error)')
+    .option('--chain <id>', 'verify this chain only')
+    .option('-c, --config <file>', 'configuration file', defaultConfig)
+    .option('--json', 'machine-readable output')
+    .action(async (options: AuditVerifyOptions) => {
+      process.exitCode = await runAuditVerify(options, io);
+    });
+  audit
+    .command('export')
+    .description('write audit records as JSON Lines on stdout, one canonical record per line with its chain links')
+    .requiredOption('--since <when>', 'ISO 8601 date or date-time with offset, or a duration back from now (24h, 7d)')
+    .option('--until <when>', 'end (exclusive), same forms as --since')
+    .option('--chain <id>', 'one chain only')
+    .option('--format <format>', 'output format (jsonl only)', 'jsonl')
+    .option('-c, --config <file>', 'configuration file', defaultConfig)
+    .action(async (options: AuditExportOptions) => {
+      process.exitCode = await runAuditExport(options, io);
+    });
+}

@@ -1,0 +1,109 @@
+import { createCatalogGuard, type CatalogGuard } from '../approvals/catalog-guard.js';
+import { auditLogFromConfig, type AuditLog } from '../audit/audit-log.js';
+import { CedarPolicies } from '../cedar/policy-store.js';
+import type { GatewayConfig } from '../config/schema.js';
+import type { Logger } from '../observability/logger.js';
+import { issueSessionReceipt } from '../receipts/issue.js';
+import type { ReceiptSigner } from '../receipts/receipt.js';
+import { resolveReceiptKey } from '../receipts/signing-key.js';
+import type { DownstreamSession } from '../session/downstream-session.js';
+import type { Store } from '../store/store.js';
+import { CallGovernor } from './call-governor.js';
+
+/** Everything issue 7 adds to a running gateway, built once at start and closed at shutdown. */
+export interface Governance {
+  readonly governor: CallGovernor;
+  readonly audit: AuditLog | undefined;
+  readonly policies: CedarPolicies | undefined;
+  readonly catalog: CatalogGuard;
+  /** Signs and stores the receipt of a session that ended (issue 7 §5); never rejects. */
+  sessionEnded(session: DownstreamSession): void;
+  /** Records a refused authentication (issue 7 §1); never rejects, never waits. */
+  authFailure(refusal: { readonly reason: string; readonly code: string; readonly clientIp: string; readonly path: string | undefined }): void;
+  /** Waits for receipts in progress, flushes the audit log and stops policy watchers. */
+  close(): Promise<void>;
+}
+
+/**
+ * Builds the governance parts from the configuration. The audit log and receipts live in the control-plane
+ * store, which exists only with API keys on; with `auth.mode: none` (dev on loopback) they are off and the
+ * gateway says so. Policies and catalog approvals need no store. Any invalid policy file or catalog file stops
+ * the start (fail closed).
+ */
+export async function buildGovernance(config: GatewayConfig, deps: { readonly store: Store | undefined; readonly logger: Logger }): Promise<Governance> {
+  const { gateway, servers } = config;
+  const { store, logger } = deps;
+  if (store === undefined && (gateway.audit.enabled || gateway.receipts.enabled)) {
+    logger.warn('audit records and session receipts need the control-plane store, which auth.mode "none" does not open: both are off');
+  }
+  const audit = store === undefined ? undefined : auditLogFromConfig(gateway.audit, { store, logger });
+  await audit?.ready();
+  const policies = gateway.policies.length === 0 ? undefined : await CedarPolicies.load({ sets: gateway.policies, logger, watch: true });
+  const catalog = await createCatalogGuard(gateway.catalog, {
+    logger,
+    onDrift: (event) => {
+      audit
+        ?.append({ kind: 'drift', decision: 'drift', server: event.server, tool: event.tool, reason: `${event.kind}: live ${event.liveHash}, approved ${event.approvedHash ?? 'none'}` })
+        .catch((error: unknown) => logger.error({ err: error, server: event.server, tool: event.tool }, 'drift record not written'));
+    },
+  });
+  let signer: ReceiptSigner | undefined;
+  if (store !== undefined && gateway.receipts.enabled) {
+    const key = await resolveReceiptKey({ ...(gateway.receipts.signingKey === undefined ? {} : { signingKey: gateway.receipts.signingKey }), ...(gateway.store === undefined ? {} : { store: gateway.store }) });
+    signer = key.signer;
+    logger.info({ keyId: signer.keyId, source: key.source }, 'session receipts are signed with this Ed25519 key');
+  }
+  const governor = new CallGovernor({ audit, policies, servers, logger });
+  const pending = new Set<Promise<void>>();
+
+  const issue = async (session: DownstreamSession): Promise<void> => {
+    // A store exists only with API keys on, where every session has a caller.
+    const caller = session.caller;
+    if (store === undefined || signer === undefined || caller === undefined) return;
+    // Queue durability may still hold the session's last records; the receipt must name the real last one.
+    if (audit !== undefined) await audit.flush();
+    const span = audit?.sessionSpan(session.id);
+    await issueSessionReceipt({
+      store,
+      signer,
+      session: {
+        sessionId: session.id,
+        principal: {
+          keyId: caller.keyId,
+          orgId: caller.orgId,
+          ...(caller.teamId === undefined ? {} : { teamId: caller.teamId }),
+          ...(caller.principalKind === 'agent' ? { agentId: caller.principalId } : { userId: caller.principalId }),
+        },
+        startedAt: new Date(session.createdAt),
+        endedAt: new Date(),
+        endReason: session.endReason ?? 'deleted',
+        catalogSnapshotHash: catalog.snapshotHash,
+        ...(policies === undefined ? {} : { policyHash: policies.policyHash }),
+      },
+      audit: audit === undefined ? { calls: span?.calls ?? 0, denials: span?.denials ?? 0 } : { chainId: audit.chainId },
+    });
+    audit?.forgetSession(session.id);
+  };
+
+  return {
+    governor,
+    audit,
+    policies,
+    catalog,
+    sessionEnded(session) {
+      const receipt = issue(session).catch((error: unknown) => logger.error({ err: error, session: session.id }, 'session receipt not issued'));
+      pending.add(receipt);
+      void receipt.finally(() => pending.delete(receipt));
+    },
+    authFailure(refusal) {
+      audit
+        ?.append({ kind: 'auth-failure', decision: 'refused', reason: `${refusal.code} (${refusal.reason}) from ${refusal.clientIp} on ${refusal.path ?? '?'}` })
+        .catch((error: unknown) => logger.error({ err: error }, 'auth-failure record not written'));
+    },
+    async close() {
+      await Promise.all([...pending]);
+      await audit?.close();
+      policies?.close();
+    },
+  };
+}

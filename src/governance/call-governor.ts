@@ -1,0 +1,196 @@
+import type { AuditDecision, AuditInput, AuditPrincipal } from '../audit/record.js';
+import { argumentsHash, sha256Hex } from '../audit/record.js';
+import type { AuditLog } from '../audit/audit-log.js';
+import type { CedarAction } from '../cedar/request.js';
+import { buildCedarRequest } from '../cedar/request.js';
+import { policyDeniedError, type CedarPolicies, type PolicyOutcome } from '../cedar/policy-store.js';
+import type { ServerConfig } from '../config/schema.js';
+import type { SensitivityLabel } from '../config/governance-schema.js';
+import { GatewayError } from '../errors/gateway-error.js';
+import { guardError, guardResult } from '../guards/response-guard.js';
+import { raise } from '../guards/sensitivity.js';
+import type { JsonObject, JsonRpcResponse } from '../jsonrpc/message.js';
+import type { Logger } from '../observability/logger.js';
+import type { Caller } from '../policy/decision.js';
+import { evidenceOf, type UpstreamEvidence } from './evidence.js';
+
+/** One governed request: a tool call, a prompt fetch or a resource read, after routing. */
+export interface CallFacts {
+  readonly sessionId: string;
+  /** The session's sensitivity before this call (issue 7 §4). */
+  readonly sessionSensitivity: SensitivityLabel;
+  readonly caller: Caller | undefined;
+  readonly action: Exclude<CedarAction, 'list'>;
+  /** Undefined for a name that resolved to no server the caller may use. */
+  readonly server: string | undefined;
+  /** The upstream's own tool or prompt name, the resource URI, or the name the client asked for when unresolved. */
+  readonly name: string;
+  readonly args: unknown;
+}
+
+/** How a governed request ended, for its one terminal audit record. */
+export type CallEnd =
+  | { readonly kind: 'answered'; readonly response: JsonRpcResponse; readonly resultBytes?: number; readonly resultHash?: string }
+  | { readonly kind: 'failed'; readonly error: unknown; readonly cancelled: boolean }
+  | { readonly kind: 'refused'; readonly error: GatewayError; readonly decision: 'deny' | 'refused' };
+
+export interface CallGovernorOptions {
+  readonly audit: AuditLog | undefined;
+  readonly policies: CedarPolicies | undefined;
+  readonly servers: Readonly<Record<string, ServerConfig>>;
+  readonly logger: Logger;
+}
+
+/**
+ * The decisions around one call that are not "may this principal use this tool" (issue 7): Cedar policies at
+ * ingress and egress, response guards, the session's sensitivity, and the one terminal audit record every
+ * call gets, whatever happens to it (DESIGN.md invariant 7). In `sync` audit durability the caller awaits
+ * `record` before answering, so no answer outlives its record.
+ */
+export class CallGovernor {
+  readonly #audit: AuditLog | undefined;
+  readonly #policies: CedarPolicies | undefined;
+  readonly #servers: Readonly<Record<string, ServerConfig>>;
+  readonly #evidence = new Map<string, UpstreamEvidence>();
+  readonly #logger: Logger;
+
+  constructor(options: CallGovernorOptions) {
+    this.#audit = options.audit;
+    this.#policies = options.policies;
+    this.#servers = options.servers;
+    this.#logger = options.logger;
+    for (const [name, server] of Object.entries(options.servers)) this.#evidence.set(name, evidenceOf(server));
+  }
+
+  /** Whether anything is governed at all; the router skips the whole path when not. */
+  get active(): boolean {
+    return this.#audit !== undefined || this.#policies !== undefined;
+  }
+
+  /**
+   * Ingress policies. Throws the deny error of an enforce set; returns the ids of advisory sets that would have
+   * denied, for the record.
+   */
+  ingress(facts: CallFacts & { readonly server: string }): readonly string[] {
+    const outcome = this.#evaluate(facts, 'ingress', undefined);
+    if (outcome === undefined) return [];
+    if (outcome.decision === 'deny') throw policyDeniedError(outcome, 'ingress');
+    return outcome.advisoryDenies;
+  }
+
+  /**
+   * Egress: the response guards of the server (size, secrets), then egress policies over the guarded result.
+   * Returns the response to send, with its size and hash for the record; throws a guard or policy error.
+   */
+  egress(facts: CallFacts & { readonly server: string }, response: JsonRpcResponse): { response: JsonRpcResponse; bytes: number; hash: string; advisory: readonly string[] } {
+    if (!('result' in response)) return { response, bytes: 0, hash: '', advisory: [] };
+    const server = this.#servers[facts.server];
+    let result: JsonObject = response.result;
+    let labels: string[] = [];
+    if (server !== undefined) {
+      const guarded = guardResult(result, server.guards, facts.server);
+      if (!guarded.ok) throw guardError(guarded);
+      result = guarded.result;
+      labels = guarded.labels;
+    }
+    const text = JSON.stringify(result);
+    const bytes = Buffer.byteLength(text);
+    const outcome = this.#evaluate(facts, 'egress', { bytes, labels });
+    if (outcome?.decision === 'deny') throw policyDeniedError(outcome, 'egress');
+    const final = result === response.result ? response : { ...response, result };
+    return { response: final, bytes, hash: sha256Hex(text), advisory: outcome?.advisoryDenies ?? [] };
+  }
+
+  /** The session's sensitivity after a successful call to `server` (never lower than before). */
+  raisedSensitivity(current: SensitivityLabel, server: string): SensitivityLabel {
+    const label = this.#servers[server]?.sensitivity;
+    return label === undefined ? current : raise(current, label);
+  }
+
+  /**
+   * Writes the call's one terminal record and, in `sync` durability, resolves only once it is durable. An audit
+   * failure is the call's failure: an answer whose record could be lost is never sent.
+   */
+  async record(facts: CallFacts, end: CallEnd, latencyMs: number, advisory: readonly string[]): Promise<void> {
+    if (this.#audit === undefined) return;
+    const { decision, reason } = describe(end, advisory);
+    const input: AuditInput = {
+      kind: reasonIsPin(end) ? 'pin-mismatch' : 'call',
+      decision,
+      ...(reason === undefined ? {} : { reason }),
+      principal: principalOf(facts.caller),
+      sessionId: facts.sessionId,
+      ...(facts.server === undefined ? {} : { server: facts.server, evidence: this.#evidence.get(facts.server) }),
+      tool: facts.name,
+      argsHash: argumentsHash(facts.args ?? null),
+      args: facts.args ?? null,
+      latencyMs: Math.round(latencyMs * 1000) / 1000,
+      ...(end.kind === 'answered' && end.resultHash !== undefined && end.resultHash !== ''
+        ? { resultHash: end.resultHash, resultBytes: end.resultBytes ?? 0 }
+        : {}),
+    };
+    await this.#audit.append(input);
+  }
+
+  #evaluate(facts: CallFacts & { readonly server: string }, phase: 'ingress' | 'egress', result: { bytes: number; labels: string[] } | undefined): PolicyOutcome | undefined {
+    if (this.#policies === undefined) return undefined;
+    const server = this.#servers[facts.server];
+    const outcome = this.#policies.evaluate(
+      buildCedarRequest({
+        caller: facts.caller,
+        action: facts.action,
+        server: facts.server,
+        tool: facts.name,
+        serverAttributes: server?.attributes ?? {},
+        serverSensitivity: server?.sensitivity ?? 'public',
+        args: facts.args,
+        sessionSensitivity: facts.sessionSensitivity,
+        phase,
+        ...(result === undefined ? {} : { result }),
+      }),
+    );
+    if (outcome.errors.length > 0) this.#logger.warn({ server: facts.server, tool: facts.name, phase, errors: outcome.errors }, 'policy evaluation errors');
+    return outcome;
+  }
+}
+
+function principalOf(caller: Caller | undefined): AuditPrincipal {
+  if (caller === undefined) return {};
+  return {
+    keyId: caller.keyId,
+    orgId: caller.orgId,
+    ...(caller.teamId === undefined ? {} : { teamId: caller.teamId }),
+    ...(caller.principalKind === 'agent' ? { agentId: caller.principalId } : { userId: caller.principalId }),
+  };
+}
+
+function codeOf(error: unknown): string | undefined {
+  return GatewayError.is(error) ? error.code : undefined;
+}
+
+function reasonIsPin(end: CallEnd): boolean {
+  const code = end.kind === 'answered' ? undefined : codeOf(end.error);
+  return code === 'MCPGATE_ERR_UPSTREAM_TLS_PIN' || code === 'MCPGATE_ERR_UPSTREAM_DIGEST_MISMATCH';
+}
+
+function describe(end: CallEnd, advisory: readonly string[]): { decision: AuditDecision; reason: string | undefined } {
+  const advised = advisory.length > 0 ? `advisory deny by ${advisory.join(', ')}` : undefined;
+  switch (end.kind) {
+    case 'refused':
+      return { decision: end.decision, reason: `${end.error.code}: ${end.error.message}` };
+    case 'answered': {
+      if ('error' in end.response) return { decision: 'error', reason: `upstream error ${end.response.error.code}: ${end.response.error.message}` };
+      return { decision: advised === undefined ? 'allow' : 'advisory-deny', reason: advised };
+    }
+    case 'failed': {
+      const code = codeOf(end.error);
+      if (end.cancelled || code === 'MCPGATE_ERR_CANCELLED') return { decision: 'cancelled', reason: code };
+      if (code === 'MCPGATE_ERR_UPSTREAM_TIMEOUT') return { decision: 'timeout', reason: code };
+      if (code === 'MCPGATE_ERR_POLICY_DENIED' || code === 'MCPGATE_ERR_RESULT_SECRET') {
+        return { decision: 'deny', reason: `${code}: ${(end.error as GatewayError).message}` };
+      }
+      const message = end.error instanceof Error ? end.error.message : String(end.error);
+      return { decision: 'error', reason: code === undefined ? message : `${code}: ${message}` };
+    }
+  }
+}

@@ -1,0 +1,133 @@
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { constants } from 'node:fs';
+import { link, mkdir, open, readFile, stat, unlink } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { ConfigError } from '../config/config-error.js';
+import type { SecretValue } from '../config/credentials-schema.js';
+import { resolveSecretValue } from '../credentials/secret-value.js';
+import { GatewayError } from '../errors/gateway-error.js';
+import { resolveStoreUrl } from '../store/create-store.js';
+import { ReceiptSigner } from './receipt.js';
+
+/** The generated receipt key's file name, in the directory of the SQLite database. */
+export const RECEIPT_KEY_FILE = 'receipt-key.pem';
+const FIELD = 'gateway.receipts.signingKey';
+/** A PKCS#8 Ed25519 PEM is about 120 bytes; anything near this is not one. */
+const MAX_KEY_FILE_BYTES = 16 * 1024;
+
+/** Where the signing key came from; logged instead of the key. */
+export type ReceiptKeySource = 'config' | 'file' | 'generated' | 'ephemeral';
+
+export interface ReceiptKey {
+  readonly signer: ReceiptSigner;
+  readonly source: ReceiptKeySource;
+  /** The key file, when one was read or written. */
+  readonly path?: string;
+}
+
+export interface ResolveReceiptKeyOptions {
+  /** `gateway.receipts.signingKey`. */
+  readonly signingKey?: SecretValue;
+  /** `gateway.store`: unset or a path means SQLite, `postgres://…` means PostgreSQL. */
+  readonly store?: string;
+  /** The SQLite file used when `store` is unset. */
+  readonly defaultSqlitePath?: string;
+  /** Folder `{ file }` paths are relative to (the config file's). */
+  readonly baseDir?: string;
+}
+
+/** The key file that belongs to an SQLite database file. */
+export function receiptKeyPath(sqlitePath: string): string {
+  return join(dirname(sqlitePath), RECEIPT_KEY_FILE);
+}
+
+/**
+ * Finds the receipt signing key (issue 7 §5): `gateway.receipts.signingKey` when configured; otherwise, for
+ * SQLite, an Ed25519 key generated on first start and kept in `receipt-key.pem` (0600) beside the database, so
+ * receipts stay verifiable with one public key across restarts. PostgreSQL without a configured key is refused:
+ * replicas share one database, and receipts from one deployment should verify under one key. An in-memory
+ * SQLite store gets a per-process key.
+ * @throws ConfigError (MCPGATE_ERR_CONFIG_INVALID) for PostgreSQL without `signingKey`.
+ * @throws GatewayError (MCPGATE_ERR_RECEIPT_KEY) for an unusable key or key file.
+ */
+export async function resolveReceiptKey(options: ResolveReceiptKeyOptions): Promise<ReceiptKey> {
+  if (options.signingKey !== undefined) {
+    const pem = await resolveSecretValue(options.signingKey, options.baseDir, FIELD);
+    return { signer: ReceiptSigner.fromPem(pem, FIELD), source: 'config' };
+  }
+  const target = resolveStoreUrl(options.store, options.defaultSqlitePath);
+  if (target.kind === 'postgres') {
+    throw new ConfigError('MCPGATE_ERR_CONFIG_INVALID', [
+      {
+        path: FIELD,
+        message:
+          'a PostgreSQL store needs gateway.receipts.signingKey (an Ed25519 PKCS#8 PEM, e.g. { file: ./receipt-key.pem } from `openssl genpkey -algorithm ed25519`): every replica must sign receipts with the same key',
+      },
+    ]);
+  }
+  if (target.path === ':memory:') return { signer: new ReceiptSigner(generateKeyPairSync('ed25519').privateKey), source: 'ephemeral' };
+  return loadOrCreateKeyFile(receiptKeyPath(target.path));
+}
+
+/**
+ * Reads the key file, or creates it when absent, race-safely as `key-secret` is (src/authn/key-secret.ts): a
+ * uniquely named temp file (`wx`, 0600) is written and synced, then hard-linked into place. `link` fails with
+ * EEXIST rather than replace, so when two processes start together one key wins and both use it.
+ */
+export async function loadOrCreateKeyFile(path: string): Promise<ReceiptKey> {
+  const existing = await readKeyFile(path);
+  if (existing !== undefined) return { signer: existing, source: 'file', path };
+  await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+  const pem = generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+  const temp = `${path}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
+  const handle = await open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600);
+  try {
+    await handle.writeFile(pem, 'utf8');
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  try {
+    await link(temp, path);
+    return { signer: ReceiptSigner.fromPem(pem, path), source: 'generated', path };
+  } catch (error) {
+    if (!isErrno(error, 'EEXIST')) throw keyError(path, 'cannot be created', error);
+    const winner = await readKeyFile(path);
+    if (winner === undefined) throw keyError(path, 'vanished while it was being created');
+    return { signer: winner, source: 'file', path };
+  } finally {
+    await unlink(temp).catch(() => undefined);
+  }
+}
+
+/** The key in the file, `undefined` when there is none; refuses a file others could have read or replaced. */
+async function readKeyFile(path: string): Promise<ReceiptSigner | undefined> {
+  let info;
+  try {
+    info = await stat(path);
+  } catch (error) {
+    if (isErrno(error, 'ENOENT')) return undefined;
+    throw keyError(path, 'cannot be read', error);
+  }
+  if (!info.isFile()) throw keyError(path, 'is not a regular file');
+  if ((info.mode & 0o077) !== 0) {
+    const mode = (info.mode & 0o777).toString(8).padStart(3, '0');
+    throw keyError(path, `is accessible to group or others (mode ${mode}); run chmod 600 on it, and replace the key if it may have leaked`);
+  }
+  if (info.size > MAX_KEY_FILE_BYTES) throw keyError(path, `is larger than ${MAX_KEY_FILE_BYTES} bytes`);
+  let pem: string;
+  try {
+    pem = await readFile(path, 'utf8');
+  } catch (error) {
+    throw keyError(path, 'cannot be read', error);
+  }
+  return ReceiptSigner.fromPem(pem, `receipt key file ${path}`);
+}
+
+function keyError(path: string, problem: string, cause?: unknown): GatewayError {
+  return new GatewayError('MCPGATE_ERR_RECEIPT_KEY', `receipt key file ${path} ${problem}`, cause === undefined ? {} : { cause });
+}
+
+function isErrno(error: unknown, code: string): boolean {
+  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === code;
+}

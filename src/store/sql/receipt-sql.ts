@@ -1,0 +1,48 @@
+import type { PutReceiptInput, SessionReceiptRecord } from '../store.js';
+import { invalid } from '../validate.js';
+import type { SqlExecutor, SqlRow } from './driver.js';
+
+/**
+ * The session-receipt half of the SQL store (issue 7 §5). Only shapes are checked here: the body's meaning
+ * and its signature are `src/receipts`' business, and a row altered behind the store's back still comes out,
+ * so verification can say what is wrong with it.
+ */
+
+/** A receipt body is a few hundred bytes; the bound only keeps a runaway value out of the table. */
+const MAX_BODY = 64 * 1024;
+const SIGNATURE = /^[A-Za-z0-9_-]{1,200}$/;
+
+function checkSessionId(value: unknown): string {
+  if (typeof value !== 'string' || value.length === 0 || value.length > 200 || value.includes('\0')) {
+    throw invalid('receipt sessionId must be a non-empty string of at most 200 characters without NUL');
+  }
+  return value;
+}
+
+function toReceipt(row: SqlRow): SessionReceiptRecord {
+  // PostgreSQL returns BIGINT as a string; epoch milliseconds fit a double.
+  return { sessionId: String(row.session_id), body: String(row.body), signature: String(row.signature), createdAt: new Date(Number(row.created_at)) };
+}
+
+export async function putReceipt(driver: SqlExecutor, input: PutReceiptInput): Promise<SessionReceiptRecord> {
+  if (typeof input !== 'object' || input === null) throw invalid('a receipt must be an object');
+  const sessionId = checkSessionId(input.sessionId);
+  if (typeof input.body !== 'string' || input.body.length === 0 || input.body.length > MAX_BODY || input.body.includes('\0')) {
+    throw invalid(`receipt body must be a non-empty string of at most ${MAX_BODY} characters without NUL`);
+  }
+  if (typeof input.signature !== 'string' || !SIGNATURE.test(input.signature)) throw invalid('receipt signature must be base64url');
+  const record: SessionReceiptRecord = { sessionId, body: input.body, signature: input.signature, createdAt: new Date() };
+  // Plain INSERT: a signed receipt is never replaced, so a second one for the session is a conflict.
+  await driver.run('INSERT INTO session_receipts (session_id, body, signature, created_at) VALUES (?, ?, ?, ?)', [
+    sessionId,
+    record.body,
+    record.signature,
+    record.createdAt.getTime(),
+  ]);
+  return record;
+}
+
+export async function getReceipt(driver: SqlExecutor, sessionId: string): Promise<SessionReceiptRecord | undefined> {
+  const [row] = await driver.all('SELECT session_id, body, signature, created_at FROM session_receipts WHERE session_id = ?', [checkSessionId(sessionId)]);
+  return row === undefined ? undefined : toReceipt(row);
+}

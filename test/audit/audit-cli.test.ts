@@ -1,0 +1,144 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, describe, it } from 'node:test';
+import Database from 'better-sqlite3';
+import { AuditLog } from '../../src/audit/audit-log.js';
+import { verifyExport } from '../../src/audit/verify.js';
+import { runAuditExport, runAuditVerify } from '../../src/cli/audit.js';
+import { createStore } from '../../src/store/create-store.js';
+import { captureLogger } from './helpers.js';
+
+// The real built CLI (npm test builds first; run `npm run build` before this file alone).
+const CLI = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
+const root = mkdtempSync(join(tmpdir(), 'mcpgate-audit-cli-'));
+after(() => rmSync(root, { recursive: true, force: true }));
+let counter = 0;
+
+function run(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [CLI, ...args], { cwd: root, env: { PATH: process.env.PATH }, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
+      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : 1, stdout, stderr });
+    });
+  });
+}
+
+/** A config over a fresh SQLite file holding two chains of `count` records, one hour apart from 2026-01-01. */
+async function setup(count = 5): Promise<{ config: string; db: string }> {
+  const dir = join(root, `case-${++counter}`);
+  const db = join(dir, 'gate.db');
+  const config = join(dir, 'mcpgate.yaml');
+  const store = await createStore(db);
+  const { logger } = captureLogger();
+  try {
+    for (const chainId of ['gw-a', 'gw-b']) {
+      const log = new AuditLog({ store, logger, chainId, flushMs: 0 });
+      for (let n = 1; n <= count; n += 1) {
+        await log.append({ kind: 'call', decision: 'allow', tool: `t${n}`, args: { n }, time: new Date(Date.UTC(2026, 0, 1, n)) });
+      }
+      await log.close();
+    }
+  } finally {
+    await store.close();
+  }
+  writeFileSync(config, `gateway:\n  store: ${JSON.stringify(db)}\nservers: {}\n`);
+  return { config, db };
+}
+
+function tamper(db: string, sql: string): void {
+  const handle = new Database(db);
+  try {
+    assert.equal(handle.prepare(sql).run().changes, 1);
+  } finally {
+    handle.close();
+  }
+}
+
+describe('mcpgate audit verify (built CLI)', () => {
+  it('exits 0 for intact chains and 3 naming the first broken link, 1 for an unknown chain', async () => {
+    const { config, db } = await setup();
+    const ok = await run(['audit', 'verify', '-c', config]);
+    assert.equal(ok.code, 0, ok.stderr);
+    assert.equal(ok.stdout, 'chain gw-a: 5 record(s), ok\nchain gw-b: 5 record(s), ok\n');
+
+    tamper(db, "UPDATE audit_records SET tool = 'other' WHERE chain_id = 'gw-b' AND seq = 3");
+    const broken = await run(['audit', 'verify', '-c', config]);
+    assert.equal(broken.code, 3, broken.stderr);
+    assert.match(broken.stdout, /^chain gw-a: 5 record\(s\), ok$/m);
+    assert.match(broken.stdout, /^chain gw-b: BROKEN at seq 3: hash mismatch \(/m);
+
+    const json = await run(['audit', 'verify', '--json', '--chain', 'gw-b', '-c', config]);
+    assert.equal(json.code, 3);
+    const result = JSON.parse(json.stdout) as { ok: boolean; chains: { chainId: string; firstBroken: { seq: number; reason: string } }[] };
+    assert.equal(result.ok, false);
+    assert.deepEqual(result.chains.map((c) => [c.chainId, c.firstBroken.seq, c.firstBroken.reason]), [['gw-b', 3, 'hash mismatch']]);
+
+    tamper(db, "DELETE FROM audit_records WHERE chain_id = 'gw-a' AND seq = 2");
+    const gap = await run(['audit', 'verify', '--chain', 'gw-a', '-c', config]);
+    assert.equal(gap.code, 3);
+    assert.match(gap.stdout, /chain gw-a: BROKEN at seq 2: gap/);
+
+    const unknown = await run(['audit', 'verify', '--chain', 'nope', '-c', config]);
+    assert.equal(unknown.code, 1);
+    assert.match(unknown.stderr, /no audit chain "nope"/);
+  });
+});
+
+describe('mcpgate audit export (built CLI)', () => {
+  it('writes one canonical record per line, with chain links, that verifyExport accepts', async () => {
+    const { config } = await setup();
+    const all = await run(['audit', 'export', '--since', '2026-01-01', '--format', 'jsonl', '-c', config]);
+    assert.equal(all.code, 0, all.stderr);
+    const lines = all.stdout.trimEnd().split('\n');
+    assert.equal(lines.length, 10);
+    const first = JSON.parse(lines[0] ?? '') as Record<string, unknown>;
+    for (const field of ['chainId', 'seq', 'prevHash', 'hash', 'time', 'kind', 'decision', 'argsHash']) assert.ok(field in first, field);
+    assert.equal((await verifyExport(lines)).ok, true);
+    assert.match(all.stderr, /exported 10 audit record/);
+
+    const window = await run(['audit', 'export', '--since', '2026-01-01T02:30:00Z', '--until', '2026-01-01T04:00:00+00:00', '--chain', 'gw-a', '-c', config]);
+    assert.equal(window.code, 0, window.stderr);
+    const records = window.stdout.trimEnd().split('\n').map((line) => JSON.parse(line) as { chainId: string; seq: number });
+    assert.deepEqual(records.map((r) => [r.chainId, r.seq]), [['gw-a', 3]]);
+
+    // Nothing in the last second: every record is from 2026-01-01.
+    const recent = await run(['audit', 'export', '--since', '1s', '-c', config]);
+    assert.equal(recent.code, 0, recent.stderr);
+    assert.equal(recent.stdout, '');
+  });
+
+  it('refuses formats other than jsonl and malformed times, exit 1', async () => {
+    const { config } = await setup(1);
+    const csv = await run(['audit', 'export', '--since', '24h', '--format', 'csv', '-c', config]);
+    assert.equal(csv.code, 1);
+    assert.match(csv.stderr, /--format csv is not supported/);
+    const bad = await run(['audit', 'export', '--since', 'last tuesday', '-c', config]);
+    assert.equal(bad.code, 1);
+    assert.match(bad.stderr, /--since "last tuesday" is neither/);
+    const local = await run(['audit', 'export', '--since', '2026-01-01T00:00:00', '-c', config]);
+    assert.equal(local.code, 1, 'a date-time without an offset is refused');
+    const missing = await run(['audit', 'export', '-c', config]);
+    assert.notEqual(missing.code, 0);
+    const inverted = await run(['audit', 'export', '--since', '2026-01-02', '--until', '2026-01-01', '-c', config]);
+    assert.equal(inverted.code, 1);
+  });
+});
+
+describe('audit commands in-process', () => {
+  it('export resolves durations against the injected clock; verify prints when there is nothing', async () => {
+    const { config } = await setup(3);
+    const out: string[] = [];
+    const err: string[] = [];
+    const io = { env: {}, stdout: (line: string) => void out.push(line), stderr: (line: string) => void err.push(line), now: () => new Date(Date.UTC(2026, 0, 1, 2, 30)) };
+    assert.equal(await runAuditExport({ config, since: '90m', until: '1m' }, io), 0, err.join('\n'));
+    assert.deepEqual(out.map((line) => (JSON.parse(line) as { seq: number; chainId: string }).seq), [1, 1, 2, 2]);
+    const empty = join(root, 'empty.yaml');
+    writeFileSync(empty, `gateway:\n  store: ${JSON.stringify(join(root, 'empty', 'gate.db'))}\nservers: {}\n`);
+    out.length = 0;
+    assert.equal(await runAuditVerify({ config: empty }, io), 0);
+    assert.deepEqual(out, ['no audit records']);
+  });
+});

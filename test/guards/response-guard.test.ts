@@ -1,0 +1,142 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { guardsSchema, type GuardsConfig } from '../../src/config/governance-schema.js';
+import { guardError, guardResult, TRUNCATED_META_KEY } from '../../src/guards/response-guard.js';
+import { GatewayError } from '../../src/errors/gateway-error.js';
+
+const config = (overrides: Partial<GuardsConfig> = {}): GuardsConfig => ({ ...guardsSchema.parse({}), ...overrides });
+const text = (value: string) => ({ type: 'text', text: value });
+const ghToken = `ghp_${'aZ09'.repeat(9)}`;
+
+test('defaults: 2 MiB, no truncation, redact', () => {
+  assert.deepEqual(guardsSchema.parse({}), { maxResultBytes: 2 * 1024 * 1024, truncate: false, secretScan: 'redact' });
+});
+
+test('a clean result passes unchanged and is the same object', () => {
+  const result = { content: [text('hello world')], isError: false };
+  const outcome = guardResult(result, config(), 'docs');
+  assert.equal(outcome.ok, true);
+  if (!outcome.ok) return;
+  assert.equal(outcome.result, result);
+  assert.equal(outcome.bytes, Buffer.byteLength(JSON.stringify(result)));
+  assert.deepEqual(outcome.labels, []);
+  assert.equal(outcome.truncated, false);
+  assert.equal(outcome.redactions, 0);
+});
+
+test('over the limit without truncate is an error naming server and limit', () => {
+  const result = { content: [text('x'.repeat(2000))] };
+  const outcome = guardResult(result, config({ maxResultBytes: 1000 }), 'big');
+  assert.equal(outcome.ok, false);
+  if (outcome.ok) return;
+  assert.equal(outcome.code, 'MCPGATE_ERR_RESULT_TOO_LARGE');
+  assert.match(outcome.message, /"big"/);
+  assert.match(outcome.message, /1000 bytes/);
+  assert.equal(outcome.bytes, Buffer.byteLength(JSON.stringify(result)));
+  const error = guardError(outcome);
+  assert.ok(GatewayError.is(error));
+  assert.equal(error.code, 'MCPGATE_ERR_RESULT_TOO_LARGE');
+  assert.deepEqual(error.data, { server: 'big', limit: 1000, bytes: outcome.bytes });
+});
+
+test('exactly at the limit passes', () => {
+  const result = { content: [text('y'.repeat(100))] };
+  const bytes = Buffer.byteLength(JSON.stringify(result));
+  assert.equal(guardResult(result, config({ maxResultBytes: bytes }), 's').ok, true);
+  assert.equal(guardResult(result, config({ maxResultBytes: bytes - 1 }), 's').ok, false);
+});
+
+test('truncate cuts text to fit and says so, never silently', () => {
+  const result = { content: [text('a'.repeat(5000)), text('é'.repeat(5000))], _meta: { keep: 1 } };
+  const outcome = guardResult(result, config({ maxResultBytes: 4000, truncate: true }), 'big');
+  assert.equal(outcome.ok, true);
+  if (!outcome.ok) return;
+  assert.ok(outcome.bytes <= 4000, `${outcome.bytes}`);
+  assert.equal(outcome.bytes, Buffer.byteLength(JSON.stringify(outcome.result)));
+  assert.equal(outcome.truncated, true);
+  assert.deepEqual(outcome.labels, ['truncated']);
+  const content = outcome.result.content as Array<{ type: string; text: string }>;
+  assert.match(content.at(-1)?.text ?? '', /truncated from \d+ bytes/);
+  const meta = outcome.result._meta as Record<string, unknown>;
+  assert.equal(meta.keep, 1);
+  assert.deepEqual(meta[TRUNCATED_META_KEY], { originalBytes: Buffer.byteLength(JSON.stringify(result)), limit: 4000, droppedItems: 0 });
+  // The last item is cut first: the first keeps its text as far as it fits.
+  assert.ok((content[0]?.text.length ?? 0) > 2000);
+  assert.equal(result.content[0]?.text.length, 5000, 'input untouched');
+});
+
+test('truncate drops non-text items when text is not enough, and refuses what cannot fit', () => {
+  const image = { type: 'image', data: 'A'.repeat(6000), mimeType: 'image/png' };
+  const outcome = guardResult({ content: [text('short'), image] }, config({ maxResultBytes: 1000, truncate: true }), 'img');
+  assert.equal(outcome.ok, true);
+  if (!outcome.ok) return;
+  const content = outcome.result.content as Array<{ type: string; text?: string }>;
+  assert.equal(content.some((item) => item.type === 'image'), false);
+  assert.match(content.at(-1)?.text ?? '', /1 non-text content item/);
+
+  const structured = { content: [text('x')], structuredContent: { blob: 'z'.repeat(5000) } };
+  const refused = guardResult(structured, config({ maxResultBytes: 1000, truncate: true }), 'img');
+  assert.equal(refused.ok, false);
+  if (!refused.ok) assert.equal(refused.code, 'MCPGATE_ERR_RESULT_TOO_LARGE');
+});
+
+test('redact masks credential formats in content and structuredContent and counts them; names alone are data', () => {
+  const result = {
+    content: [text(`your token is ${ghToken}`), text('nothing here'), text('{"token":"still-alive-1"}')],
+    structuredContent: { nested: { password: 'hunter2', note: `Bearer ${'q'.repeat(30)}` } },
+  };
+  const outcome = guardResult(result, config(), 'gh');
+  assert.equal(outcome.ok, true);
+  if (!outcome.ok) return;
+  const out = JSON.stringify(outcome.result);
+  assert.equal(out.includes(ghToken), false);
+  assert.equal(out.includes('q'.repeat(30)), false);
+  // A field merely named like a credential is a tool's data (a correlation "token", a "password" policy
+  // flag): results are scanned for formats only, unlike logs and audit records.
+  assert.equal(out.includes('hunter2'), true);
+  assert.equal(out.includes('still-alive-1'), true);
+  assert.equal(outcome.redactions, 2);
+  assert.deepEqual(outcome.labels, ['secret-redacted']);
+  assert.equal(outcome.bytes, Buffer.byteLength(out));
+  assert.equal(JSON.stringify(result).includes(ghToken), true, 'input untouched');
+});
+
+test('block withholds the result and names kinds, never values', () => {
+  const result = { content: [text(`key ${ghToken} and AKIAABCDEFGH23456789`)] };
+  const outcome = guardResult(result, config({ secretScan: 'block' }), 'gh');
+  assert.equal(outcome.ok, false);
+  if (outcome.ok) return;
+  assert.equal(outcome.code, 'MCPGATE_ERR_RESULT_SECRET');
+  assert.deepEqual(outcome.findings, ['aws-access-key-id', 'github-token']);
+  assert.match(outcome.message, /"gh"/);
+  assert.equal(outcome.message.includes(ghToken), false);
+  assert.equal(JSON.stringify(outcome.data).includes(ghToken), false);
+});
+
+test('off leaves secrets alone', () => {
+  const result = { content: [text(ghToken)] };
+  const outcome = guardResult(result, config({ secretScan: 'off' }), 'gh');
+  assert.ok(outcome.ok && outcome.result === result);
+});
+
+test('redaction and truncation together carry both labels', () => {
+  const result = { content: [text(`${ghToken} ${'b'.repeat(3000)}`)] };
+  const outcome = guardResult(result, config({ maxResultBytes: 2000, truncate: true }), 'gh');
+  assert.ok(outcome.ok);
+  assert.deepEqual(outcome.labels, ['secret-redacted', 'truncated']);
+  assert.equal(JSON.stringify(outcome.result).includes(ghToken), false);
+});
+
+test('fast path: a clean 1 MiB result is checked quickly', () => {
+  const lines = Array.from({ length: 20_000 }, (_, i) => `row ${i}: the quick brown fox jumps over the lazy dog`).join('\n');
+  const result = { content: [text(lines)], structuredContent: { rows: Array.from({ length: 2000 }, (_, i) => ({ id: i, name: `item ${i}` })) } };
+  const cfg = config();
+  guardResult(result, cfg, 'warm');
+  const started = performance.now();
+  for (let i = 0; i < 20; i += 1) {
+    const outcome = guardResult(result, cfg, 'fast');
+    assert.ok(outcome.ok && outcome.result === result);
+  }
+  const perCall = (performance.now() - started) / 20;
+  assert.ok(perCall < 60, `${perCall.toFixed(2)} ms per call`);
+});

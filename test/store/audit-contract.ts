@@ -1,0 +1,194 @@
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { after, describe, it } from 'node:test';
+import type { ErrorCode } from '../../src/errors/codes.js';
+import { GatewayError } from '../../src/errors/gateway-error.js';
+import { MIGRATIONS } from '../../src/store/migrations/migrations.js';
+import type { AuditRecordRow, Store } from '../../src/store/store.js';
+import type { StoreHarness } from './store-contract.js';
+
+async function rejectsWith(promise: Promise<unknown>, code: ErrorCode): Promise<void> {
+  await assert.rejects(promise, (error: unknown) => GatewayError.is(error) && error.code === code);
+}
+
+const hex = (text: string): string => createHash('sha256').update(text).digest('hex');
+
+/** A well-formed row; the store checks shapes only, so any 64-hex strings do as hashes. */
+function row(chainId: string, seq: number, time: number, extra: Partial<AuditRecordRow> = {}): AuditRecordRow {
+  return {
+    chainId,
+    seq,
+    time: new Date(time),
+    kind: 'call',
+    decision: 'allow',
+    prevHash: hex(`${chainId}/${seq - 1}`),
+    hash: hex(`${chainId}/${seq}`),
+    ...extra,
+  };
+}
+
+/** The audit half of the Store contract (issue 7 §1), run by both backends beside `runStoreContract`. */
+export function runAuditStoreContract(name: string, harness: StoreHarness): void {
+  describe(`Store contract, audit records: ${name}`, () => {
+    const open: Store[] = [];
+    after(async () => {
+      for (const store of open) await store.close();
+      await harness.cleanup();
+    });
+
+    async function migrated() {
+      const db = await harness.fresh();
+      const store = db.open();
+      open.push(store);
+      await store.migrate();
+      return { store, db };
+    }
+
+    it('appends a batch and reads it back by time and by chain, every field as given', async () => {
+      const { store } = await migrated();
+      const full = row('gw-a', 1, 1000, {
+        reason: 'allowed by team policy',
+        keyId: 'k1',
+        userId: 'u1',
+        teamId: 't1',
+        orgId: 'o1',
+        agentId: 'a1',
+        sessionId: 's1',
+        server: 'notes',
+        tool: 'add_note',
+        argsHash: hex('args'),
+        args: '{"text":"héllo ✓"}',
+        resultHash: hex('result'),
+        resultBytes: 1234,
+        latencyMs: 17,
+        evidence: 'tls-pinned',
+      });
+      // Chain ids compared bytewise on both backends: "A" < "a-b" < "ab".
+      const rows = [full, row('gw-a', 2, 3000), row('ab', 1, 1000), row('a-b', 1, 2000), row('A', 1, 3000)];
+      await store.appendAuditRecords(rows);
+      const byTime = await store.listAuditRecords({ limit: 100 });
+      assert.deepEqual(byTime, [rows[2], rows[0], rows[3], rows[4], rows[1]]);
+      const byChain = await store.listAuditRecords({ order: 'chain', limit: 100 });
+      assert.deepEqual(byChain.map((r) => [r.chainId, r.seq]), [['A', 1], ['a-b', 1], ['ab', 1], ['gw-a', 1], ['gw-a', 2]]);
+      assert.deepEqual(await store.listAuditChains(), [
+        { chainId: 'A', count: 1, lastSeq: 1, lastHash: rows[4]?.hash },
+        { chainId: 'a-b', count: 1, lastSeq: 1, lastHash: rows[3]?.hash },
+        { chainId: 'ab', count: 1, lastSeq: 1, lastHash: rows[2]?.hash },
+        { chainId: 'gw-a', count: 2, lastSeq: 2, lastHash: rows[1]?.hash },
+      ]);
+      assert.deepEqual(await store.listAuditChains({ chainId: 'gw-a' }), [{ chainId: 'gw-a', count: 2, lastSeq: 2, lastHash: rows[1]?.hash }]);
+      assert.deepEqual(await store.listAuditChains({ chainId: 'none' }), []);
+    });
+
+    it('filters by every field and by time, and pages with a keyset cursor in both orders', async () => {
+      const { store } = await migrated();
+      const rows: AuditRecordRow[] = [];
+      for (let seq = 1; seq <= 130; seq += 1) {
+        // Two chains sharing timestamps, so the cursor must break ties by chain and seq.
+        const chainId = seq % 2 === 0 ? 'even' : 'odd';
+        rows.push(row(chainId, Math.ceil(seq / 2), 10_000 + Math.floor(seq / 4), {
+          keyId: `k${seq % 3}`,
+          server: seq % 5 === 0 ? 'ops' : 'notes',
+          tool: `t${seq % 7}`,
+          decision: seq % 11 === 0 ? 'deny' : 'allow',
+          kind: seq % 13 === 0 ? 'list' : 'call',
+          sessionId: `s${seq % 4}`,
+        }));
+      }
+      // More rows than one INSERT statement carries: still one transaction.
+      await store.appendAuditRecords(rows);
+      const all = await store.listAuditRecords({ limit: 1000 });
+      assert.equal(all.length, 130);
+      const sortKey = (r: AuditRecordRow): [number, string, number] => [r.time.getTime(), r.chainId, r.seq];
+      const sorted = [...rows].sort((a, b) => {
+        const [x, y] = [sortKey(a), sortKey(b)];
+        return x[0] - y[0] || (x[1] < y[1] ? -1 : x[1] > y[1] ? 1 : 0) || x[2] - y[2];
+      });
+      assert.deepEqual(all, sorted);
+
+      for (const order of ['time', 'chain'] as const) {
+        const paged: AuditRecordRow[] = [];
+        let page = await store.listAuditRecords({ order, limit: 7 });
+        while (page.length > 0) {
+          paged.push(...page);
+          const last = page.at(-1);
+          assert.ok(last);
+          page = await store.listAuditRecords({ order, limit: 7, after: { time: last.time, chainId: last.chainId, seq: last.seq } });
+        }
+        assert.deepEqual(paged, await store.listAuditRecords({ order, limit: 1000 }));
+        assert.equal(paged.length, 130);
+      }
+
+      const match = (filter: Record<string, unknown>, predicate: (r: AuditRecordRow) => boolean) => async () => {
+        const got = await store.listAuditRecords({ ...filter, limit: 1000 });
+        assert.deepEqual(got, sorted.filter(predicate), JSON.stringify(filter));
+      };
+      await match({ keyId: 'k1' }, (r) => r.keyId === 'k1')();
+      await match({ server: 'ops', decision: 'allow' }, (r) => r.server === 'ops' && r.decision === 'allow')();
+      await match({ tool: 't3', kind: 'call' }, (r) => r.tool === 't3' && r.kind === 'call')();
+      await match({ sessionId: 's2', chainId: 'even' }, (r) => r.sessionId === 's2' && r.chainId === 'even')();
+      await match({ decision: 'deny' }, (r) => r.decision === 'deny')();
+      await match({ kind: 'list' }, (r) => r.kind === 'list')();
+      await match({ since: new Date(10_010), until: new Date(10_020) }, (r) => r.time.getTime() >= 10_010 && r.time.getTime() < 10_020)();
+      const tail = await store.listAuditRecords({ chainId: 'odd', order: 'chain', after: { chainId: 'odd', seq: 60 }, limit: 1000 });
+      assert.deepEqual(tail.map((r) => r.seq), [61, 62, 63, 64, 65]);
+    });
+
+    it('writes nothing of a batch that repeats a stored (chain, seq): STORE_CONFLICT', async () => {
+      const { store } = await migrated();
+      await store.appendAuditRecords([row('c', 1, 1)]);
+      await rejectsWith(store.appendAuditRecords([row('c', 2, 2), row('c', 3, 3), row('c', 1, 4)]), 'MCPGATE_ERR_STORE_CONFLICT');
+      // Past the first INSERT statement as well: the whole batch is one transaction.
+      const many = Array.from({ length: 60 }, (_, index) => row('d', index + 1, index));
+      await rejectsWith(store.appendAuditRecords([...many, row('c', 1, 99)]), 'MCPGATE_ERR_STORE_CONFLICT');
+      assert.deepEqual((await store.listAuditRecords({ limit: 100 })).map((r) => [r.chainId, r.seq]), [['c', 1]]);
+      await store.appendAuditRecords([]);
+    });
+
+    it('refuses malformed rows and filters before touching the database: STORE_INVALID', async () => {
+      const { store } = await migrated();
+      const bad: Partial<AuditRecordRow>[] = [
+        { seq: 0 },
+        { seq: 1.5 },
+        { time: new Date(Number.NaN) },
+        { hash: 'ABC' },
+        { prevHash: hex('x').toUpperCase() },
+        { chainId: '' },
+        { kind: '' },
+        { tool: 'a\0b' },
+        { resultBytes: -1 },
+        { latencyMs: 1.5 },
+      ];
+      for (const change of bad) await rejectsWith(store.appendAuditRecords([row('ok', 1, 1), { ...row('x', 1, 1), ...change }]), 'MCPGATE_ERR_STORE_INVALID');
+      assert.deepEqual(await store.listAuditRecords({ limit: 10 }), []);
+      await rejectsWith(store.listAuditRecords({ limit: 0 }), 'MCPGATE_ERR_STORE_INVALID');
+      await rejectsWith(store.listAuditRecords({ limit: 10_001 }), 'MCPGATE_ERR_STORE_INVALID');
+      await rejectsWith(store.listAuditRecords({ limit: 1, since: new Date(Number.NaN) }), 'MCPGATE_ERR_STORE_INVALID');
+      await rejectsWith(store.listAuditRecords({ limit: 1, server: 'a\0' }), 'MCPGATE_ERR_STORE_INVALID');
+      await rejectsWith(store.listAuditRecords({ limit: 1, after: { chainId: 'a', seq: 1 } }), 'MCPGATE_ERR_STORE_INVALID');
+    });
+
+    it('returns a row altered behind its back as found, for verify to name', async () => {
+      const { store, db } = await migrated();
+      await store.appendAuditRecords([row('t', 1, 1), row('t', 2, 2)]);
+      await db.query("UPDATE audit_records SET kind = 'tampered', reason = 'edited' WHERE seq = 2");
+      const [, second] = await store.listAuditRecords({ limit: 10 });
+      assert.equal(second?.kind, 'tampered');
+      assert.equal(second?.reason, 'edited');
+    });
+
+    it('adds audit_records to a database migrated before it existed', async () => {
+      const { store, db } = await migrated();
+      await store.close();
+      await db.query('DROP TABLE audit_records');
+      await db.query('DELETE FROM schema_migrations WHERE version = 3');
+      const upgraded = db.open();
+      open.push(upgraded);
+      await upgraded.migrate();
+      await upgraded.appendAuditRecords([row('u', 1, 1)]);
+      assert.equal((await upgraded.listAuditChains())[0]?.count, 1);
+      const versions = await db.query('SELECT version FROM schema_migrations ORDER BY version');
+      assert.deepEqual(versions.map((r) => Number(r.version)), MIGRATIONS.map((m) => m.version));
+    });
+  });
+}
