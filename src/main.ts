@@ -144,6 +144,7 @@ export async function buildAccess(config: GatewayConfig, logger: Logger, control
       // An edit made through the admin API reaches this replica's callers at once; other replicas within the
       // memo's TTL (1 s), the bound issue 5 §10 sets. A stored secret changes no decision.
       onChange: (change) => {
+        if (change === 'key') authenticator.invalidate();
         if (change !== 'secret') memo.invalidateAll();
       },
     });

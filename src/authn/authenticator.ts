@@ -1,5 +1,5 @@
 import { GatewayError } from '../errors/gateway-error.js';
-import type { Store } from '../store/store.js';
+import type { ApiKeyRecord, Store } from '../store/store.js';
 import { hashApiKey, verifyApiKey } from './api-keys.js';
 import { bearerChallenge, WWW_AUTHENTICATE } from './challenge.js';
 import { extractCredential } from './credentials.js';
@@ -35,7 +35,15 @@ export interface AuthenticatorOptions {
   readonly maxTrackedTouches?: number;
   /** Some server is configured for pass-through (issue 6 §5); see `authorizationConflictsWithGatewayKey`. */
   readonly upstreamAuthorization?: boolean;
+  /**
+   * How long a key record read from the store is reused (default 1000 ms, the bound issue 5 §10 sets on how
+   * long any cache may outlive a revocation; 0 reads the store on every request). `invalidate()` drops them all.
+   */
+  readonly keyCacheMs?: number;
 }
+
+/** Bound on cached key records; past it the cache starts over. */
+const MAX_CACHED_KEYS = 10_000;
 
 type KeyFailure = Exclude<AuthFailureReason, 'store-unavailable' | 'insufficient-scope' | 'unknown-org' | 'unknown-team' | 'invalid-claim' | 'jwks-unavailable'>;
 
@@ -71,6 +79,9 @@ export class Authenticator {
   readonly #maxTrackedTouches: number;
   readonly #touches = new Set<Promise<void>>();
   readonly #upstreamAuthorization: boolean;
+  readonly #keyCacheMs: number;
+  /** HMAC hash → the record as read, and when the read stops counting (ms on the injected clock). */
+  readonly #keys = new Map<string, { readonly record: ApiKeyRecord | undefined; readonly until: number }>();
   /** keyId → when its last `touchKey` was started (ms on the injected clock). */
   readonly #lastTouch = new Map<string, number>();
 
@@ -89,6 +100,7 @@ export class Authenticator {
     this.#metadataUrl = options.resourceMetadataUrl === undefined ? options.jwt?.resourceMetadataUrl : new URL(options.resourceMetadataUrl).href;
     this.#touchIntervalMs = interval;
     this.#upstreamAuthorization = options.upstreamAuthorization === true;
+    this.#keyCacheMs = options.keyCacheMs ?? 1000;
     this.#maxTrackedTouches = tracked;
   }
 
@@ -117,7 +129,7 @@ export class Authenticator {
 
     let record;
     try {
-      record = await this.#store.findKeyByHash(hashApiKey(this.#secret, credential.key));
+      record = await this.#findKey(hashApiKey(this.#secret, credential.key));
     } catch {
       return STORE_DOWN;
     }
@@ -142,6 +154,23 @@ export class Authenticator {
       },
       ...(credential.upstreamAuthorization === undefined ? {} : { inbound: { upstreamAuthorization: credential.upstreamAuthorization } }),
     };
+  }
+
+  /** Forgets every cached key record: a revocation made on this replica applies to its very next request. */
+  invalidate(): void {
+    this.#keys.clear();
+  }
+
+  /** The key record for a hash, from the store at most once per `keyCacheMs` (misses included: probing is not cheaper). */
+  async #findKey(hash: string): Promise<ApiKeyRecord | undefined> {
+    if (this.#keyCacheMs === 0) return this.#store.findKeyByHash(hash);
+    const now = this.#now().getTime();
+    const cached = this.#keys.get(hash);
+    if (cached !== undefined && cached.until > now) return cached.record;
+    const record = await this.#store.findKeyByHash(hash);
+    if (this.#keys.size >= MAX_CACHED_KEYS) this.#keys.clear();
+    this.#keys.set(hash, { record, until: now + this.#keyCacheMs });
+    return record;
   }
 
   /** Resolves once every `touchKey` started so far has settled; for shutdown and tests. */

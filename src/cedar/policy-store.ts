@@ -103,7 +103,11 @@ interface Snapshot {
   readonly allow: PolicyOutcome;
   /** The outcome when Cedar rejects the request itself: every enforce set fails closed. */
   readonly wholeSets: { readonly enforce: readonly string[]; readonly advisory: readonly string[] };
+  /** Outcomes by projected request, for this version of the policies only. */
+  readonly decisions: Map<string, PolicyOutcome>;
 }
+
+const MAX_CACHED_DECISIONS = 10_000;
 
 /**
  * The gateway's Cedar policy sets (issue 7 §3): loaded and parsed once, preparsed into cedar-wasm, evaluated
@@ -180,21 +184,33 @@ export class CedarPolicies {
     const snapshot = this.#snapshot;
     const projection = snapshot.projections.get(request.action.id);
     if (projection === undefined) return snapshot.allow;
+    const context = projection.context === undefined ? request.context : pick(request.context, projection.context);
+    const entities = project(request, projection);
+    // The projected request is everything Cedar will see, so equal projections get equal answers: a call
+    // repeated by the same principal on the same tool costs a lookup, not a wasm evaluation. The cache lives
+    // in the snapshot, so a reload starts an empty one.
+    const key = JSON.stringify([request.principal, request.action.id, request.resource, context, entities]);
+    const cached = snapshot.decisions.get(key);
+    if (cached !== undefined) return cached;
     let answer: AuthorizationAnswer;
     try {
       answer = statefulIsAuthorized({
         principal: request.principal,
         action: request.action,
         resource: request.resource,
-        context: projection.context === undefined ? request.context : pick(request.context, projection.context),
-        entities: project(request, projection),
+        context,
+        entities,
         preparsedPolicySetId: projection.preparsedPolicySetId,
       });
     } catch (error) {
       // A wasm trap or a value serde cannot take: the request was not judged, so it must not pass.
       answer = { type: 'failure', errors: [{ message: error instanceof Error ? error.message : String(error), help: null, code: null, url: null, severity: null }], warnings: [] };
     }
-    return outcomeOf(answer, snapshot);
+    const outcome = outcomeOf(answer, snapshot);
+    // Bounded: past the limit the cache starts over rather than tracking recency on the hot path.
+    if (snapshot.decisions.size >= MAX_CACHED_DECISIONS) snapshot.decisions.clear();
+    if (answer.type !== 'failure') snapshot.decisions.set(key, outcome);
+    return outcome;
   }
 
   /** Rereads every set now (as a file change would); resolves once done. */
@@ -344,6 +360,7 @@ export class CedarPolicies {
       modes,
       allow: Object.freeze({ decision: 'allow', determining: NONE, advisoryDenies: NONE, errors: NONE, policyHash: hash }),
       wholeSets: { enforce: ids('enforce'), advisory: ids('advisory') },
+      decisions: new Map(),
     };
   }
 }

@@ -9,7 +9,8 @@ import type { SensitivityLabel } from '../config/governance-schema.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import { guardError, guardResult } from '../guards/response-guard.js';
 import { raise } from '../guards/sensitivity.js';
-import type { JsonObject, JsonRpcResponse } from '../jsonrpc/message.js';
+import { makeResult, type JsonRpcResponse } from '../jsonrpc/message.js';
+import { rawResult } from '../jsonrpc/serialize.js';
 import type { Logger } from '../observability/logger.js';
 import type { Caller } from '../policy/decision.js';
 import { evidenceOf, type UpstreamEvidence } from './evidence.js';
@@ -85,20 +86,14 @@ export class CallGovernor {
   egress(facts: CallFacts & { readonly server: string }, response: JsonRpcResponse): { response: JsonRpcResponse; bytes: number; hash: string; advisory: readonly string[] } {
     if (!('result' in response)) return { response, bytes: 0, hash: '', advisory: [] };
     const server = this.#servers[facts.server];
-    let result: JsonObject = response.result;
-    let labels: string[] = [];
-    if (server !== undefined) {
-      const guarded = guardResult(result, server.guards, facts.server);
-      if (!guarded.ok) throw guardError(guarded);
-      result = guarded.result;
-      labels = guarded.labels;
-    }
-    const text = JSON.stringify(result);
-    const bytes = Buffer.byteLength(text);
+    if (server === undefined) return { response, bytes: 0, hash: '', advisory: [] };
+    const guarded = guardResult(response.result, server.guards, facts.server);
+    if (!guarded.ok) throw guardError(guarded);
+    const { text, bytes, labels } = guarded;
     const outcome = this.#evaluate(facts, 'egress', { bytes, labels });
     if (outcome?.decision === 'deny') throw policyDeniedError(outcome, 'egress');
-    const final = result === response.result ? response : { ...response, result };
-    return { response: final, bytes, hash: sha256Hex(text), advisory: outcome?.advisoryDenies ?? [] };
+    // The guarded text is what goes out as is: the transport splices it in instead of serialising again.
+    return { response: makeResult(response.id, rawResult(text)), bytes, hash: sha256Hex(text), advisory: outcome?.advisoryDenies ?? [] };
   }
 
   /** The session's sensitivity after a successful call to `server` (never lower than before). */

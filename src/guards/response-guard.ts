@@ -18,6 +18,8 @@ export interface GuardPass {
   result: JsonObject;
   /** Bytes of the JSON serialisation of `result` (what is sent). */
   bytes: number;
+  /** That serialisation itself, so the caller hashes and sends it without serialising again. */
+  text: string;
   truncated: boolean;
   redactions: number;
   labels: GuardLabel[];
@@ -48,6 +50,7 @@ export function guardResult(result: JsonObject, config: GuardsConfig, server: st
   if (received > limit && !config.truncate) return tooLarge(server, limit, received);
 
   let current = result;
+  let text = serialised;
   let bytes = received;
   let redactions = 0;
   const labels: GuardLabel[] = [];
@@ -69,7 +72,8 @@ export function guardResult(result: JsonObject, config: GuardsConfig, server: st
       current = report.value as JsonObject;
       redactions = report.kinds.length;
       labels.push('secret-redacted');
-      bytes = Buffer.byteLength(JSON.stringify(current));
+      text = JSON.stringify(current);
+      bytes = Buffer.byteLength(text);
     }
   }
 
@@ -79,10 +83,11 @@ export function guardResult(result: JsonObject, config: GuardsConfig, server: st
     const cut = truncateToFit(current, limit, received);
     if (cut === undefined) return tooLarge(server, limit, received, true);
     current = cut.result;
+    text = JSON.stringify(current);
     bytes = cut.bytes;
     labels.push('truncated');
   }
-  return { ok: true, result: current, bytes, truncated: labels.includes('truncated'), redactions, labels };
+  return { ok: true, result: current, bytes, text, truncated: labels.includes('truncated'), redactions, labels };
 }
 
 /** The thrown form of a failure, for callers that answer with a JSON-RPC error. */

@@ -119,12 +119,33 @@ describe('Authenticator on SQLite', () => {
     await f.store.close();
   });
 
-  it('refuses a revoked key on its very next request', async () => {
+  it('refuses a revoked key within keyCacheMs (1 s), at once after invalidate(), and on the next request without a cache', async () => {
     const f = await fixture();
-    const auth = new Authenticator({ store: f.store, secret: SECRET });
+    let now = Date.now();
+    const auth = new Authenticator({ store: f.store, secret: SECRET, now: () => new Date(now) });
     assert.equal((await auth.authenticate({ 'x-mcpgate-key': f.key })).ok, true);
     await f.store.revokeKey(f.keyId);
+    assert.equal((await auth.authenticate({ 'x-mcpgate-key': f.key })).ok, true, 'the record read a moment ago still counts');
+    now += 1000;
     refused(await auth.authenticate({ 'x-mcpgate-key': f.key }), 401, 'revoked');
+
+    const another = async (): Promise<{ key: string; id: string }> => {
+      const generated = generateApiKey(SECRET);
+      const record = await f.store.createKey({ principalId: f.principalId, prefix: generated.prefix, hash: generated.hash, label: 'more' });
+      return { key: generated.key, id: record.id };
+    };
+    const other = await another();
+    const fresh = new Authenticator({ store: f.store, secret: SECRET, now: () => new Date(now) });
+    assert.equal((await fresh.authenticate({ 'x-mcpgate-key': other.key })).ok, true);
+    await f.store.revokeKey(other.id);
+    fresh.invalidate();
+    refused(await fresh.authenticate({ 'x-mcpgate-key': other.key }), 401, 'revoked');
+
+    const third = await another();
+    const uncached = new Authenticator({ store: f.store, secret: SECRET, keyCacheMs: 0 });
+    assert.equal((await uncached.authenticate({ 'x-mcpgate-key': third.key })).ok, true);
+    await f.store.revokeKey(third.id);
+    refused(await uncached.authenticate({ 'x-mcpgate-key': third.key }), 401, 'revoked');
     await f.store.close();
   });
 
@@ -210,7 +231,7 @@ describe('Authenticator touch throttle', () => {
     const f = await fixture();
     const { store, touches } = counting(f.store);
     let now = Date.now();
-    const auth = new Authenticator({ store, secret: SECRET, now: () => new Date(now) });
+    const auth = new Authenticator({ store, secret: SECRET, now: () => new Date(now), keyCacheMs: 0 });
     for (let i = 0; i < 10; i++) assert.equal((await auth.authenticate({ 'x-mcpgate-key': f.key })).ok, true);
     await auth.settled();
     assert.equal(touches.get(f.keyId), 1, 'ten requests in one instant write once');
@@ -326,7 +347,7 @@ describe('Authenticator on PostgreSQL', () => {
     await admin(`CREATE DATABASE ${name}`);
     const store = await createStore(`${server}/${name}`);
     const f = await fixture(store);
-    const auth = new Authenticator({ store, secret: SECRET });
+    const auth = new Authenticator({ store, secret: SECRET, keyCacheMs: 0 });
     const ok = await auth.authenticate({ authorization: `Bearer ${f.key}` });
     assert.ok(ok.ok && ok.caller.orgId === f.orgId && ok.caller.teamId === f.teamId);
     await auth.settled();

@@ -139,14 +139,16 @@ describe('who may use what', () => {
     assert.equal(still.status, 200, 'the owner’s session survived the foreign attempts');
   });
 
-  it('a revoked key is refused on its next request, including on its open session', async () => {
+  it('a revoked key is refused within a second, including on its open session', async () => {
     const sessionId = await rawSessionWith(doomed);
     const list = JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' });
     const before = await raw(gateway.url, { headers: { ...mcpHeaders(sessionId, '2025-11-25'), ...bearer(doomed) }, body: list });
     assert.equal(before.status, 200);
+    // Revoked behind the gateway's back (another replica, the CLI): no cache may outlive it by more than 1 s.
     await access.store.revokeKey(doomed.id);
-    const afterRevoke = await raw(gateway.url, { headers: { ...mcpHeaders(sessionId, '2025-11-25'), ...bearer(doomed) }, body: list });
-    assert.equal(afterRevoke.status, 401, afterRevoke.body);
+    const revokedAt = Date.now();
+    await waitFor(async () => (await raw(gateway.url, { headers: { ...mcpHeaders(sessionId, '2025-11-25'), ...bearer(doomed) }, body: list })).status === 401, 'the revoked key refused', 3000);
+    assert.ok(Date.now() - revokedAt <= 1500, `refused only after ${Date.now() - revokedAt} ms`);
     // The log line travels through the child's stderr pipe, so it may arrive just after the answer.
     await waitFor(
       () => gateway.logLines().some((line) => line.msg === 'request refused by authentication' && line.reason === 'revoked'),

@@ -10,7 +10,7 @@ import type { AuditRecordRow } from '../../src/store/store.js';
 import { createStore } from '../../src/store/create-store.js';
 import { AccessStore, TEST_KEY_SECRET, type IssuedKey } from '../fixtures/integration/access-store.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../fixtures/integration/recording-upstream.js';
-import { cleanup, connect, GATEWAY_BIN, mcpHeaders, raw, rejectsMcp, ROOT, startGateway, tempPath, textOf, waitFor, type Gateway } from './harness.js';
+import { cleanup, connect, GATEWAY_BIN, mcpHeaders, raw, rejectsMcp, ROOT, startGateway, stdioFixture, tempPath, textOf, waitFor, type Gateway } from './harness.js';
 
 /**
  * Issue 7 through the real gateway and a real SQLite store: one terminal audit record per call (allowed,
@@ -189,6 +189,47 @@ describe('governance', () => {
     const flipped = tempPath('receipt-flipped.json');
     writeFileSync(flipped, receiptText.replace('"calls":2', '"calls":3'));
     assert.equal(cli(['receipt', 'verify', flipped]).status, 3);
+  });
+});
+
+describe('one terminal record per call, however it ends', () => {
+  it('an upstream that crashes, a call that times out and a call the client cancels each get exactly one record', async () => {
+    const storePath = tempPath('endings.db');
+    const endings = await AccessStore.open(storePath);
+    await endings.org('acme');
+    const carol = await endings.key({ org: 'acme', name: 'carol' });
+    await endings.close();
+    const gw = await startGateway(
+      {
+        gateway: { store: storePath, auth: GATEWAY_AUTH },
+        servers: { fx: stdioFixture('endings', { extra: { timeoutMs: 400 } }) },
+      },
+      { name: 'endings' },
+    );
+    const client = await connect(gw.url, { headers: { authorization: `Bearer ${carol.key}` } });
+    await rejectsMcp(client.callTool({ name: 'fx__hang', arguments: { marker: 'timeout' } }));
+    const controller = new AbortController();
+    const cancelled = client.callTool({ name: 'fx__hang', arguments: { marker: 'cancel' } }, undefined, { signal: controller.signal });
+    setTimeout(() => controller.abort('changed my mind'), 100);
+    await assert.rejects(cancelled);
+    await rejectsMcp(client.callTool({ name: 'fx__crash', arguments: { marker: 'crash' } }));
+    await client.callTool({ name: 'fx__whoami', arguments: { marker: 'ok' } });
+
+    const decisionOf = async (marker: string): Promise<string[]> => {
+      const store = await createStore(storePath);
+      try {
+        const rows = await store.listAuditRecords({ order: 'chain', limit: 1000, kind: 'call' });
+        return rows.filter((row) => row.argsHash === argumentsHash({ marker })).map((row) => row.decision);
+      } finally {
+        await store.close();
+      }
+    };
+    await waitFor(async () => (await decisionOf('cancel')).length > 0, 'the cancelled call recorded');
+    assert.deepEqual(await decisionOf('timeout'), ['timeout']);
+    assert.deepEqual(await decisionOf('cancel'), ['cancelled']);
+    assert.deepEqual(await decisionOf('crash'), ['error']);
+    assert.deepEqual(await decisionOf('ok'), ['allow']);
+    await gw.stop();
   });
 });
 
