@@ -1,7 +1,8 @@
 // W9: the cost of governance (issue 7 "Benchmark"). One run starts two mcpgate processes on the same upstream:
 //   off — audit disabled, no policies, no response scanning;
 //   on  — audit on in `sync` durability (each answer waits for its record's group commit to the SQLite store),
-//         a Cedar policy set evaluated at ingress and egress, and secret scanning of results (`redact`).
+//         a Cedar policy set evaluated at ingress and egress, and secret scanning of results (`redact`);
+//   on (queue) — the same with `queue` durability (records durable shortly after the answer, never dropped).
 // Both take tools/call at the same concurrency, alternating per round so drifts of the machine land on both.
 // Goal: on reaches at least 0.9× the throughput of off.
 
@@ -28,24 +29,23 @@ export async function runW9(ctx, profile) {
     name: 'mcpgate (governance off)',
     extraGateway: '  audit: { enabled: false }\n  receipts: { enabled: false }',
   });
-  const on = await startMcpgate(ctx, {
-    urls: [ctx.mockUrl],
-    name: 'mcpgate (governance on)',
-    extraGateway: [
-      '  audit: { enabled: true, durability: sync }',
-      `  policies: [{ id: w9, files: [${JSON.stringify(policyFile)}], mode: enforce }]`,
-    ].join('\n'),
-  });
+  const governed = (durability) => [
+    `  audit: { enabled: true, durability: ${durability} }`,
+    `  policies: [{ id: w9, files: [${JSON.stringify(policyFile)}], mode: enforce }]`,
+  ].join('\n');
+  const on = await startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (governance on)', extraGateway: governed('sync') });
+  const queued = await startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (governance on, queue)', extraGateway: governed('queue') });
   const rows = [];
   try {
-    for (const contender of [off, on]) {
+    for (const contender of [off, on, queued]) {
       await contender.prepare(profile.sessions);
       await point(contender, 8, { ...profile, warmupSeconds: 0 }, { durationMs: profile.primeSeconds * 1000 });
     }
     for (const concurrency of settings.concurrency) {
-      const samples = { off: [], on: [] };
+      const samples = { off: [], on: [], queued: [] };
+      const all = [['off', off], ['on', on], ['queued', queued]];
       for (let round = 0; round < settings.rounds; round += 1) {
-        const order = round % 2 === 0 ? [['off', off], ['on', on]] : [['on', on], ['off', off]];
+        const order = [...all.slice(round % 3), ...all.slice(0, round % 3)];
         for (const [key, contender] of order) samples[key].push(await point(contender, concurrency, profile));
       }
       const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
@@ -58,17 +58,15 @@ export async function runW9(ctx, profile) {
       });
       const offSummary = summary(samples.off);
       const onSummary = summary(samples.on);
-      rows.push({
-        concurrency,
-        off: offSummary,
-        on: onSummary,
-        ratio: Math.round((onSummary.throughput / offSummary.throughput) * 1000) / 1000,
-      });
-      ctx.log(`W9: c=${concurrency} off ${offSummary.throughput}/s, on ${onSummary.throughput}/s (×${rows.at(-1).ratio})`);
+      const queuedSummary = summary(samples.queued);
+      const ratioOf = (value) => Math.round((value.throughput / offSummary.throughput) * 1000) / 1000;
+      rows.push({ concurrency, off: offSummary, on: onSummary, queued: queuedSummary, ratio: ratioOf(onSummary), queuedRatio: ratioOf(queuedSummary) });
+      ctx.log(`W9: c=${concurrency} off ${offSummary.throughput}/s, on ${onSummary.throughput}/s (×${rows.at(-1).ratio}), queue ${queuedSummary.throughput}/s (×${rows.at(-1).queuedRatio})`);
     }
   } finally {
     await off.stop();
     await on.stop();
+    await queued.stop();
   }
   return { goal: 'on ≥ 0.9 × off throughput', met: rows.every((row) => row.ratio >= 0.9), rows };
 }
@@ -80,13 +78,13 @@ export function renderW9(result) {
     '',
     `Goal: ${result.goal} — ${result.met ? 'met' : 'NOT met'}.`,
     '',
-    '| c | off calls/s | on calls/s | on/off | off p50 / p99 ms | on p50 / p99 ms | off CPU µs/call | on CPU µs/call | errors |',
-    '|---|---|---|---|---|---|---|---|---|',
+    '| c | mode | calls/s | ×off | p50 / p99 ms | CPU µs/call | errors |',
+    '|---|---|---|---|---|---|---|',
   ];
   for (const row of result.rows) {
-    lines.push(
-      `| ${row.concurrency} | ${row.off.throughput} | ${row.on.throughput} | ×${row.ratio.toFixed(2)} | ${row.off.p50} / ${row.off.p99} | ${row.on.p50} / ${row.on.p99} | ${row.off.cpuUsPerCall} | ${row.on.cpuUsPerCall} | ${row.off.errors + row.on.errors} |`,
-    );
+    const line = (mode, value, ratio) =>
+      `| ${row.concurrency} | ${mode} | ${value.throughput} | ${ratio === undefined ? '–' : `×${ratio.toFixed(2)}`} | ${value.p50} / ${value.p99} | ${value.cpuUsPerCall} | ${value.errors} |`;
+    lines.push(line('off', row.off, undefined), line('on (sync)', row.on, row.ratio), line('on (queue)', row.queued, row.queuedRatio));
   }
   return lines.join('\n');
 }
