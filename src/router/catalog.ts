@@ -51,6 +51,12 @@ export interface CatalogOptions {
   filters: ReadonlyMap<string, ToolFilter>;
   /** Absent: every tool the filters permit is admitted. */
   admits?: ToolAdmission;
+  /**
+   * Whether a server lists the same for every caller. A server reached with the caller's own credential
+   * (per-user, token exchange, pass-through) may not: its pages are never cached or shared, and no merged
+   * first page or name index that includes it is either. Absent: every server is shared.
+   */
+  shared?: (server: string) => boolean;
   naming: Naming;
   ttlMs: number;
   logger: Logger;
@@ -186,7 +192,8 @@ export class CatalogView {
   }
 
   storeFirstPage(kind: ListKind, scope: CatalogScope, generation: number, json: string): void {
-    if (generation === this.generation && this.options.ttlMs > 0) boundedSet(this.firstPages, scopedKey(kind, scope), { generation, json });
+    if (generation !== this.generation || this.options.ttlMs <= 0 || !this.sharedScope(scope)) return;
+    boundedSet(this.firstPages, scopedKey(kind, scope), { generation, json });
   }
 
   /** Drops one server's cached pages of `kind` (after list_changed), or of every kind. */
@@ -255,7 +262,8 @@ export class CatalogView {
    */
   private async completeOwners(kind: ListKind, fetcher: ListFetcher, scope: CatalogScope): Promise<ReadonlyMap<string, string[]>> {
     const cacheKey = scopedKey(kind, scope);
-    const cached = this.owners.get(cacheKey);
+    const shared = this.sharedScope(scope);
+    const cached = shared ? this.owners.get(cacheKey) : undefined;
     if (cached !== undefined && this.allFresh(kind, scope.servers)) return cached;
     const perServer = await Promise.all(scope.servers.map((server) => this.fetchAll(kind, server, fetcher)));
     const index = new Map<string, string[]>();
@@ -271,7 +279,7 @@ export class CatalogView {
         }
       }
     });
-    boundedSet(this.owners, cacheKey, index);
+    if (shared) boundedSet(this.owners, cacheKey, index);
     return index;
   }
 
@@ -345,6 +353,8 @@ export class CatalogView {
 
   private fetch(kind: ListKind, server: string, fetcher: ListFetcher, cursor: string | undefined): Promise<Page | undefined> {
     const key = pageKey(server, kind, cursor);
+    // Unshared: this caller's own upstream session answers, and nothing is kept for anyone else.
+    if (!this.isShared(server)) return this.load(kind, server, fetcher, cursor, undefined);
     const cached = this.pages.get(key);
     if (cached !== undefined && cached.expires > this.now()) return Promise.resolve(cached);
     const running = this.fetching.get(key);
@@ -354,7 +364,7 @@ export class CatalogView {
     return promise;
   }
 
-  private async load(kind: ListKind, server: string, fetcher: ListFetcher, cursor: string | undefined, key: string): Promise<Page | undefined> {
+  private async load(kind: ListKind, server: string, fetcher: ListFetcher, cursor: string | undefined, key: string | undefined): Promise<Page | undefined> {
     try {
       const capabilities = await fetcher.capabilities(server);
       if (capabilities === undefined) return undefined;
@@ -376,9 +386,17 @@ export class CatalogView {
     }
   }
 
-  private store(key: string, page: Page): Page {
-    if (this.options.ttlMs > 0 || page.expires === Number.POSITIVE_INFINITY) this.pages.set(key, page);
+  private store(key: string | undefined, page: Page): Page {
+    if (key !== undefined && (this.options.ttlMs > 0 || page.expires === Number.POSITIVE_INFINITY)) this.pages.set(key, page);
     return page;
+  }
+
+  private isShared(server: string): boolean {
+    return this.options.shared?.(server) ?? true;
+  }
+
+  private sharedScope(scope: CatalogScope): boolean {
+    return this.options.shared === undefined || scope.servers.every((server) => this.isShared(server));
   }
 }
 

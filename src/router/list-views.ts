@@ -9,6 +9,7 @@ import type { Naming, ToolFilter } from './naming.js';
 export interface ListViewsOptions {
   filters: ReadonlyMap<string, ToolFilter>;
   admits?: ToolAdmission;
+  shared?: (server: string) => boolean;
   naming: Naming;
   ttlMs: number;
   logger: Logger;

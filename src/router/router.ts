@@ -87,6 +87,8 @@ export class Router {
     this.options = options;
     this.lists = new ListViews({
       filters: options.filters,
+      // Lists reached with the caller's own credential are that caller's alone (issue 6).
+      shared: (server: string) => !CALLER_CREDENTIAL_MODES.has(options.credentials.modeOf(server) ?? 'static'),
       ...(options.catalog === undefined || options.catalog.mode === 'off'
         ? {}
         : { admits: (server: string, tool: JsonObject) => options.catalog?.check(server, tool) === 'ok' }),
@@ -497,6 +499,9 @@ export class Router {
 function toResponse(request: JsonRpcRequest, reply: UpstreamReply): JsonRpcResponse {
   return reply.ok ? { jsonrpc: '2.0', id: request.id, result: reply.result } : { jsonrpc: '2.0', id: request.id, error: reply.error };
 }
+
+/** Credential modes whose upstream sees the caller's own identity, so its lists may differ per caller. */
+const CALLER_CREDENTIAL_MODES: ReadonlySet<string> = new Set(['per-user', 'token-exchange', 'passthrough']);
 
 /** Open failures reported with their own code rather than as "unavailable". */
 const TRUST_FAILURES: readonly ErrorCode[] = ['MCPGATE_ERR_UPSTREAM_TLS_PIN', 'MCPGATE_ERR_UPSTREAM_DIGEST_MISMATCH'];

@@ -8,7 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { AccessStore, TEST_KEY_SECRET, type IssuedKey } from '../fixtures/integration/access-store.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../fixtures/integration/recording-upstream.js';
 import { OAuthFixture } from '../fixtures/oauth/oauth-server.js';
-import { cleanup, connect, mcpHeaders, raw, rejectsMcp, startGateway, tempPath, textOf, type Gateway } from './harness.js';
+import { allToolNames, cleanup, connect, mcpHeaders, raw, rejectsMcp, startGateway, tempPath, textOf, type Gateway } from './harness.js';
 
 /**
  * Issue 6 through the real gateway: each credential mode against upstreams that record every header they
@@ -46,7 +46,10 @@ before(async () => {
     authorization === `Bearer ${good}` ? 200 : authorization === 'Bearer scope-too-small' ? 403 : 401;
   up = {
     fixed: await startRecordingUpstream({ label: 'fixed' }),
-    personal: await startRecordingUpstream({ label: 'personal' }),
+    personal: await startRecordingUpstream({
+      label: 'personal',
+      toolsFor: (authorization) => (authorization === 'token alice-secret' ? ['whoami', 'alice_only'] : authorization === 'token bob-secret' ? ['whoami', 'bob_only'] : ['whoami']),
+    }),
     machine: await startRecordingUpstream({ label: 'machine' }),
     crm: await startRecordingUpstream({ label: 'crm' }),
     pt: await startRecordingUpstream({
@@ -142,6 +145,13 @@ describe('credentials towards upstreams', () => {
     await forAlice.callTool({ name: 'personal__whoami', arguments: {} });
     assert.equal(lastAuthorization(up.personal), 'token alice-secret', 'secrets never cross between sessions');
 
+    // The upstream lists per user: each caller sees its own list, never one cached for another caller.
+    const aliceTools = (await allToolNames(forAlice)).filter((name) => name.startsWith('personal__'));
+    const bobTools = (await allToolNames(forBob)).filter((name) => name.startsWith('personal__'));
+    assert.deepEqual(aliceTools.sort(), ['personal__alice_only', 'personal__whoami']);
+    assert.deepEqual(bobTools.sort(), ['personal__bob_only', 'personal__whoami']);
+    assert.deepEqual((await allToolNames(forAlice)).filter((name) => name.startsWith('personal__')).sort(), aliceTools.sort());
+
     const before = up.personal.requests();
     const forCarol = await client(carol);
     const refused = await rejectsMcp(forCarol.callTool({ name: 'personal__whoami', arguments: {} }));
@@ -151,7 +161,6 @@ describe('credentials towards upstreams', () => {
   });
 
   it('oauth-client-credentials: the gateway’s own token reaches the server, fetched once for all callers, never the caller’s token', async () => {
-    const fetchesBefore = oauth.requestsTo('/token').length;
     const sessions = await Promise.all([client(alice), client(bob), client(alice)]);
     await Promise.all(sessions.map((session) => session.callTool({ name: 'machine__whoami', arguments: {} })));
     const tokens = new Set(up.machine.headers.map((headers) => headers.authorization));
@@ -159,7 +168,8 @@ describe('credentials towards upstreams', () => {
     const [token] = [...tokens];
     assert.match(String(token), /^Bearer /);
     assert.notEqual(token, 'Bearer upstream-token', 'the caller’s Authorization never reaches a client-credentials server');
-    assert.equal(oauth.requestsTo('/token').length - fetchesBefore, 1, 'one token fetch for every caller and session');
+    // Earlier tests listed this server too: still one token fetch in all, for every caller and session.
+    assert.equal(oauth.requestsTo('/token').length, 1, 'one token fetch for every caller and session');
   });
 
   it('token-exchange: each JWT caller’s token is exchanged at the STS; the JWT itself never reaches the upstream', async () => {
