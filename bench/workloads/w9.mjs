@@ -35,17 +35,24 @@ export async function runW9(ctx, profile) {
   ].join('\n');
   const on = await startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (governance on)', extraGateway: governed('sync') });
   const queued = await startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (governance on, queue)', extraGateway: governed('queue') });
+  // The parts alone, so a regression can be pinned on one of them.
+  const auditOnly = await startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (audit only)', extraGateway: '  audit: { enabled: true, durability: sync }' });
+  const policyOnly = await startMcpgate(ctx, {
+    urls: [ctx.mockUrl],
+    name: 'mcpgate (policies only)',
+    extraGateway: `  audit: { enabled: false }\n  receipts: { enabled: false }\n  policies: [{ id: w9, files: [${JSON.stringify(policyFile)}], mode: enforce }]`,
+  });
   const rows = [];
   try {
-    for (const contender of [off, on, queued]) {
+    for (const contender of [off, on, queued, auditOnly, policyOnly]) {
       await contender.prepare(profile.sessions);
       await point(contender, 8, { ...profile, warmupSeconds: 0 }, { durationMs: profile.primeSeconds * 1000 });
     }
     for (const concurrency of settings.concurrency) {
-      const samples = { off: [], on: [], queued: [] };
-      const all = [['off', off], ['on', on], ['queued', queued]];
+      const samples = { off: [], on: [], queued: [], auditOnly: [], policyOnly: [] };
+      const all = [['off', off], ['on', on], ['queued', queued], ['auditOnly', auditOnly], ['policyOnly', policyOnly]];
       for (let round = 0; round < settings.rounds; round += 1) {
-        const order = [...all.slice(round % 3), ...all.slice(0, round % 3)];
+        const order = [...all.slice(round % all.length), ...all.slice(0, round % all.length)];
         for (const [key, contender] of order) samples[key].push(await point(contender, concurrency, profile));
       }
       const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
@@ -59,14 +66,29 @@ export async function runW9(ctx, profile) {
       const offSummary = summary(samples.off);
       const onSummary = summary(samples.on);
       const queuedSummary = summary(samples.queued);
+      const auditSummary = summary(samples.auditOnly);
+      const policySummary = summary(samples.policyOnly);
       const ratioOf = (value) => Math.round((value.throughput / offSummary.throughput) * 1000) / 1000;
-      rows.push({ concurrency, off: offSummary, on: onSummary, queued: queuedSummary, ratio: ratioOf(onSummary), queuedRatio: ratioOf(queuedSummary) });
+      rows.push({
+        concurrency,
+        off: offSummary,
+        on: onSummary,
+        queued: queuedSummary,
+        auditOnly: auditSummary,
+        policyOnly: policySummary,
+        ratio: ratioOf(onSummary),
+        queuedRatio: ratioOf(queuedSummary),
+        auditOnlyRatio: ratioOf(auditSummary),
+        policyOnlyRatio: ratioOf(policySummary),
+      });
       ctx.log(`W9: c=${concurrency} off ${offSummary.throughput}/s, on ${onSummary.throughput}/s (×${rows.at(-1).ratio}), queue ${queuedSummary.throughput}/s (×${rows.at(-1).queuedRatio})`);
     }
   } finally {
     await off.stop();
     await on.stop();
     await queued.stop();
+    await auditOnly.stop();
+    await policyOnly.stop();
   }
   return { goal: 'on ≥ 0.9 × off throughput', met: rows.every((row) => row.ratio >= 0.9), rows };
 }
@@ -85,6 +107,7 @@ export function renderW9(result) {
     const line = (mode, value, ratio) =>
       `| ${row.concurrency} | ${mode} | ${value.throughput} | ${ratio === undefined ? '–' : `×${ratio.toFixed(2)}`} | ${value.p50} / ${value.p99} | ${value.cpuUsPerCall} | ${value.errors} |`;
     lines.push(line('off', row.off, undefined), line('on (sync)', row.on, row.ratio), line('on (queue)', row.queued, row.queuedRatio));
+    lines.push(line('audit only (sync)', row.auditOnly, row.auditOnlyRatio), line('policies only', row.policyOnly, row.policyOnlyRatio));
   }
   return lines.join('\n');
 }
