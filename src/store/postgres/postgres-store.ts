@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { GatewayError } from '../../errors/gateway-error.js';
 import type { SqlDriver, SqlExecutor, SqlRow, SqlStatement, SqlValue } from '../sql/driver.js';
@@ -36,10 +37,29 @@ function toPositional(sql: string): string {
   return sql.replace(/\?/g, () => `$${++index}`);
 }
 
+const DML = /^\s*(SELECT|INSERT|UPDATE|DELETE)\b/i;
+const namedQueries = new Map<string, { readonly name: string; readonly text: string }>();
+
+/**
+ * The query config for a data statement: a named prepared statement, so each connection parses and plans it
+ * once instead of on every call (about half the cost of the per-request key lookup). The store's SQL is a small
+ * fixed set, so the map stays small; migrations (DDL) stay unnamed.
+ */
+function dataQuery(sql: string, values: readonly SqlValue[]): pg.QueryConfig {
+  let named = namedQueries.get(sql);
+  if (named === undefined) {
+    named = { name: `mcpgate_${createHash('sha256').update(sql).digest('hex').slice(0, 24)}`, text: toPositional(sql) };
+    namedQueries.set(sql, named);
+  }
+  return { name: named.name, text: named.text, values: [...values] };
+}
+
 class PgExecutor implements SqlExecutor {
   constructor(
     private readonly client: pg.Pool | pg.PoolClient,
     private readonly isClosed: () => boolean,
+    /** False for migrations: schema statements are not prepared, and plans must not outlive a schema change. */
+    private readonly prepared = true,
   ) {}
 
   async all(sql: string, params: readonly SqlValue[] = []): Promise<SqlRow[]> {
@@ -53,6 +73,7 @@ class PgExecutor implements SqlExecutor {
   async #query(sql: string, params: readonly SqlValue[]): Promise<pg.QueryResult<SqlRow>> {
     if (this.isClosed()) throw new GatewayError('MCPGATE_ERR_STORE_UNAVAILABLE', 'the store is closed');
     try {
+      if (this.prepared && DML.test(sql)) return await this.client.query<SqlRow>(dataQuery(sql, params));
       return await this.client.query<SqlRow>(toPositional(sql), [...params]);
     } catch (error) {
       throw mapStoreError(error, 'PostgreSQL store');
@@ -82,14 +103,15 @@ class PostgresDriver extends PgExecutor implements SqlDriver {
     return this.#transaction('migrate PostgreSQL store', async (client) => {
       // Held until COMMIT/ROLLBACK: a second gateway blocks here, then sees the versions already recorded.
       await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY]);
-      await fn(new PgExecutor(client, () => this.#closed));
+      await fn(new PgExecutor(client, () => this.#closed, false));
     });
   }
 
   batch(statements: readonly SqlStatement[]): Promise<void> {
     return this.#transaction('PostgreSQL store', async (client) => {
       for (const statement of statements) {
-        const result = await client.query(toPositional(statement.sql), [...(statement.params ?? [])]);
+        const params = statement.params ?? [];
+        const result = DML.test(statement.sql) ? await client.query(dataQuery(statement.sql, params)) : await client.query(toPositional(statement.sql), [...params]);
         if (statement.expectChanges !== undefined && (result.rowCount ?? 0) !== statement.expectChanges) throw batchConflict('PostgreSQL store');
       }
     });
