@@ -19,7 +19,7 @@ import type { Logger } from './observability/logger.js';
 import { enforcedAccess, OPEN_ACCESS, type AccessPolicy } from './policy/access-policy.js';
 import { CidrSet } from './policy/client-ip.js';
 import { DecisionMemo } from './policy/decision-memo.js';
-import type { Caller } from './policy/decision.js';
+import { callerAt, type Caller } from './policy/decision.js';
 import { PermissionEngine } from './policy/permission-engine.js';
 import type { CallContext } from './router/client-bridge.js';
 import { ToolFilter } from './router/naming.js';
@@ -356,6 +356,5 @@ async function stdioCaller(access: GatewayAccess, env: NodeJS.ProcessEnv): Promi
   }
   const result = await access.authenticator.authenticate({ 'x-mcpgate-key': key });
   if (!result.ok) throw new GatewayError(result.code, `MCPGATE_API_KEY was refused: ${result.message}`);
-  const { keyId, principalId, principalKind, orgId, teamId } = result.caller;
-  return { keyId, principalId, principalKind, orgId, ...(teamId === undefined ? {} : { teamId }), clientIp: '127.0.0.1' };
+  return callerAt(result.caller, '127.0.0.1');
 }

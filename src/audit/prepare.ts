@@ -6,10 +6,8 @@ import {
   AUDIT_KINDS,
   argumentsHash,
   canonicalJson,
-  type AuditDecision,
-  type AuditEvidence,
   type AuditInput,
-  type AuditKind,
+  type AuditRecordFields,
 } from './record.js';
 
 /**
@@ -24,27 +22,8 @@ const MAX_REASON = 4096;
 export const MAX_CAPTURED_ARGS = 256 * 1024;
 const HEX64 = /^[0-9a-f]{64}$/;
 
-/** Everything of a record but its place in the chain. Absent optionals are left out, never undefined. */
-export interface PreparedRecord {
-  readonly time: Date;
-  readonly kind: AuditKind;
-  readonly decision: AuditDecision;
-  readonly reason?: string;
-  readonly keyId?: string;
-  readonly userId?: string;
-  readonly teamId?: string;
-  readonly orgId?: string;
-  readonly agentId?: string;
-  readonly sessionId?: string;
-  readonly server?: string;
-  readonly tool?: string;
-  readonly argsHash?: string;
-  readonly args?: unknown;
-  readonly resultHash?: string;
-  readonly resultBytes?: number;
-  readonly latencyMs?: number;
-  readonly evidence?: AuditEvidence;
-}
+/** Everything of a record but its place in the chain. */
+export type PreparedRecord = AuditRecordFields;
 
 function bad(message: string): GatewayError {
   return new GatewayError('MCPGATE_ERR_STORE_INVALID', `audit record: ${message}`);

@@ -52,10 +52,8 @@ export interface AuditInput {
   readonly time?: Date;
 }
 
-/** A record with its place in its chain, as `AuditLog.append` returns it. */
-export interface StoredAuditRecord {
-  readonly chainId: string;
-  readonly seq: number;
+/** Everything a record says, before it has a place in a chain. Absent optionals are left out, never undefined. */
+export interface AuditRecordFields {
   readonly time: Date;
   readonly kind: AuditKind;
   readonly decision: AuditDecision;
@@ -75,38 +73,31 @@ export interface StoredAuditRecord {
   readonly resultBytes?: number;
   readonly latencyMs?: number;
   readonly evidence?: AuditEvidence;
+}
+
+/** A record's place in its chain. */
+export interface AuditChainLink {
+  readonly chainId: string;
+  readonly seq: number;
   readonly prevHash: string;
   readonly hash: string;
 }
 
+/** A record with its place in its chain, as `AuditLog.append` returns it. */
+export type StoredAuditRecord = AuditRecordFields & AuditChainLink;
+
 /**
  * One record as exported and as hashed (plus `hash`): JSON only, `time` as ISO 8601 in UTC with
  * milliseconds, absent fields left out. `mcpgate audit export` writes `canonicalJson` of this, one per line.
+ * Enumerations are plain strings: an export is read back without trusting it.
  */
-export interface AuditExportRecord {
-  readonly chainId: string;
-  readonly seq: number;
-  readonly time: string;
-  readonly kind: string;
-  readonly decision: string;
-  readonly reason?: string;
-  readonly keyId?: string;
-  readonly userId?: string;
-  readonly teamId?: string;
-  readonly orgId?: string;
-  readonly agentId?: string;
-  readonly sessionId?: string;
-  readonly server?: string;
-  readonly tool?: string;
-  readonly argsHash?: string;
-  readonly args?: unknown;
-  readonly resultHash?: string;
-  readonly resultBytes?: number;
-  readonly latencyMs?: number;
-  readonly evidence?: string;
-  readonly prevHash: string;
-  readonly hash: string;
-}
+export type AuditExportRecord = Omit<AuditRecordFields, 'time' | 'kind' | 'decision' | 'evidence'> &
+  AuditChainLink & {
+    readonly time: string;
+    readonly kind: string;
+    readonly decision: string;
+    readonly evidence?: string;
+  };
 
 /** The fields a record's hash covers: everything but `hash` itself. */
 export type AuditRecordBody = Omit<AuditExportRecord, 'hash'>;

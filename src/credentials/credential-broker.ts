@@ -7,12 +7,6 @@ export interface SecretReader {
   get(principalId: string, server: string): Promise<string | undefined>;
 }
 
-/** A machine-to-machine token, cached and renewed by its source (issue 6 §3). */
-export interface TokenSource {
-  token(): Promise<string>;
-  invalidate(): void;
-}
-
 /** RFC 8693 exchange of the caller's gateway JWT, cached per principal (issue 6 §4). */
 export interface TokenExchange {
   exchange(subjectToken: string, principalKey: string): Promise<string>;
@@ -23,7 +17,8 @@ export interface TokenExchange {
 export type PreparedCredentials =
   | { readonly mode: 'static'; readonly headers: Readonly<Record<string, string>> }
   | { readonly mode: 'per-user'; readonly header: string; readonly template: string; readonly vault: SecretReader }
-  | { readonly mode: 'oauth-client-credentials'; readonly tokens: TokenSource }
+  /** The server's own machine token (issue 6 §3): the same credentials for every session. */
+  | { readonly mode: 'oauth-client-credentials'; readonly tokens: UpstreamCredentials }
   | { readonly mode: 'token-exchange'; readonly exchanger: TokenExchange }
   | { readonly mode: 'passthrough' };
 
@@ -52,11 +47,6 @@ export class CredentialBroker {
     this.#servers = servers;
   }
 
-  /** The servers configured for pass-through, in configuration order: the ones a pre-flight probe may reach. */
-  get passthroughServers(): readonly string[] {
-    return [...this.#servers].filter(([, prepared]) => prepared.mode === 'passthrough').map(([server]) => server);
-  }
-
   modeOf(server: string): PreparedCredentials['mode'] | undefined {
     return this.#servers.get(server)?.mode;
   }
@@ -80,13 +70,7 @@ export class CredentialBroker {
           renew: () => Promise.resolve(false),
         };
       case 'oauth-client-credentials':
-        return {
-          headers: async () => ({ authorization: `Bearer ${await prepared.tokens.token()}` }),
-          renew: () => {
-            prepared.tokens.invalidate();
-            return Promise.resolve(true);
-          },
-        };
+        return prepared.tokens;
       case 'token-exchange':
         return {
           headers: async () => {

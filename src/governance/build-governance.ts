@@ -8,7 +8,7 @@ import type { ReceiptSigner } from '../receipts/receipt.js';
 import { resolveReceiptKey } from '../receipts/signing-key.js';
 import type { DownstreamSession } from '../session/downstream-session.js';
 import type { Store } from '../store/store.js';
-import { CallGovernor } from './call-governor.js';
+import { CallGovernor, principalFields } from './call-governor.js';
 
 /** Everything issue 7 adds to a running gateway, built once at start and closed at shutdown. */
 export interface Governance {
@@ -68,12 +68,7 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
       signer,
       session: {
         sessionId: session.id,
-        principal: {
-          keyId: caller.keyId,
-          orgId: caller.orgId,
-          ...(caller.teamId === undefined ? {} : { teamId: caller.teamId }),
-          ...(caller.principalKind === 'agent' ? { agentId: caller.principalId } : { userId: caller.principalId }),
-        },
+        principal: principalFields(caller),
         startedAt: new Date(session.createdAt),
         endedAt: new Date(),
         endReason: session.endReason ?? 'deleted',

@@ -63,11 +63,6 @@ export class CallGovernor {
     for (const [name, server] of Object.entries(options.servers)) this.#evidence.set(name, evidenceOf(server));
   }
 
-  /** Whether anything is governed at all; the router skips the whole path when not. */
-  get active(): boolean {
-    return this.#audit !== undefined || this.#policies !== undefined;
-  }
-
   /**
    * Ingress policies. Throws the deny error of an enforce set; returns the ids of advisory sets that would have
    * denied, for the record.
@@ -113,7 +108,7 @@ export class CallGovernor {
       kind: reasonIsPin(end) ? 'pin-mismatch' : 'call',
       decision,
       ...(reason === undefined ? {} : { reason }),
-      principal: principalOf(facts.caller),
+      principal: facts.caller === undefined ? {} : principalFields(facts.caller),
       sessionId: facts.sessionId,
       ...(facts.server === undefined ? {} : { server: facts.server, evidence: this.#evidence.get(facts.server) }),
       tool: facts.name,
@@ -149,8 +144,8 @@ export class CallGovernor {
   }
 }
 
-function principalOf(caller: Caller | undefined): AuditPrincipal {
-  if (caller === undefined) return {};
+/** The principal as audit records and session receipts name it. */
+export function principalFields(caller: Caller): AuditPrincipal & { readonly keyId: string } {
   return {
     keyId: caller.keyId,
     orgId: caller.orgId,

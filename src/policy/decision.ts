@@ -16,6 +16,15 @@ export interface Caller {
   readonly clientIp: string;
 }
 
+/** The policy's caller for an authenticated one: the same identity, plus the client IP rules apply to. */
+export function callerAt(
+  authenticated: Pick<Caller, 'keyId' | 'principalId' | 'principalKind' | 'orgId' | 'teamId'>,
+  clientIp: string,
+): Caller {
+  const { keyId, principalId, principalKind, orgId, teamId } = authenticated;
+  return { keyId, principalId, principalKind, orgId, ...(teamId === undefined ? {} : { teamId }), clientIp };
+}
+
 /** Why a decision denies everything. `level` names the level that caused it when there is one. */
 export interface DecisionDenial {
   readonly reason: 'none' | 'key-without-permissions' | 'store-unavailable';

@@ -4,7 +4,7 @@ import type { InboundCredentials } from '../authn/types.js';
 import { GatewayError, toJsonRpcError } from '../errors/gateway-error.js';
 import type { Logger } from '../observability/logger.js';
 import { clientIpOf, type CidrSet } from '../policy/client-ip.js';
-import type { Caller } from '../policy/decision.js';
+import { callerAt, type Caller } from '../policy/decision.js';
 
 export interface HttpAuthOptions {
   /** Undefined only for `auth.mode: none` (dev mode on loopback, enforced by the schema). */
@@ -53,10 +53,9 @@ export class HttpAuth {
     const clientIp = clientIpOf(request.socket.remoteAddress, request.headers['x-forwarded-for'], trustedProxies);
     const result = await authenticator.authenticate(request.headers);
     if (result.ok) {
-      const { keyId, principalId, principalKind, orgId, teamId } = result.caller;
       return {
         refused: false,
-        caller: { keyId, principalId, principalKind, orgId, ...(teamId === undefined ? {} : { teamId }), clientIp },
+        caller: callerAt(result.caller, clientIp),
         inbound: result.inbound,
         keyInOwnHeader: result.caller.viaHeader === 'x-mcpgate-key',
       };

@@ -88,6 +88,14 @@ export class GatewayHttpServer {
     return `http://${request.headers.host ?? `127.0.0.1:${this.port}`}`;
   }
 
+  /** The DNS-rebinding guard of every path a browser page must not reach; throws (and logs) a refusal. */
+  private checkHostAndOrigin(request: IncomingMessage): void {
+    const rejection = this.guard?.check(request);
+    if (rejection === undefined) return;
+    this.options.logger.warn({ code: rejection.code, host: request.headers.host, origin: request.headers.origin }, 'request rejected');
+    throw rejection;
+  }
+
   get port(): number {
     return (this.server.address() as AddressInfo | null)?.port ?? 0;
   }
@@ -133,17 +141,15 @@ export class GatewayHttpServer {
       sendJson(response, 200, this.options.resourceMetadata);
       return;
     }
-    if ((path === ADMIN_PREFIX || path.startsWith(`${ADMIN_PREFIX}/`)) && this.options.admin !== undefined) {
+    if (isUnder(path, ADMIN_PREFIX) && this.options.admin !== undefined) {
       // The Host/Origin guard applies: a browser page must not reach the admin API through DNS rebinding.
-      const rejected = this.guard?.check(request);
-      if (rejected !== undefined) throw rejected;
+      this.checkHostAndOrigin(request);
       await this.options.admin.handle(request, response, path.slice(ADMIN_PREFIX.length));
       return;
     }
-    const selfService = path === SECRETS_PREFIX || path.startsWith(`${SECRETS_PREFIX}/`) ? this.options.selfService : undefined;
+    const selfService = isUnder(path, SECRETS_PREFIX) ? this.options.selfService : undefined;
     if (selfService !== undefined) {
-      const rejected = this.guard?.check(request);
-      if (rejected !== undefined) throw rejected;
+      this.checkHostAndOrigin(request);
       if (this.draining) throw new GatewayError('MCPGATE_ERR_SHUTTING_DOWN', 'The gateway is shutting down');
       const outcome = await this.options.auth.check(request, response);
       if (outcome.refused) return;
@@ -155,15 +161,11 @@ export class GatewayHttpServer {
       sendJson(response, 404, { error: 'not found' });
       return;
     }
-    const rejection = this.guard?.check(request);
-    if (rejection !== undefined) {
-      this.options.logger.warn({ code: rejection.code, host: request.headers.host, origin: request.headers.origin }, 'request rejected');
-      throw rejection;
-    }
+    this.checkHostAndOrigin(request);
     if (this.draining) throw new GatewayError('MCPGATE_ERR_SHUTTING_DOWN', 'The gateway is shutting down');
     const outcome = await this.options.auth.check(request, response);
     if (outcome.refused) return;
-    if (request.method === 'POST' && this.options.passthrough?.active === true) {
+    if (request.method === 'POST' && this.options.passthrough !== undefined) {
       const challenge = await this.options.passthrough.check({
         caller: outcome.caller,
         keyInOwnHeader: outcome.keyInOwnHeader,
@@ -184,6 +186,11 @@ export class GatewayHttpServer {
 }
 
 const ADMIN_PREFIX = '/admin/v1';
+
+/** `path` is `prefix` itself or below it (not merely starting with the same characters). */
+function isUnder(path: string, prefix: string): boolean {
+  return path === prefix || path.startsWith(`${prefix}/`);
+}
 const SECRETS_PREFIX = '/v1/secrets';
 /** `/.well-known/oauth-protected-resource/<server>/mcp`: a pass-through server's metadata (issue 6 §5). */
 const PER_SERVER_METADATA = /^\/\.well-known\/oauth-protected-resource\/([A-Za-z0-9][A-Za-z0-9_.-]{0,63})\/mcp$/;
