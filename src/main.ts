@@ -12,6 +12,7 @@ import { PassthroughGate } from './credentials/passthrough-gate.js';
 import { PassthroughProber } from './credentials/probe.js';
 import { UpstreamMetadataResolver } from './credentials/upstream-metadata.js';
 import { GatewayError } from './errors/gateway-error.js';
+import type { AuditLog } from './audit/audit-log.js';
 import { buildGovernance, type Governance } from './governance/build-governance.js';
 import type { GatewayConfig } from './config/schema.js';
 import { LATEST_PROTOCOL_VERSION } from './jsonrpc/protocol-versions.js';
@@ -101,7 +102,14 @@ export async function openControlStore(config: GatewayConfig, logger: Logger): P
  * Who may use what (issue 5) on the opened control store, with the admin API over it. `catalog` is the
  * gateway's approvals guard, which the admin API reports drift from. The store itself is closed by its opener.
  */
-export async function buildAccess(config: GatewayConfig, logger: Logger, control: ControlStore | undefined, catalog?: CatalogGuard): Promise<GatewayAccess> {
+export async function buildAccess(
+  config: GatewayConfig,
+  logger: Logger,
+  control: ControlStore | undefined,
+  governance?: { readonly catalog?: CatalogGuard; readonly audit?: AuditLog | undefined },
+): Promise<GatewayAccess> {
+  const catalog = governance?.catalog;
+  const audit = governance?.audit;
   const { gateway, servers } = config;
   if (control === undefined) {
     logger.warn('auth.mode is "none": every request may use every server (dev mode on loopback only)');
@@ -141,6 +149,7 @@ export async function buildAccess(config: GatewayConfig, logger: Logger, control
       logger,
       ...(vault === undefined ? {} : { vault }),
       ...(catalog === undefined ? {} : { catalog }),
+      ...(audit === undefined ? {} : { flushAudit: () => audit.flush() }),
       // An edit made through the admin API reaches this replica's callers at once; other replicas within the
       // memo's TTL (1 s), the bound issue 5 §10 sets. A stored secret changes no decision.
       onChange: (change) => {
@@ -262,7 +271,7 @@ async function assemble(config: GatewayConfig, logger: Logger): Promise<Assemble
     if (control !== undefined) closers.push(() => control.store.close());
     const governance = await buildGovernance(config, { store: control?.store, logger });
     closers.push(() => governance.close());
-    const access = await buildAccess(config, logger, control, governance.catalog);
+    const access = await buildAccess(config, logger, control, governance);
     closers.push(() => access.close());
     const credentials = await buildCredentialBroker(config, { vault: access.vault, logger });
     closers.push(() => credentials.close());

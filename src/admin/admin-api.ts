@@ -39,6 +39,8 @@ export interface AdminApiOptions {
   readonly vault?: Vault;
   /** The gateway's approved-definitions guard; without it `GET /catalog/drift` reports mode "off" and no drift. */
   readonly catalog?: CatalogGuard;
+  /** See `RouteExtras.flushAudit`. */
+  readonly flushAudit?: () => Promise<void>;
 }
 
 const METHODS: readonly HttpMethod[] = ['GET', 'POST', 'PUT', 'DELETE'];
@@ -73,7 +75,10 @@ export class AdminApi {
       ...(options.now === undefined ? {} : { now: options.now }),
       ...(options.vault === undefined ? {} : { vault: options.vault }),
     });
-    this.#routes = buildRoutes(control, options.catalog === undefined ? {} : { catalog: options.catalog });
+    this.#routes = buildRoutes(control, {
+      ...(options.catalog === undefined ? {} : { catalog: options.catalog }),
+      ...(options.flushAudit === undefined ? {} : { flushAudit: options.flushAudit }),
+    });
   }
 
   /** False when no admin token is configured; the API then answers 404 to everything. */

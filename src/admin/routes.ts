@@ -60,6 +60,11 @@ function param(context: RouteContext, name: string): string {
 export interface RouteExtras {
   /** Drift of live tool definitions from their approvals (issue 7 §2); absent: catalog mode off. */
   readonly catalog?: CatalogGuard;
+  /**
+   * Makes every audit record of an answered call readable from the store (the SQLite journal is ingested a few
+   * milliseconds later); run before an audit page is read, so the page holds every call answered before it.
+   */
+  readonly flushAudit?: () => Promise<void>;
 }
 
 /** The admin API's routes over one control plane (docs/admin-api.md lists them with examples). */
@@ -215,6 +220,7 @@ export function buildRoutes(control: ControlPlane, extras: RouteExtras = {}): Ro
     route('/audit', {
       GET: async (c) => {
         const { session, chain, ...query } = parseWith(auditQuery, c.query, 'query');
+        await extras.flushAudit?.();
         return ok(await readAuditPage(control.store, { ...query, sessionId: session, chainId: chain }));
       },
     }),

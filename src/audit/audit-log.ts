@@ -4,10 +4,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { AuditConfig } from '../config/governance-schema.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { Logger } from '../observability/logger.js';
-import type { Store } from '../store/store.js';
+import type { AuditRecordWriter, Store } from '../store/store.js';
 import { toRow, type ChainPosition } from './chain.js';
 import { prepareRecord, type PreparedRecord } from './prepare.js';
-import { GENESIS_HASH, hashRecordBody, recordBody, type AuditInput, type StoredAuditRecord } from './record.js';
+import { GENESIS_HASH, hashRecord, type AuditInput, type StoredAuditRecord } from './record.js';
 import { SessionSpans, type SessionSpan } from './session-spans.js';
 
 export type { SessionSpan } from './session-spans.js';
@@ -17,6 +17,11 @@ export type AuditStore = Pick<Store, 'appendAuditRecords' | 'listAuditRecords' |
 
 export interface AuditLogOptions {
   readonly store: AuditStore;
+  /**
+   * Where batches are written instead of `store.appendAuditRecords` (see `Store.openAuditWriter`); the log
+   * closes it on `close()`. Reads (the chain's tail, the conflict check) still use `store`.
+   */
+  readonly writer?: AuditRecordWriter;
   /** This instance's chain; continued from its stored last record when it exists. Default {@link generateChainId}. */
   readonly chainId?: string;
   /** `sync` (default): `append` resolves once the record is committed. `queue`: once it is queued. */
@@ -72,6 +77,13 @@ interface Waiter {
   readonly placed: Deferred<Placed>;
 }
 
+/** A failure retrying cannot fix, carried out of the retry loop. */
+class PermanentFailure extends Error {
+  constructor(cause: unknown) {
+    super('permanent', { cause });
+  }
+}
+
 const CHAIN_ID = /^[A-Za-z0-9_.:-]{1,128}$/;
 
 /** `<host>-<pid>-<random>`: a fresh chain per process start, so two instances never write one chain. */
@@ -97,6 +109,7 @@ export class AuditLog {
   readonly chainId: string;
   readonly durability: 'sync' | 'queue';
   readonly #store: AuditStore;
+  readonly #writer: AuditRecordWriter | undefined;
   readonly #logger: Logger;
   readonly #now: () => Date;
   readonly #flushMs: number;
@@ -128,6 +141,8 @@ export class AuditLog {
     this.chainId = chainId;
     this.durability = durability;
     this.#store = options.store;
+    if (options.writer !== undefined && typeof options.writer.appendAuditRecords !== 'function') throw new TypeError('AuditLog: writer must be an AuditRecordWriter');
+    this.#writer = options.writer;
     this.#logger = options.logger;
     this.#now = options.now ?? (() => new Date());
     this.#flushMs = integerOption(options.flushMs, 5, 'flushMs', 0);
@@ -194,9 +209,12 @@ export class AuditLog {
         continue;
       }
       const last = this.#batches.at(-1);
-      if (last === undefined) return;
-      this.#writeNow();
-      await last.done.promise;
+      if (last !== undefined) {
+        this.#writeNow();
+        await last.done.promise;
+      }
+      // A journaled writer has the records durable but perhaps not yet readable from the store.
+      await this.#writer?.flush();
       return;
     }
   }
@@ -204,8 +222,12 @@ export class AuditLog {
   /** Refuses new records and commits every one already appended. */
   async close(): Promise<void> {
     this.#closing = true;
-    await this.#ready;
-    await this.flush();
+    try {
+      await this.#ready;
+      await this.flush();
+    } finally {
+      await this.#writer?.close();
+    }
   }
 
   /** First and last record hash, calls and denials of a session so far; undefined when it has no record. */
@@ -220,8 +242,9 @@ export class AuditLog {
 
   #place(prepared: PreparedRecord): Placed {
     const tail = this.#tail ?? { seq: 0, hash: GENESIS_HASH };
-    const unhashed = { chainId: this.chainId, seq: tail.seq + 1, ...prepared, prevHash: tail.hash };
-    const record: StoredAuditRecord = Object.freeze({ ...unhashed, hash: hashRecordBody(recordBody(unhashed)) });
+    const record: { -readonly [K in keyof StoredAuditRecord]: StoredAuditRecord[K] } = { chainId: this.chainId, seq: tail.seq + 1, ...prepared, prevHash: tail.hash, hash: '' };
+    record.hash = hashRecord(record);
+    Object.freeze(record);
     this.#tail = { seq: record.seq, hash: record.hash };
     if (record.seq === 1) this.#firstHash = record.hash;
     this.#sessions.track(record);
@@ -287,7 +310,7 @@ export class AuditLog {
     for (let attempt = 1; ; attempt += 1) {
       let error: unknown;
       try {
-        await this.#store.appendAuditRecords(rows);
+        await (this.#writer ?? this.#store).appendAuditRecords(rows);
         return true;
       } catch (caught) {
         error = caught;
@@ -349,6 +372,11 @@ export class AuditLog {
   async #loadTail(): Promise<void> {
     for (let attempt = 1; ; attempt += 1) {
       try {
+        await this.#writer?.ready().catch((error: unknown) => {
+          const code = GatewayError.is(error) ? error.code : undefined;
+          if (code === 'MCPGATE_ERR_STORE_CONFLICT' || code === 'MCPGATE_ERR_STORE_INVALID') throw new PermanentFailure(error);
+          throw error;
+        });
         const [summary] = await this.#store.listAuditChains({ chainId: this.chainId });
         if (summary === undefined || summary.count === 0) this.#tail = { seq: 0, hash: GENESIS_HASH };
         else if (!Number.isSafeInteger(summary.lastSeq) || !/^[0-9a-f]{64}$/.test(summary.lastHash)) {
@@ -363,6 +391,10 @@ export class AuditLog {
         this.#admit();
         return;
       } catch (error) {
+        if (error instanceof PermanentFailure) {
+          this.#fail(`records an earlier process left in the audit journal cannot be stored (${error.cause instanceof Error ? error.cause.message : 'refused'})`, error.cause);
+          return;
+        }
         const delay = Math.min(this.#retryMaxMs, this.#retryInitialMs * 2 ** Math.min(attempt - 1, 30));
         this.#logger.warn({ err: error, chainId: this.chainId, attempt, retryInMs: delay }, 'cannot read the audit chain; retrying');
         await sleep(delay);
@@ -372,10 +404,14 @@ export class AuditLog {
 }
 
 /** The gateway's log from `gateway.audit`; undefined when auditing is off. */
-export function auditLogFromConfig(config: AuditConfig, deps: { readonly store: AuditStore; readonly logger: Logger; readonly now?: () => Date }): AuditLog | undefined {
+export function auditLogFromConfig(
+  config: AuditConfig,
+  deps: { readonly store: AuditStore; readonly writer?: AuditRecordWriter; readonly logger: Logger; readonly now?: () => Date },
+): AuditLog | undefined {
   if (!config.enabled) return undefined;
   return new AuditLog({
     store: deps.store,
+    ...(deps.writer === undefined ? {} : { writer: deps.writer }),
     logger: deps.logger,
     durability: config.durability,
     flushMs: config.flushMs,

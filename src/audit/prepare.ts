@@ -29,6 +29,8 @@ function bad(message: string): GatewayError {
   return new GatewayError('MCPGATE_ERR_STORE_INVALID', `audit record: ${message}`);
 }
 
+/** Either a NUL or any surrogate: only then is the (slower) repair needed. */
+const SUSPECT = /[\0\uD800-\uDFFF]/;
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
 /**
@@ -38,6 +40,7 @@ const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[
  */
 function storable(text: string, max: number): string {
   const short = text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+  if (!SUSPECT.test(short)) return short;
   return short.replaceAll('\0', '\uFFFD').replace(LONE_SURROGATE, '\uFFFD');
 }
 

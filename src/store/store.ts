@@ -193,6 +193,23 @@ export interface AuditRecordRow {
   readonly hash: string;
 }
 
+/** Appends audit batches with the contract of `Store.appendAuditRecords`; see `Store.openAuditWriter`. */
+export interface AuditRecordWriter {
+  /** Resolves once the batches are durable (for a journaled writer: in the journal, not yet in the table). */
+  appendAuditRecords(records: readonly AuditRecordRow[]): Promise<void>;
+  /** Resolves once records an earlier process left on the way to the table are in it; call before reading the chain. */
+  ready(): Promise<void>;
+  /** Resolves once every batch appended before the call can be read from the store. */
+  flush(): Promise<void>;
+  /** Finishes the batches already handed over, then releases the writer. Idempotent. */
+  close(): Promise<void>;
+}
+
+export interface AuditWriterOptions {
+  /** Told of each failed background write before it is retried (nothing is dropped); for the log. */
+  readonly onRetry?: (error: unknown, attempt: number, records: number, retryInMs: number) => void;
+}
+
 /** A position in the audit log: where a page ended, so the next one starts after it (keyset paging). */
 export interface AuditPosition {
   /** Needed for `order: 'time'`; ignored for `order: 'chain'`. */
@@ -326,6 +343,13 @@ export interface Store {
    * STORE_CONFLICT and nothing of the batch is written; malformed rows are STORE_INVALID before any write.
    */
   appendAuditRecords(records: readonly AuditRecordRow[]): Promise<void>;
+  /**
+   * Where a long-lived audit log should write its batches: same contract as `appendAuditRecords`, at the least
+   * cost to the event loop the backend allows (SQLite files: a journal, ingested by a writer thread with its
+   * own connection; docs/decisions/0005-audit-journal.md). Close it before the store. Each call opens a new
+   * writer.
+   */
+  openAuditWriter(options?: AuditWriterOptions): AuditRecordWriter;
   /** One page of records matching every given filter, in the filter's order. */
   listAuditRecords(filter: AuditRecordFilter): Promise<AuditRecordRow[]>;
   /** Every chain (or just `chainId`'s) with its count and last link, ordered by chain id. */

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { argumentsHash, canonicalJson, GENESIS_HASH, hashRecordBody, recordBody, sha256Hex } from '../../src/audit/record.js';
+import { argumentsHash, BODY_FIELDS, canonicalBody, canonicalJson, GENESIS_HASH, hashRecordBody, recordBody, sha256Hex, type AuditRecordBody } from '../../src/audit/record.js';
 
 describe('canonical JSON', () => {
   it('sorts keys at every depth, drops whitespace and undefined members', () => {
@@ -49,5 +49,22 @@ describe('record hashing', () => {
     assert.equal(hashRecordBody(body), sha256Hex(GENESIS_HASH + canonicalJson(body)));
     // A stray property never reaches the hash.
     assert.deepEqual(recordBody({ ...record, extra: 'x' } as typeof record), body);
+  });
+});
+
+describe('canonicalBody (the per-record fast path)', () => {
+  it('writes exactly what canonicalJson writes, for any subset of the body fields and any value types', () => {
+    let seed = 7;
+    const random = (): number => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed / 2 ** 31;
+    };
+    const values: unknown[] = ['', 'plain', 'quote " back \\ nl \n', '\u0000\uD800 lone', '😀 é ﬁ', 0, -0, 1.5, 1e21, Number.NaN, Infinity, 42, true, false, null,
+      { b: [1, { d: 2, c: undefined }], a: 'x' }, [undefined, 'y'], new Date(0), () => 1, Symbol('s')];
+    for (let round = 0; round < 2000; round += 1) {
+      const body: Record<string, unknown> = {};
+      for (const field of BODY_FIELDS) if (random() < 0.6) body[field] = values[Math.floor(random() * values.length)];
+      assert.equal(canonicalBody(body as unknown as AuditRecordBody), canonicalJson(body), JSON.stringify(Object.keys(body)));
+    }
   });
 });

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { toolDefinitionHash } from '../../src/approvals/definition-hash.js';
 import { argumentsHash } from '../../src/audit/record.js';
@@ -34,7 +35,18 @@ function cli(args: string[]): { status: number | null; stdout: string; stderr: s
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
+/**
+ * Every record of an answered call is durable in the journal at once and in the table once ingested (within
+ * ~20 ms); a reader in another process waits for the journal's segments to be gone.
+ */
+async function journalIngested(path: string): Promise<void> {
+  const root = `${path}-audit-journal`;
+  const segments = (): number => (existsSync(root) ? readdirSync(root).reduce((sum, dir) => sum + readdirSync(join(root, dir)).length, 0) : 0);
+  await waitFor(() => segments() === 0, 'the audit journal ingested');
+}
+
 async function auditRows(): Promise<AuditRecordRow[]> {
+  await journalIngested(access.path);
   const store = await createStore(access.path);
   try {
     return await store.listAuditRecords({ order: 'chain', limit: 10_000 });
@@ -224,7 +236,7 @@ describe('one terminal record per call, however it ends', () => {
         await store.close();
       }
     };
-    await waitFor(async () => (await decisionOf('cancel')).length > 0, 'the cancelled call recorded');
+    await waitFor(async () => (await decisionOf('cancel')).length > 0 && (await decisionOf('ok')).length > 0, 'the cancelled and the last call recorded');
     assert.deepEqual(await decisionOf('timeout'), ['timeout']);
     assert.deepEqual(await decisionOf('cancel'), ['cancelled']);
     assert.deepEqual(await decisionOf('crash'), ['error']);

@@ -35,6 +35,12 @@ const COLUMNS = [
 
 const SELECT = `SELECT ${COLUMNS.join(', ')} FROM audit_records`;
 
+/** Where a row's hash sits in {@link auditRowValues}. */
+export const AUDIT_HASH_INDEX = COLUMNS.indexOf('hash');
+
+/** One row's INSERT, for a writer that prepares it once and runs it per row inside its own transaction. */
+export const AUDIT_INSERT_ONE = `INSERT INTO audit_records (${COLUMNS.join(', ')}) VALUES (${COLUMNS.map(() => '?').join(', ')})`;
+
 /** Rows per INSERT: 22 parameters each stays far below SQLite's 32 766, and PostgreSQL gets few round trips. */
 const ROWS_PER_INSERT = 50;
 export const MAX_AUDIT_PAGE = 10_000;
@@ -57,7 +63,8 @@ function count(value: unknown, what: string, min: number): number {
   return value;
 }
 
-function checkRow(row: AuditRecordRow): SqlValue[] {
+/** A row's column values in {@link AUDIT_INSERT_ONE} order; STORE_INVALID for a malformed row. */
+export function auditRowValues(row: AuditRecordRow): SqlValue[] {
   if (typeof row !== 'object' || row === null) throw invalid('an audit record must be an object');
   if (!(row.time instanceof Date) || Number.isNaN(row.time.getTime())) throw invalid('audit record time must be a valid Date');
   const optional = (field: Optional): string | null => (row[field] === undefined ? null : text(row[field], field));
@@ -95,7 +102,7 @@ function checkRow(row: AuditRecordRow): SqlValue[] {
 /** One transaction for the whole batch (DESIGN.md §5, group commit): a record is durable with its batch or not at all. */
 export async function appendAuditRecords(driver: SqlDriver, records: readonly AuditRecordRow[]): Promise<void> {
   if (!Array.isArray(records)) throw invalid('audit records must be an array');
-  const values = records.map(checkRow);
+  const values = records.map(auditRowValues);
   if (values.length === 0) return;
   const statements: SqlStatement[] = [];
   const placeholders = `(${COLUMNS.map(() => '?').join(', ')})`;

@@ -4,6 +4,7 @@ import type {
   AuditChainSummary,
   AuditRecordFilter,
   AuditRecordRow,
+  AuditRecordWriter,
   CreateKeyInput,
   CreatePrincipalInput,
   CreateTeamInput,
@@ -344,6 +345,12 @@ export class SqlStore implements Store {
 
   appendAuditRecords(records: readonly AuditRecordRow[]): Promise<void> {
     return appendAuditRecords(this.#driver, records);
+  }
+
+  /** The store itself: its driver does not block the event loop (PostgreSQL) or cannot be shared (`:memory:`). */
+  openAuditWriter(): AuditRecordWriter {
+    const done = async (): Promise<void> => undefined;
+    return { appendAuditRecords: (records) => this.appendAuditRecords(records), ready: done, flush: done, close: done };
   }
 
   listAuditRecords(filter: AuditRecordFilter): Promise<AuditRecordRow[]> {

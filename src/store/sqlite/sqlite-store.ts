@@ -5,6 +5,9 @@ import { GatewayError } from '../../errors/gateway-error.js';
 import type { SqlDriver, SqlExecutor, SqlRow, SqlStatement, SqlValue } from '../sql/driver.js';
 import { batchConflict, mapStoreError } from '../sql/map-error.js';
 import { SqlStore } from '../sql/sql-store.js';
+import type { AuditRecordWriter, AuditWriterOptions } from '../store.js';
+import { JournaledAuditWriter } from './audit-journal.js';
+import { SqliteAuditWriter } from './audit-writer.js';
 
 export const DEFAULT_SQLITE_PATH = './data/mcpgate.db';
 
@@ -139,7 +142,21 @@ class SqliteDriver implements SqlDriver {
 
 /** The embedded default store (DESIGN.md §4): one SQLite file in WAL mode. Call `migrate()` before use. */
 export class SqliteStore extends SqlStore {
+  readonly #options: Required<SqliteStoreOptions>;
+
   constructor(options: SqliteStoreOptions) {
-    super(new SqliteDriver(checkOptions(options)));
+    const checked = checkOptions(options);
+    super(new SqliteDriver(checked));
+    this.#options = checked;
+  }
+
+  /**
+   * A journal beside the file (`<file>-audit-journal/`), ingested by a writer thread on its own connection. A
+   * `:memory:` database exists only on this connection: the store writes itself.
+   */
+  override openAuditWriter(options: AuditWriterOptions = {}): AuditRecordWriter {
+    if (this.#options.path === ':memory:') return super.openAuditWriter();
+    const writer = new SqliteAuditWriter({ path: this.#options.path, busyTimeoutMs: this.#options.busyTimeoutMs });
+    return new JournaledAuditWriter({ root: `${resolve(this.#options.path)}-audit-journal`, writer, ...(options.onRetry === undefined ? {} : { onRetry: options.onRetry }) });
   }
 }

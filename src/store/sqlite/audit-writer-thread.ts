@@ -1,0 +1,78 @@
+import { parentPort, workerData } from 'node:worker_threads';
+import Database from 'better-sqlite3';
+import { mapStoreError } from '../sql/map-error.js';
+import { AUDIT_HASH_INDEX, AUDIT_INSERT_ONE } from '../sql/audit-sql.js';
+import type { SqlValue } from '../sql/driver.js';
+import type { AuditWriterData, AuditWriterReply, AuditWriterRequest } from './audit-writer-protocol.js';
+
+/**
+ * The body of the SQLite audit writer thread (see `audit-writer.ts`): its own connection to the store's file,
+ * one prepared INSERT and one transaction per batch. Everything here blocks only this thread: the commit, the
+ * WAL write and the checkpoints SQLite runs after a commit, which fsync.
+ */
+
+const port = parentPort;
+if (port === null) throw new Error('audit-writer-thread must run as a worker thread');
+const { path, busyTimeoutMs } = workerData as AuditWriterData;
+
+type Apply = (rows: readonly (readonly SqlValue[])[], idempotent: boolean) => void;
+
+let apply: Apply | undefined;
+let db: Database.Database | undefined;
+
+/** Opened on the first batch and again after a failed open, so a store that comes back is picked up. */
+function open(): Apply {
+  if (apply !== undefined) return apply;
+  const connection = new Database(path, { fileMustExist: true });
+  try {
+    // The store's connection set WAL on the file; these two are per connection.
+    connection.pragma('synchronous = NORMAL');
+    connection.pragma(`busy_timeout = ${busyTimeoutMs}`);
+    const insert = connection.prepare(AUDIT_INSERT_ONE);
+    const insertIfAbsent = connection.prepare(`${AUDIT_INSERT_ONE} ON CONFLICT (chain_id, seq) DO NOTHING`);
+    const storedHash = connection.prepare('SELECT hash FROM audit_records WHERE chain_id = ? AND seq = ?').pluck();
+    const batch = connection.transaction((rows: readonly (readonly SqlValue[])[], idempotent: boolean) => {
+      for (const row of rows) {
+        if (!idempotent) {
+          insert.run(row);
+          continue;
+        }
+        if (insertIfAbsent.run(row).changes === 1) continue;
+        if (storedHash.get(row[0], row[1]) !== row[AUDIT_HASH_INDEX]) throw new AuditForkError();
+      }
+    });
+    db = connection;
+    apply = (rows, idempotent) => batch.immediate(rows, idempotent);
+    return apply;
+  } catch (error) {
+    connection.close();
+    throw error;
+  }
+}
+
+/** Shaped like SQLite's own error so that the store's mapping makes it STORE_CONFLICT. */
+class AuditForkError extends Error {
+  readonly code = 'SQLITE_CONSTRAINT_PRIMARYKEY';
+
+  constructor() {
+    super('an audit record with this chain and seq is stored with another hash');
+  }
+}
+
+port.on('message', (request: AuditWriterRequest) => {
+  if (request.type === 'close') {
+    db?.close();
+    port.close();
+    return;
+  }
+  let reply: AuditWriterReply;
+  try {
+    open()(request.rows, request.idempotent === true);
+    reply = { id: request.id };
+  } catch (error) {
+    const mapped = mapStoreError(error, 'SQLite audit writer');
+    const cause = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+    reply = { id: request.id, error: { code: mapped.code, message: mapped.message, cause } };
+  }
+  port.postMessage(reply);
+});

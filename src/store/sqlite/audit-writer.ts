@@ -1,0 +1,122 @@
+import { Worker } from 'node:worker_threads';
+import { GatewayError } from '../../errors/gateway-error.js';
+import { auditRowValues } from '../sql/audit-sql.js';
+import type { SqlValue } from '../sql/driver.js';
+import type { AuditRecordRow, AuditRecordWriter } from '../store.js';
+import type { AuditWriterData, AuditWriterReply, AuditWriterRequest } from './audit-writer-protocol.js';
+
+const FROM_SOURCE = import.meta.url.endsWith('.ts');
+const THREAD = new URL(FROM_SOURCE ? './audit-writer-thread.ts' : './audit-writer-thread.js', import.meta.url);
+
+/**
+ * Built, the thread is a plain module. Run from the TypeScript sources (the tests, under tsx), it is a .ts file,
+ * and Node 20 threads do not inherit the loader hooks of `--import tsx`: the thread registers tsx itself first.
+ */
+function startThread(data: AuditWriterData): Worker {
+  if (!FROM_SOURCE) return new Worker(THREAD, { workerData: data });
+  const boot = `import('tsx/esm/api').then((tsx) => { tsx.register(); return import(${JSON.stringify(THREAD.href)}); });`;
+  return new Worker(boot, { eval: true, workerData: data });
+}
+
+/** How long `close` waits for the thread to finish its last batch before terminating it. */
+const CLOSE_TIMEOUT_MS = 10_000;
+
+interface Pending {
+  resolve(): void;
+  reject(error: GatewayError): void;
+}
+
+/**
+ * Audit batches for an SQLite file, written by a thread with its own connection (DESIGN.md §5: audit writes off
+ * the hot path). better-sqlite3 is synchronous, so on the store's own connection every commit, and every WAL
+ * checkpoint with its fsync, would stop the event loop; here they stop only the writer thread. Rows are checked
+ * on the caller's side (STORE_INVALID at once) and cross as plain value arrays.
+ *
+ * A batch is written whole or not at all, as `Store.appendAuditRecords` promises. If the thread dies, its open
+ * batches fail with STORE_UNAVAILABLE (the audit log retries them) and the next batch starts a new thread. The
+ * thread keeps the process alive only while a batch is in flight.
+ */
+export class SqliteAuditWriter implements AuditRecordWriter {
+  readonly #data: AuditWriterData;
+  readonly #pending = new Map<number, Pending>();
+  #worker: Worker | undefined;
+  #nextId = 1;
+  #closed = false;
+
+  constructor(data: AuditWriterData) {
+    this.#data = data;
+  }
+
+  appendAuditRecords(records: readonly AuditRecordRow[]): Promise<void> {
+    let rows: SqlValue[][];
+    try {
+      if (!Array.isArray(records)) throw new GatewayError('MCPGATE_ERR_STORE_INVALID', 'audit records must be an array');
+      rows = records.map(auditRowValues);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.writeValues(rows, false);
+  }
+
+  /**
+   * Rows already in {@link auditRowValues} form, as the journal keeps them. `idempotent`: a row stored before
+   * with the same hash counts as written (a replay), with another hash the batch is STORE_CONFLICT.
+   */
+  writeValues(rows: readonly (readonly SqlValue[])[], idempotent: boolean): Promise<void> {
+    if (this.#closed) return Promise.reject(new GatewayError('MCPGATE_ERR_STORE_UNAVAILABLE', 'SQLite audit writer: closed'));
+    if (rows.length === 0) return Promise.resolve();
+    const worker = this.#thread();
+    const id = this.#nextId++;
+    return new Promise<void>((resolve, reject) => {
+      if (this.#pending.size === 0) worker.ref();
+      this.#pending.set(id, { resolve, reject });
+      worker.postMessage({ type: 'write', id, rows, idempotent } satisfies AuditWriterRequest);
+    });
+  }
+
+  /** Nothing to replay: a batch is in the table when its promise resolves. */
+  async ready(): Promise<void> {}
+
+  async flush(): Promise<void> {}
+
+  /** Lets the thread finish what it was given, then stops it. Idempotent. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    const worker = this.#worker;
+    if (worker === undefined) return;
+    const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
+    worker.ref();
+    worker.postMessage({ type: 'close' } satisfies AuditWriterRequest);
+    const timer = setTimeout(() => void worker.terminate(), CLOSE_TIMEOUT_MS);
+    await exited;
+    clearTimeout(timer);
+  }
+
+  #thread(): Worker {
+    if (this.#worker !== undefined) return this.#worker;
+    const worker = startThread(this.#data);
+    worker.unref();
+    worker.on('message', (reply: AuditWriterReply) => this.#settle(reply));
+    let failure: unknown;
+    worker.on('error', (error) => {
+      failure = error;
+    });
+    worker.on('exit', (code) => {
+      if (this.#worker === worker) this.#worker = undefined;
+      const error = new GatewayError('MCPGATE_ERR_STORE_UNAVAILABLE', `SQLite audit writer: the writer thread stopped (exit code ${code})`, { cause: failure });
+      for (const pending of this.#pending.values()) pending.reject(error);
+      this.#pending.clear();
+    });
+    this.#worker = worker;
+    return worker;
+  }
+
+  #settle(reply: AuditWriterReply): void {
+    const pending = this.#pending.get(reply.id);
+    if (pending === undefined) return;
+    this.#pending.delete(reply.id);
+    if (this.#pending.size === 0) this.#worker?.unref();
+    if (reply.error === undefined) pending.resolve();
+    else pending.reject(new GatewayError(reply.error.code, reply.error.message, { cause: new Error(reply.error.cause) }));
+  }
+}

@@ -1,0 +1,167 @@
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { GatewayError } from '../../src/errors/gateway-error.js';
+import { auditRowValues } from '../../src/store/sql/audit-sql.js';
+import { JournaledAuditWriter, processIdentity } from '../../src/store/sqlite/audit-journal.js';
+import { SqliteAuditWriter } from '../../src/store/sqlite/audit-writer.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import type { AuditRecordRow } from '../../src/store/store.js';
+
+const root = mkdtempSync(join(tmpdir(), 'mcpgate-audit-writer-'));
+after(() => rmSync(root, { recursive: true, force: true }));
+let counter = 0;
+
+function row(chainId: string, seq: number, extra: Partial<AuditRecordRow> = {}): AuditRecordRow {
+  return { chainId, seq, time: new Date(1_700_000_000_000 + seq), kind: 'call', decision: 'allow', tool: `t${seq}`, prevHash: 'a'.repeat(64), hash: 'b'.repeat(64), ...extra };
+}
+
+async function fresh(): Promise<{ path: string; store: SqliteStore }> {
+  const path = join(root, `run-${++counter}`, 'mcpgate.db');
+  const store = new SqliteStore({ path });
+  await store.migrate();
+  return { path, store };
+}
+
+describe('SQLite audit writer thread', () => {
+  it('commits batches from its own thread; the store reads them back in order', async () => {
+    const { path, store } = await fresh();
+    const writer = new SqliteAuditWriter({ path, busyTimeoutMs: 1000 });
+    await Promise.all([writer.appendAuditRecords([row('c', 1), row('c', 2)]), writer.appendAuditRecords([row('c', 3)])]);
+    await writer.appendAuditRecords([row('c', 4, { args: '{"a":1}', resultBytes: 10, latencyMs: 3, evidence: 'unpinned' })]);
+    const rows = await store.listAuditRecords({ chainId: 'c', order: 'chain', limit: 10 });
+    assert.deepEqual(rows.map((stored) => stored.seq), [1, 2, 3, 4]);
+    assert.deepEqual(rows[3], row('c', 4, { args: '{"a":1}', resultBytes: 10, latencyMs: 3, evidence: 'unpinned' }));
+    await writer.close();
+    await writer.close();
+    await store.close();
+  });
+
+  it('a repeated (chain, seq) is STORE_CONFLICT and writes nothing of its batch', async () => {
+    const { path, store } = await fresh();
+    const writer = new SqliteAuditWriter({ path, busyTimeoutMs: 1000 });
+    await writer.appendAuditRecords([row('c', 1)]);
+    await assert.rejects(writer.appendAuditRecords([row('c', 2), row('c', 1)]), (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_STORE_CONFLICT');
+    assert.equal((await store.listAuditChains({ chainId: 'c' }))[0]?.count, 1);
+    await writer.appendAuditRecords([row('c', 2)]);
+    await writer.close();
+    await store.close();
+  });
+
+  it('refuses a malformed row before anything crosses to the thread', async () => {
+    const { path, store } = await fresh();
+    const writer = new SqliteAuditWriter({ path, busyTimeoutMs: 1000 });
+    const bad = { ...row('c', 1), hash: 'not-hex' };
+    await assert.rejects(writer.appendAuditRecords([bad]), (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_STORE_INVALID');
+    await assert.rejects(writer.appendAuditRecords('rows' as unknown as AuditRecordRow[]), (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_STORE_INVALID');
+    await writer.close();
+    await store.close();
+  });
+
+  it('fails with STORE_UNAVAILABLE while the file is missing, and writes once it is back', async () => {
+    const dir = join(root, `missing-${++counter}`);
+    const path = join(dir, 'mcpgate.db');
+    const writer = new SqliteAuditWriter({ path, busyTimeoutMs: 1000 });
+    await assert.rejects(writer.appendAuditRecords([row('c', 1)]), (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_STORE_UNAVAILABLE');
+    const store = new SqliteStore({ path });
+    await store.migrate();
+    await writer.appendAuditRecords([row('c', 1)]);
+    assert.equal((await store.listAuditChains({ chainId: 'c' }))[0]?.count, 1);
+    await writer.close();
+    await assert.rejects(writer.appendAuditRecords([row('c', 2)]), (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_STORE_UNAVAILABLE');
+    await store.close();
+  });
+
+  it('an in-memory store writes on its own connection (a thread could not see that database)', async () => {
+    const store = new SqliteStore({ path: ':memory:' });
+    await store.migrate();
+    const writer = store.openAuditWriter();
+    assert.ok(!(writer instanceof SqliteAuditWriter) && !(writer instanceof JournaledAuditWriter));
+    await writer.appendAuditRecords([row('m', 1)]);
+    assert.equal((await store.listAuditChains({ chainId: 'm' }))[0]?.count, 1);
+    await writer.close();
+    await store.close();
+  });
+});
+
+const line = (stored: AuditRecordRow): string => `${JSON.stringify(auditRowValues(stored))}\n`;
+
+/** A journal directory as a process that is gone would have left it. */
+function deadOwnerDir(path: string, segments: Record<string, string>): string {
+  const dir = join(`${path}-audit-journal`, `999999999.1.dead${++counter}`);
+  mkdirSync(dir, { recursive: true });
+  for (const [name, text] of Object.entries(segments)) writeFileSync(join(dir, name), text);
+  return dir;
+}
+
+describe('SQLite audit journal', () => {
+  it('a batch is durable once journaled; flush makes it readable and deletes the ingested segments', async () => {
+    const { path, store } = await fresh();
+    const writer = store.openAuditWriter();
+    assert.ok(writer instanceof JournaledAuditWriter);
+    await writer.ready();
+    await writer.appendAuditRecords([row('j', 1), row('j', 2)]);
+    const [own] = readdirSync(`${path}-audit-journal`);
+    assert.ok(own !== undefined && own.startsWith(`${process.pid}.`), 'the writer works in a directory named after its process');
+    const journaled = readdirSync(join(`${path}-audit-journal`, own)).map((file) => readFileSync(join(`${path}-audit-journal`, own, file), 'utf8')).join('');
+    assert.equal(journaled, line(row('j', 1)) + line(row('j', 2)));
+    await writer.appendAuditRecords([row('j', 3)]);
+    await writer.flush();
+    assert.deepEqual((await store.listAuditRecords({ chainId: 'j', order: 'chain', limit: 10 })).map((stored) => stored.seq), [1, 2, 3]);
+    assert.deepEqual(readdirSync(join(`${path}-audit-journal`, own)), [], 'ingested segments are deleted');
+    await writer.close();
+    assert.ok(!existsSync(join(`${path}-audit-journal`, own)), 'close removes the directory');
+    await store.close();
+  });
+
+  it('replays what a dead process left: skips rows already stored, drops a torn last line, removes the directory', async () => {
+    const { path, store } = await fresh();
+    await store.appendAuditRecords([row('r', 1)]);
+    const torn = line(row('r', 4)).slice(0, 40);
+    const dir = deadOwnerDir(path, { '000000000001.jsonl': line(row('r', 1)) + line(row('r', 2)), '000000000002.jsonl': line(row('r', 3)) + torn });
+    const writer = store.openAuditWriter();
+    await writer.ready();
+    assert.deepEqual((await store.listAuditRecords({ chainId: 'r', order: 'chain', limit: 10 })).map((stored) => stored.seq), [1, 2, 3]);
+    assert.ok(!existsSync(dir));
+    await writer.close();
+    await store.close();
+  });
+
+  it('a replayed row stored with another hash is STORE_CONFLICT, and the journal is kept', async () => {
+    const { path, store } = await fresh();
+    await store.appendAuditRecords([row('f', 1)]);
+    const dir = deadOwnerDir(path, { '000000000001.jsonl': line(row('f', 1, { hash: 'e'.repeat(64) })) });
+    const writer = store.openAuditWriter();
+    await assert.rejects(writer.ready(), (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_STORE_CONFLICT');
+    assert.ok(existsSync(join(dir, '000000000001.jsonl')));
+    await writer.close();
+    await store.close();
+  });
+
+  it('a corrupted line inside a segment is STORE_INVALID naming the file and line', async () => {
+    const { path, store } = await fresh();
+    deadOwnerDir(path, { '000000000001.jsonl': `${line(row('x', 1))}{"not":"a row"}\n${line(row('x', 3))}` });
+    const writer = store.openAuditWriter();
+    await assert.rejects(writer.ready(), (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_STORE_INVALID' && /000000000001\.jsonl line 2/.test(error.message));
+    assert.equal(await store.listAuditChains({ chainId: 'x' }).then((chains) => chains.length), 0, 'nothing of the segment is stored');
+    await writer.close();
+    await store.close();
+  });
+
+  it('leaves the journal of a live process alone', async () => {
+    const { path, store } = await fresh();
+    const identity = processIdentity(process.pid);
+    assert.ok(identity !== undefined);
+    const dir = join(`${path}-audit-journal`, `${identity}.live`);
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, '000000000001.jsonl'), line(row('l', 1)));
+    const writer = store.openAuditWriter();
+    await writer.ready();
+    assert.equal((await store.listAuditChains({ chainId: 'l' })).length, 0);
+    assert.ok(existsSync(join(dir, '000000000001.jsonl')));
+    await writer.close();
+    await store.close();
+  });
+});
