@@ -12,8 +12,8 @@ import type { SqliteAuditWriter } from './audit-writer.js';
  * The audit journal in front of an SQLite file (docs/decisions/0005-audit-journal.md). A batch is durable once
  * its rows are appended to a journal segment: one `write` to the page cache, which survives the process being
  * killed exactly as SQLite's WAL does under `synchronous = NORMAL`. The rows then reach the table in large
- * transactions on the writer thread, every `ingestMs` or `ingestBatch` rows, and each ingested segment is
- * deleted. An SQLite transaction costs about as much as 10–20 journal writes, so a gateway answering each call
+ * transactions on the writer thread, every `ingestMs` or `ingestBatch` rows; a segment is deleted once every
+ * row of it is ingested (segments rotate about once a second). An SQLite transaction costs about as much as 10–20 journal writes, so a gateway answering each call
  * only after its record is durable pays for a `write`, not for a commit.
  *
  * Each writer owns one directory, `<database>-audit-journal/<pid>.<process start>.<random>/`. On start,
@@ -76,9 +76,15 @@ export interface JournalOptions {
   /** The journal root; this writer works in a directory of its own below it. */
   readonly root: string;
   readonly writer: SqliteAuditWriter;
-  /** Longest a row waits in the journal before its ingest starts. Default 20. */
+  /** Longest a row waits in the journal before its ingest starts. Default 50. */
   readonly ingestMs?: number;
-  /** Rows that start an ingest at once. Default 500. */
+  /**
+   * A segment stays open across ingests for this long (default 1000 ms) and is deleted at the first ingest after:
+   * a crash before then replays rows already ingested, which the replay skips by hash. Creating and deleting a
+   * file per ingest cost more than the ingest's transaction.
+   */
+  readonly segmentMs?: number;
+  /** Rows that start an ingest at once. Default 1000. */
   readonly ingestBatch?: number;
   /** Rows journaled but not yet ingested beyond which `appendAuditRecords` waits for an ingest. Default 50 000. */
   readonly maxBuffered?: number;
@@ -91,6 +97,10 @@ export class JournaledAuditWriter implements AuditRecordWriter {
   readonly #dir: string;
   readonly #writer: SqliteAuditWriter;
   readonly #ingestMs: number;
+  readonly #segmentMs: number;
+  #segmentOpenedAt = 0;
+  /** Set by `flush`: the next ingest seals the open segment, so that nothing ingested stays on disk. */
+  #sealNext = false;
   readonly #ingestBatch: number;
   readonly #maxBuffered: number;
   readonly #retryInitialMs: number;
@@ -103,6 +113,7 @@ export class JournaledAuditWriter implements AuditRecordWriter {
   #sealed: string[] = [];
   #buffer: SqlValue[][] = [];
   #timer: NodeJS.Timeout | undefined;
+  #tidy: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
   #recovered: Promise<void> | undefined;
   #failure: GatewayError | undefined;
@@ -111,8 +122,9 @@ export class JournaledAuditWriter implements AuditRecordWriter {
   constructor(options: JournalOptions) {
     this.#root = options.root;
     this.#writer = options.writer;
-    this.#ingestMs = options.ingestMs ?? 20;
-    this.#ingestBatch = options.ingestBatch ?? 500;
+    this.#ingestMs = options.ingestMs ?? 50;
+    this.#segmentMs = options.segmentMs ?? 1000;
+    this.#ingestBatch = options.ingestBatch ?? 1000;
     this.#maxBuffered = options.maxBuffered ?? 50_000;
     this.#retryInitialMs = options.retry?.initialMs ?? 25;
     this.#retryMaxMs = options.retry?.maxMs ?? 2000;
@@ -162,6 +174,7 @@ export class JournaledAuditWriter implements AuditRecordWriter {
   async flush(): Promise<void> {
     while (this.#buffer.length > 0 || this.#running !== undefined) {
       if (this.#failure !== undefined) throw this.#failure;
+      this.#sealNext = true;
       await this.#ingest();
     }
     if (this.#failure !== undefined) throw this.#failure;
@@ -185,6 +198,7 @@ export class JournaledAuditWriter implements AuditRecordWriter {
       this.#segments += 1;
       this.#segment = join(this.#dir, `${String(this.#segments).padStart(12, '0')}.jsonl`);
       this.#fd = openSync(this.#segment, 'a');
+      this.#segmentOpenedAt = Date.now();
     }
     writeSync(this.#fd, text);
   }
@@ -212,13 +226,28 @@ export class JournaledAuditWriter implements AuditRecordWriter {
     if (this.#buffer.length === 0 || this.#failure !== undefined) return Promise.resolve();
     this.#running = this.#ingestOnce().finally(() => {
       this.#running = undefined;
-      if (this.#buffer.length > 0 && this.#failure === undefined) this.#timer ??= setTimeout(() => void this.#ingest(), this.#ingestMs);
+      if (this.#failure !== undefined) return;
+      if (this.#buffer.length > 0) this.#timer ??= setTimeout(() => void this.#ingest(), this.#ingestMs);
+      else this.#tidyWhenIdle();
     });
     return this.#running;
   }
 
+  /** Once nothing new arrived for a segment's lifetime, its rows are all ingested: it is closed and deleted. */
+  #tidyWhenIdle(): void {
+    if (this.#fd === undefined || this.#tidy !== undefined) return;
+    this.#tidy = setTimeout(() => {
+      this.#tidy = undefined;
+      if (this.#buffer.length > 0 || this.#running !== undefined || this.#failure !== undefined) return;
+      this.#seal();
+      for (const segment of this.#sealed.splice(0)) unlinkSync(segment);
+    }, this.#segmentMs);
+    this.#tidy.unref();
+  }
+
   async #ingestOnce(): Promise<void> {
-    this.#seal();
+    if (this.#sealNext || Date.now() - this.#segmentOpenedAt >= this.#segmentMs) this.#seal();
+    this.#sealNext = false;
     const rows = this.#buffer;
     const segments = this.#sealed;
     this.#buffer = [];
