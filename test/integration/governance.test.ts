@@ -37,7 +37,7 @@ function cli(args: string[]): { status: number | null; stdout: string; stderr: s
 
 /**
  * Every record of an answered call is durable in the journal at once and in the table once ingested (within
- * ~20 ms); a reader in another process waits for the journal's segments to be gone.
+ * ~50 ms, and a segment is deleted about a second after its last row); a reader in another process waits for the journal's segments to be gone.
  */
 async function journalIngested(path: string): Promise<void> {
   const root = `${path}-audit-journal`;
