@@ -97,26 +97,30 @@ export function prepareRecord(input: AuditInput, options: { readonly captureArgu
       throw bad(`args have no JSON form (${error instanceof Error ? error.message : String(error)})`);
     }
   }
+  // Members are added only when present, never deleted afterwards: `delete` would turn every record into a
+  // slow dictionary-mode object, and each record is read field by field again to hash and store it.
   const record: Record<string, unknown> = {
     time: new Date(time.getTime()),
     kind: oneOf(input.kind, AUDIT_KINDS, 'kind'),
     decision: oneOf(input.decision, AUDIT_DECISIONS, 'decision'),
-    reason: reasonOf(input.reason),
-    keyId: name(principal.keyId, 'principal.keyId'),
-    userId: name(principal.userId, 'principal.userId'),
-    teamId: name(principal.teamId, 'principal.teamId'),
-    orgId: name(principal.orgId, 'principal.orgId'),
-    agentId: name(principal.agentId, 'principal.agentId'),
-    sessionId: name(input.sessionId, 'sessionId'),
-    server: name(input.server, 'server'),
-    tool: name(input.tool, 'tool'),
-    argsHash,
-    args,
-    resultHash: hex(input.resultHash, 'resultHash'),
-    resultBytes: amount(input.resultBytes, 'resultBytes'),
-    latencyMs: amount(input.latencyMs, 'latencyMs'),
-    evidence: input.evidence === undefined ? undefined : oneOf(input.evidence, AUDIT_EVIDENCE, 'evidence'),
   };
-  for (const key of Object.keys(record)) if (record[key] === undefined) delete record[key];
+  const set = (key: keyof PreparedRecord, value: unknown): void => {
+    if (value !== undefined) record[key] = value;
+  };
+  set('reason', reasonOf(input.reason));
+  set('keyId', name(principal.keyId, 'principal.keyId'));
+  set('userId', name(principal.userId, 'principal.userId'));
+  set('teamId', name(principal.teamId, 'principal.teamId'));
+  set('orgId', name(principal.orgId, 'principal.orgId'));
+  set('agentId', name(principal.agentId, 'principal.agentId'));
+  set('sessionId', name(input.sessionId, 'sessionId'));
+  set('server', name(input.server, 'server'));
+  set('tool', name(input.tool, 'tool'));
+  set('argsHash', argsHash);
+  set('args', args);
+  set('resultHash', hex(input.resultHash, 'resultHash'));
+  set('resultBytes', amount(input.resultBytes, 'resultBytes'));
+  set('latencyMs', amount(input.latencyMs, 'latencyMs'));
+  set('evidence', input.evidence === undefined ? undefined : oneOf(input.evidence, AUDIT_EVIDENCE, 'evidence'));
   return record as unknown as PreparedRecord;
 }
