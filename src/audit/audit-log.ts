@@ -128,8 +128,6 @@ export class AuditLog {
   #writing = false;
   #closing = false;
   #failure: GatewayError | undefined;
-  /** Set while a saturated writer drains: appends take the batched path meanwhile. */
-  #saturated: Promise<unknown> | undefined;
   readonly #sessions: SessionSpans;
 
   constructor(options: AuditLogOptions) {
@@ -190,14 +188,6 @@ export class AuditLog {
     if (this.#failure !== undefined) throw this.#failure;
     if (this.#closing) throw new GatewayError('MCPGATE_ERR_AUDIT_UNAVAILABLE', 'the audit log is closed');
     const prepared = prepareRecord(input, { captureArguments: this.#captureArguments, now: this.#now });
-    if (this.#mayWriteDirect()) {
-      const record = this.#link(prepared);
-      this.#commit(record);
-      if (this.#writeDirect(record)) return record;
-      const queued = this.#enqueue(record);
-      if (this.durability === 'sync') await queued.batch.done.promise;
-      return record;
-    }
     let placed: Placed;
     if (this.#tail !== undefined && this.#waiters.length === 0 && this.#pending < this.#maxQueue) placed = this.#place(prepared);
     else {
@@ -250,57 +240,14 @@ export class AuditLog {
     return this.#sessions.forget(sessionId);
   }
 
-  /**
-   * With a writer that makes records durable synchronously (the SQLite journal) and nothing queued ahead, a
-   * record skips the batch: it is written before `append` returns, without a turn of the event loop.
-   */
-  #mayWriteDirect(): boolean {
-    return this.#writer?.appendSync !== undefined && this.#saturated === undefined && this.#tail !== undefined && this.#batches.length === 0 && this.#waiters.length === 0 && !this.#writing;
-  }
-
-  /** True once written; false when it must go through a batch (which retries). Throws when the store refuses it. */
-  #writeDirect(record: StoredAuditRecord): boolean {
-    const writer = this.#writer;
-    if (writer?.appendSync === undefined) return false;
-    let accepted: boolean;
-    try {
-      accepted = writer.appendSync([toRow(record)]);
-    } catch (error) {
-      if (GatewayError.is(error) && error.code === 'MCPGATE_ERR_STORE_INVALID') {
-        this.#fail('the store refused an audit record', error);
-        throw this.#failure;
-      }
-      this.#logger.warn({ err: error, chainId: this.chainId, seq: record.seq }, 'audit journal write failed; retrying');
-      return false;
-    }
-    // Written, but the writer is behind: later records queue until it has drained.
-    if (!accepted) this.#saturated = writer.flush().catch(() => undefined).finally(() => (this.#saturated = undefined));
-    return true;
-  }
-
-  /** Gives a record its place in the chain: seq, prevHash and hash. */
-  #link(prepared: PreparedRecord): StoredAuditRecord {
+  #place(prepared: PreparedRecord): Placed {
     const tail = this.#tail ?? { seq: 0, hash: GENESIS_HASH };
     const record: { -readonly [K in keyof StoredAuditRecord]: StoredAuditRecord[K] } = { chainId: this.chainId, seq: tail.seq + 1, ...prepared, prevHash: tail.hash, hash: '' };
     record.hash = hashRecord(record);
     Object.freeze(record);
     this.#tail = { seq: record.seq, hash: record.hash };
-    return record;
-  }
-
-  /** A record now durable or on its way: the chain's first hash and the session's span follow it. */
-  #commit(record: StoredAuditRecord): void {
     if (record.seq === 1) this.#firstHash = record.hash;
     this.#sessions.track(record);
-  }
-
-  #place(prepared: PreparedRecord): Placed {
-    const record = this.#link(prepared);
-    this.#commit(record);
-    return this.#enqueue(record);
-  }
-
-  #enqueue(record: StoredAuditRecord): Placed {
     let batch = this.#batches.at(-1);
     if (batch === undefined || batch.closed) {
       batch = { records: [], closed: false, done: deferred<void>() };

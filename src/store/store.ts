@@ -197,12 +197,6 @@ export interface AuditRecordRow {
 export interface AuditRecordWriter {
   /** Resolves once the batches are durable (for a journaled writer: in the journal, not yet in the table). */
   appendAuditRecords(records: readonly AuditRecordRow[]): Promise<void>;
-  /**
-   * Optional: makes the rows durable before it returns (a journal write), so a caller can skip a turn of the
-   * event loop. False when the writer is saturated (the rows are durable; wait on `flush` before more). Throws
-   * like `appendAuditRecords` rejects.
-   */
-  appendSync?(records: readonly AuditRecordRow[]): boolean;
   /** Resolves once records an earlier process left on the way to the table are in it; call before reading the chain. */
   ready(): Promise<void>;
   /** Resolves once every batch appended before the call can be read from the store. */

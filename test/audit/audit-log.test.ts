@@ -1,14 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { AuditLog, auditLogFromConfig, generateChainId } from '../../src/audit/audit-log.js';
 import { argumentsHash, GENESIS_HASH, hashRecordBody, recordBody, type AuditInput } from '../../src/audit/record.js';
 import { verifyAudit } from '../../src/audit/verify.js';
 import { auditSchema } from '../../src/config/governance-schema.js';
 import { GatewayError } from '../../src/errors/gateway-error.js';
-import type { AuditRecordWriter } from '../../src/store/store.js';
 import { captureLogger, InstrumentedStore, sqliteStore, tick } from './helpers.js';
 
 const call = (n: number, extra: Partial<AuditInput> = {}): AuditInput => ({
@@ -321,53 +318,6 @@ describe('AuditLog: arguments, redaction and sessions', () => {
     await log.append(call(7, { sessionId: 'D' }));
     assert.equal(log.sessionSpan('B'), undefined, 'the oldest span goes beyond maxSessions');
     assert.equal(log.sessionSpan('D')?.records, 1);
-    await log.close();
-  });
-});
-
-describe('AuditLog: with the SQLite journal writer', () => {
-  it('writes each record to the journal before append resolves, and the store holds the chain after flush', async () => {
-    const { raw, path, logger } = await fixture();
-    const writer = raw.openAuditWriter();
-    const log = new AuditLog({ store: raw, writer, logger, chainId: 'journal', durability: 'sync' });
-    await log.ready();
-    const records = await Promise.all(Array.from({ length: 50 }, (_, n) => log.append(call(n))));
-    assert.deepEqual(records.map((record) => record.seq), Array.from({ length: 50 }, (_, n) => n + 1));
-    // Durable before the store has it: the journal beside the database holds every record already.
-    const root = `${path}-audit-journal`;
-    const journaled = readdirSync(root).flatMap((dir) => readdirSync(join(root, dir)).map((file) => readFileSync(join(root, dir, file), 'utf8')));
-    assert.equal(journaled.join('').split('\n').filter(Boolean).length, 50);
-    await log.flush();
-    assert.equal((await raw.listAuditChains({ chainId: 'journal' }))[0]?.count, 50);
-    assert.equal((await verifyAudit(raw, { chainId: 'journal' })).ok, true);
-    await log.close();
-  });
-
-  it('a journal write that fails goes through a batch and is retried, in chain order', async () => {
-    const { raw, logger, lines } = await fixture();
-    const inner = raw.openAuditWriter();
-    let failures = 1;
-    const writer: AuditRecordWriter = {
-      appendSync: (records) => {
-        if (failures > 0) {
-          failures -= 1;
-          throw new GatewayError('MCPGATE_ERR_STORE_UNAVAILABLE', 'disk full');
-        }
-        return inner.appendSync?.(records) ?? true;
-      },
-      appendAuditRecords: (records) => inner.appendAuditRecords(records),
-      ready: () => inner.ready(),
-      flush: () => inner.flush(),
-      close: () => inner.close(),
-    };
-    const log = new AuditLog({ store: raw, writer, logger, chainId: 'retry', durability: 'sync', retry: { initialMs: 1, maxMs: 5 } });
-    await log.ready();
-    const records = await Promise.all([log.append(call(1)), log.append(call(2)), log.append(call(3))]);
-    assert.deepEqual(records.map((record) => record.seq), [1, 2, 3]);
-    await log.flush();
-    const stored = await raw.listAuditRecords({ chainId: 'retry', order: 'chain', limit: 10 });
-    assert.deepEqual(stored.map((row) => row.hash), records.map((record) => record.hash));
-    assert.ok(lines().some((line) => line.msg === 'audit journal write failed; retrying'));
     await log.close();
   });
 });

@@ -144,26 +144,16 @@ export class JournaledAuditWriter implements AuditRecordWriter {
   }
 
   appendAuditRecords(records: readonly AuditRecordRow[]): Promise<void> {
+    if (this.#failure !== undefined) return Promise.reject(this.#failure);
+    if (this.#closed) return Promise.reject(unavailable('closed'));
+    let rows: SqlValue[][];
     try {
-      if (this.appendSync(records)) return Promise.resolve();
+      if (!Array.isArray(records)) throw new GatewayError('MCPGATE_ERR_STORE_INVALID', 'audit records must be an array');
+      rows = records.map(auditRowValues);
     } catch (error) {
       return Promise.reject(error);
     }
-    // Journaled, but the rows waiting for the table reached the bound: the caller waits for an ingest.
-    return this.#ingest();
-  }
-
-  /**
-   * Journals rows before returning: they are durable once it returns. Returns false when the rows waiting for
-   * the table have reached `maxBuffered` (the rows were still journaled; a caller that can wait should await
-   * `flush`). Throws STORE_INVALID for a malformed row and STORE_UNAVAILABLE when the journal cannot be written.
-   */
-  appendSync(records: readonly AuditRecordRow[]): boolean {
-    if (this.#failure !== undefined) throw this.#failure;
-    if (this.#closed) throw unavailable('closed');
-    if (!Array.isArray(records)) throw new GatewayError('MCPGATE_ERR_STORE_INVALID', 'audit records must be an array');
-    const rows = records.map(auditRowValues);
-    if (rows.length === 0) return true;
+    if (rows.length === 0) return Promise.resolve();
     let text = '';
     for (const row of rows) text += `${JSON.stringify(row)}\n`;
     try {
@@ -171,12 +161,13 @@ export class JournaledAuditWriter implements AuditRecordWriter {
     } catch (error) {
       // A failed write may have left part of a line: the segment ends there, and its torn tail is dropped on replay.
       this.#seal();
-      throw unavailable('cannot write the journal', error);
+      return Promise.reject(unavailable('cannot write the journal', error));
     }
     for (const row of rows) this.#buffer.push(row);
     if (this.#buffer.length >= this.#ingestBatch) void this.#ingest();
     else this.#timer ??= setTimeout(() => void this.#ingest(), this.#ingestMs);
-    return this.#buffer.length < this.#maxBuffered;
+    if (this.#buffer.length < this.#maxBuffered) return Promise.resolve();
+    return this.#ingest();
   }
 
   /** Resolves once every row journaled before the call is in the table. */
