@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { AuditLog, auditLogFromConfig, generateChainId } from '../../src/audit/audit-log.js';
 import { argumentsHash, GENESIS_HASH, hashRecordBody, recordBody, type AuditInput } from '../../src/audit/record.js';
@@ -318,6 +320,23 @@ describe('AuditLog: arguments, redaction and sessions', () => {
     await log.append(call(7, { sessionId: 'D' }));
     assert.equal(log.sessionSpan('B'), undefined, 'the oldest span goes beyond maxSessions');
     assert.equal(log.sessionSpan('D')?.records, 1);
+    await log.close();
+  });
+});
+
+describe('AuditLog: with the SQLite journal writer', () => {
+  it('a record is in the journal when a sync append resolves, and in the store, chained, after flush', async () => {
+    const { raw, path, logger } = await fixture();
+    const log = new AuditLog({ store: raw, writer: raw.openAuditWriter(), logger, chainId: 'journal', durability: 'sync' });
+    await log.ready();
+    const records = await Promise.all(Array.from({ length: 50 }, (_, n) => log.append(call(n))));
+    assert.deepEqual(records.map((record) => record.seq), Array.from({ length: 50 }, (_, n) => n + 1));
+    const root = `${path}-audit-journal`;
+    const journaled = readdirSync(root).flatMap((dir) => readdirSync(join(root, dir)).map((file) => readFileSync(join(root, dir, file), 'utf8')));
+    assert.equal(journaled.join('').split('\n').filter(Boolean).length, 50);
+    await log.flush();
+    assert.equal((await raw.listAuditChains({ chainId: 'journal' }))[0]?.count, 50);
+    assert.equal((await verifyAudit(raw, { chainId: 'journal' })).ok, true);
     await log.close();
   });
 });
