@@ -88,6 +88,8 @@ interface Projection {
   readonly preparsedPolicySetId: string;
   /** Context keys to send; `undefined`: the whole context. */
   readonly context: readonly string[] | undefined;
+  /** The same keys as a set, for building only the context values some policy reads. */
+  readonly contextReads: ReadonlySet<string> | undefined;
   readonly principal: readonly string[];
   readonly resource: readonly string[];
   /** Resource attributes read with `.`: sent as "" when the server does not set them. */
@@ -184,6 +186,22 @@ export class CedarPolicies {
     const snapshot = this.#snapshot;
     const projection = snapshot.projections.get(request.action.id);
     if (projection === undefined) return snapshot.allow;
+    return this.#decide(snapshot, projection, request);
+  }
+
+  /**
+   * `evaluate`, with the request built only when some policy can match `action`, and told which context keys
+   * the policies in force read (undefined: all), so the caller can leave the others out. One snapshot serves
+   * both, so a reload in between cannot ask for a key that was not built.
+   */
+  evaluateLazily(action: CedarAction, build: (contextReads: ReadonlySet<string> | undefined) => CedarRequest): PolicyOutcome {
+    const snapshot = this.#snapshot;
+    const projection = snapshot.projections.get(action);
+    if (projection === undefined) return snapshot.allow;
+    return this.#decide(snapshot, projection, build(projection.contextReads));
+  }
+
+  #decide(snapshot: Snapshot, projection: Projection, request: CedarRequest): PolicyOutcome {
     const context = projection.context === undefined ? request.context : pick(request.context, projection.context);
     const entities = project(request, projection);
     // The projected request is everything Cedar will see, so equal projections get equal answers: a call
@@ -348,6 +366,7 @@ export class CedarPolicies {
       projections.set(action, {
         preparsedPolicySetId: id,
         context: reads.wholeContext ? undefined : [...reads.context],
+        contextReads: reads.wholeContext ? undefined : new Set(reads.context),
         principal: [...reads.principal],
         resource: [...reads.resource],
         resourceDefaults: [...reads.dot],

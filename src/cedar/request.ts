@@ -36,6 +36,11 @@ export interface CedarRequestInput {
   readonly result?: { readonly bytes: number; readonly labels: readonly string[] };
   readonly now?: Date;
   readonly argsLimits?: ArgsLimits;
+  /**
+   * The context keys to compute (`CedarPolicies.evaluateLazily` says which the policies read); absent: all.
+   * Converting the arguments and formatting the time are most of a request's cost when no policy reads them.
+   */
+  readonly contextReads?: ReadonlySet<string> | undefined;
 }
 
 /** One authorization request, ready for `CedarPolicies.evaluate`. */
@@ -128,23 +133,27 @@ function resourceOf(input: CedarRequestInput): { resource: TypeAndId; resourceEn
 }
 
 function contextOf(input: CedarRequestInput): Context {
+  const reads = input.contextReads;
+  const wants = (key: string): boolean => reads === undefined || reads.has(key);
   const now = input.now ?? new Date();
-  const args = toCedarArgs(input.args, input.argsLimits);
   const context: Context = {
-    args: args.value,
-    argsTruncated: args.truncated,
-    time: Math.floor(now.getTime() / 1000),
-    timeIso: now.toISOString(),
-    hour: now.getUTCHours(),
     sessionSensitivity: input.sessionSensitivity,
     sessionSensitivityRank: sensitivityRank(input.sessionSensitivity),
     phase: input.phase,
   };
-  if (input.caller !== undefined) {
+  if (wants('args') || wants('argsTruncated')) {
+    const args = toCedarArgs(input.args, input.argsLimits);
+    context.args = args.value;
+    context.argsTruncated = args.truncated;
+  }
+  if (wants('time')) context.time = Math.floor(now.getTime() / 1000);
+  if (wants('timeIso')) context.timeIso = now.toISOString();
+  if (wants('hour')) context.hour = now.getUTCHours();
+  if (input.caller !== undefined && wants('clientIp')) {
     const ip = cedarIp(input.caller.clientIp);
     if (ip !== undefined) context.clientIp = { __extn: { fn: 'ip', arg: ip } };
   }
-  if (input.result !== undefined) {
+  if (input.result !== undefined && wants('result')) {
     context.result = { bytes: Math.max(0, Math.floor(input.result.bytes)), labels: input.result.labels.map(wellFormed) };
   }
   return context;

@@ -125,7 +125,7 @@ export class CallGovernor {
   #evaluate(facts: CallFacts & { readonly server: string }, phase: 'ingress' | 'egress', result: { bytes: number; labels: string[] } | undefined): PolicyOutcome | undefined {
     if (this.#policies === undefined) return undefined;
     const server = this.#servers[facts.server];
-    const outcome = this.#policies.evaluate(
+    const outcome = this.#policies.evaluateLazily(facts.action, (contextReads) =>
       buildCedarRequest({
         caller: facts.caller,
         action: facts.action,
@@ -137,6 +137,7 @@ export class CallGovernor {
         sessionSensitivity: facts.sessionSensitivity,
         phase,
         ...(result === undefined ? {} : { result }),
+        contextReads,
       }),
     );
     if (outcome.errors.length > 0) this.#logger.warn({ server: facts.server, tool: facts.name, phase, errors: outcome.errors }, 'policy evaluation errors');

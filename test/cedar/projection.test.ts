@@ -90,3 +90,33 @@ describe('sending Cedar only what policies read', () => {
     assert.ok(denied > 20 && denied < compared, `${denied} of ${compared} denied`);
   });
 });
+
+describe('evaluateLazily: only the context some policy reads is built', () => {
+  it('asks for the keys the policies read, decides as evaluate does, and builds nothing for an action no policy matches', async () => {
+    const file = dir.write('lazy.cedar', 'forbid(principal, action == Mcpgate::Action::"call_tool", resource) when { context.args has q && context.args.q == "bad" && context.phase == "ingress" };');
+    const policies = await CedarPolicies.load({ sets: [set('lazy', [file])], baseDir: dir.path, watch: false });
+    try {
+      const seen: (ReadonlySet<string> | undefined)[] = [];
+      const lazily = (args: unknown) =>
+        policies.evaluateLazily('call_tool', (contextReads) => {
+          seen.push(contextReads);
+          return request({ args, contextReads });
+        });
+      assert.equal(lazily({ q: 'bad' }).decision, 'deny');
+      assert.equal(lazily({ q: 'fine' }).decision, 'allow');
+      assert.deepEqual([...(seen[0] ?? [])].sort(), ['args', 'phase']);
+      assert.equal(policies.evaluate(request({ args: { q: 'bad' } })).decision, 'deny');
+      const built = request({ args: { q: 'x' }, contextReads: new Set(['phase']) });
+      assert.deepEqual(Object.keys(built.context).sort(), ['phase', 'sessionSensitivity', 'sessionSensitivityRank'], 'unread keys are not computed');
+      let calls = 0;
+      const outcome = policies.evaluateLazily('get_prompt', () => {
+        calls += 1;
+        return request({ action: 'get_prompt' });
+      });
+      assert.equal(outcome.decision, 'allow');
+      assert.equal(calls, 0, 'no policy matches get_prompt: nothing is built');
+    } finally {
+      policies.close();
+    }
+  });
+});
