@@ -36,8 +36,10 @@ const OPTIONAL_TEXT = ['reason', 'keyId', 'userId', 'teamId', 'orgId', 'agentId'
 
 /** The row of a record: the store keeps the captured arguments as their canonical JSON text. */
 export function toRow(record: StoredAuditRecord): AuditRecordRow {
+  // Without captured arguments a record already has a row's shape: no copy per record on the hot path.
+  if (record.args === undefined) return record as AuditRecordRow;
   const { args, ...rest } = record;
-  return args === undefined ? rest : { ...rest, args: canonicalJson(args) };
+  return { ...rest, args: canonicalJson(args) };
 }
 
 /** Why `value` is not a well-formed body (or record, with `hash`), or undefined when it is. */
