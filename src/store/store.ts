@@ -205,6 +205,13 @@ export interface AuditRecordWriter {
   close(): Promise<void>;
 }
 
+export interface AuditJournalBacklog {
+  /** The journal directory, when the store has one. */
+  readonly root?: string;
+  /** Records not in the table yet, per chain. */
+  readonly pending: Readonly<Record<string, number>>;
+}
+
 export interface AuditWriterOptions {
   /** Told of each failed background write before it is retried (nothing is dropped); for the log. */
   readonly onRetry?: (error: unknown, attempt: number, records: number, retryInMs: number) => void;
@@ -350,6 +357,11 @@ export interface Store {
    * writer.
    */
   openAuditWriter(options?: AuditWriterOptions): AuditRecordWriter;
+  /**
+   * Audit records that stopped gateways left in a journal and that the table does not hold yet (a crash, not
+   * yet followed by a start on this store, which replays them). Always none for PostgreSQL and `:memory:`.
+   */
+  auditJournalBacklog(): Promise<AuditJournalBacklog>;
   /** One page of records matching every given filter, in the filter's order. */
   listAuditRecords(filter: AuditRecordFilter): Promise<AuditRecordRow[]>;
   /** Every chain (or just `chainId`'s) with its count and last link, ordered by chain id. */

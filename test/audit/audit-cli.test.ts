@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -10,6 +10,7 @@ import { AuditLog } from '../../src/audit/audit-log.js';
 import { verifyExport } from '../../src/audit/verify.js';
 import { runAuditExport, runAuditVerify } from '../../src/cli/audit.js';
 import { createStore } from '../../src/store/create-store.js';
+import { auditRowValues } from '../../src/store/sql/audit-sql.js';
 import { captureLogger } from './helpers.js';
 
 // The real built CLI (npm test builds first; run `npm run build` before this file alone).
@@ -140,5 +141,21 @@ describe('audit commands in-process', () => {
     out.length = 0;
     assert.equal(await runAuditVerify({ config: empty }, io), 0);
     assert.deepEqual(out, ['no audit records']);
+  });
+});
+
+describe('mcpgate audit verify and the journal of a stopped gateway', () => {
+  it('reports records a crashed gateway left in the journal that the table does not hold yet, without failing', async () => {
+    const { config, db } = await setup(3);
+    const row = (seq: number) => ({ chainId: 'gw-a', seq, time: new Date(Date.UTC(2026, 0, 2, seq)), kind: 'call', decision: 'allow', prevHash: 'a'.repeat(64), hash: 'b'.repeat(64) });
+    const dir = join(`${db}-audit-journal`, '999999999.1.gone');
+    mkdirSync(dir, { recursive: true });
+    // Seq 2 is in the table already (ingested before the crash); 4 and 5 are not.
+    writeFileSync(join(dir, '000000000001.jsonl'), [2, 4, 5].map((seq) => `${JSON.stringify(auditRowValues(row(seq)))}\n`).join(''));
+    const text = await run(['audit', 'verify', '-c', config]);
+    assert.equal(text.code, 0, text.stderr);
+    assert.match(text.stderr, /chain gw-a: 2 more record\(s\) of a stopped gateway are in .*gate\.db-audit-journal/);
+    const json = await run(['audit', 'verify', '-c', config, '--json']);
+    assert.deepEqual((JSON.parse(json.stdout) as { journalPending: Record<string, number> }).journalPending, { 'gw-a': 2 });
   });
 });

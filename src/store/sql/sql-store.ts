@@ -4,6 +4,7 @@ import type {
   AuditChainSummary,
   AuditRecordFilter,
   AuditRecordRow,
+  AuditJournalBacklog,
   AuditRecordWriter,
   CreateKeyInput,
   CreatePrincipalInput,
@@ -345,6 +346,10 @@ export class SqlStore implements Store {
 
   appendAuditRecords(records: readonly AuditRecordRow[]): Promise<void> {
     return appendAuditRecords(this.#driver, records);
+  }
+
+  async auditJournalBacklog(): Promise<AuditJournalBacklog> {
+    return { pending: {} };
   }
 
   /** The store itself: its driver does not block the event loop (PostgreSQL) or cannot be shared (`:memory:`). */

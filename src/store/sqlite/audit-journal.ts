@@ -1,4 +1,4 @@
-import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, unlinkSync, writeSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -70,6 +70,34 @@ export function readSegment(file: string): SqlValue[][] {
     if (!valid) throw new GatewayError('MCPGATE_ERR_STORE_INVALID', `audit journal ${file} line ${index + 1} is not a journal row; move the file aside to start, then run mcpgate audit verify`);
     return row as SqlValue[];
   });
+}
+
+/**
+ * The (chain, seq) of every complete row in the journals of processes that are gone, by chain: what the next
+ * writer's `ready()` would replay. Read only; a segment that cannot be read is skipped here (the replay names it).
+ */
+export function stoppedJournalRows(root: string): Map<string, number[]> {
+  const rows = new Map<string, number[]>();
+  if (!existsSync(root)) return rows;
+  for (const entry of readdirSync(root, { withFileTypes: true })) {
+    if (!entry.isDirectory() || ownerAlive(entry.name)) continue;
+    const dir = join(root, entry.name);
+    for (const file of readdirSync(dir).filter((name) => SEGMENT.test(name))) {
+      let segment: SqlValue[][];
+      try {
+        segment = readSegment(join(dir, file));
+      } catch {
+        continue;
+      }
+      for (const [chainId, seq] of segment) {
+        if (typeof chainId !== 'string' || typeof seq !== 'number') continue;
+        const list = rows.get(chainId) ?? [];
+        list.push(seq);
+        rows.set(chainId, list);
+      }
+    }
+  }
+  return rows;
 }
 
 export interface JournalOptions {

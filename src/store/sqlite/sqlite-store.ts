@@ -5,8 +5,8 @@ import { GatewayError } from '../../errors/gateway-error.js';
 import type { SqlDriver, SqlExecutor, SqlRow, SqlStatement, SqlValue } from '../sql/driver.js';
 import { batchConflict, mapStoreError } from '../sql/map-error.js';
 import { SqlStore } from '../sql/sql-store.js';
-import type { AuditRecordWriter, AuditWriterOptions } from '../store.js';
-import { JournaledAuditWriter } from './audit-journal.js';
+import type { AuditJournalBacklog, AuditRecordWriter, AuditWriterOptions } from '../store.js';
+import { JournaledAuditWriter, stoppedJournalRows } from './audit-journal.js';
 import { SqliteAuditWriter } from './audit-writer.js';
 
 export const DEFAULT_SQLITE_PATH = './data/mcpgate.db';
@@ -157,6 +157,24 @@ export class SqliteStore extends SqlStore {
   override openAuditWriter(options: AuditWriterOptions = {}): AuditRecordWriter {
     if (this.#options.path === ':memory:') return super.openAuditWriter();
     const writer = new SqliteAuditWriter({ path: this.#options.path, busyTimeoutMs: this.#options.busyTimeoutMs });
-    return new JournaledAuditWriter({ root: `${resolve(this.#options.path)}-audit-journal`, writer, ...(options.onRetry === undefined ? {} : { onRetry: options.onRetry }) });
+    return new JournaledAuditWriter({ root: this.#journalRoot(), writer, ...(options.onRetry === undefined ? {} : { onRetry: options.onRetry }) });
+  }
+
+  override async auditJournalBacklog(): Promise<AuditJournalBacklog> {
+    if (this.#options.path === ':memory:') return super.auditJournalBacklog();
+    const root = this.#journalRoot();
+    const rows = stoppedJournalRows(root);
+    const pending: Record<string, number> = {};
+    for (const [chainId, seqs] of rows) {
+      const [summary] = await this.listAuditChains({ chainId });
+      const stored = summary?.lastSeq ?? 0;
+      const missing = seqs.filter((seq) => seq > stored).length;
+      if (missing > 0) pending[chainId] = missing;
+    }
+    return { root, pending };
+  }
+
+  #journalRoot(): string {
+    return `${resolve(this.#options.path)}-audit-journal`;
   }
 }
