@@ -235,6 +235,14 @@ export class AuditLog {
     return this.#sessions.get(sessionId);
   }
 
+  /**
+   * Whether every session's span is still kept (none dropped for room): then a session without a span has no
+   * record in this chain.
+   */
+  get spansComplete(): boolean {
+    return this.#sessions.complete;
+  }
+
   /** Drops a session's span (after its receipt); returns whether there was one. */
   forgetSession(sessionId: string): boolean {
     return this.#sessions.forget(sessionId);

@@ -16,6 +16,19 @@ export type AuditDecision = (typeof AUDIT_DECISIONS)[number];
 export const AUDIT_EVIDENCE = ['tls-pinned', 'spawn-measured', 'spawn-unmeasured', 'unpinned'] as const;
 export type AuditEvidence = (typeof AUDIT_EVIDENCE)[number];
 
+/** Decisions that count as a denial: the call was refused before it reached the upstream, or its result was. */
+export const DENIAL_DECISIONS: readonly string[] = ['deny', 'refused'];
+
+/** A call is a record of kind `call`: every call has exactly one terminal record. */
+export function isCallRecord(record: { readonly kind: string }): boolean {
+  return record.kind === 'call';
+}
+
+/** A call that was denied; what session spans and receipts count as denials. */
+export function isDenialRecord(record: { readonly kind: string; readonly decision: string }): boolean {
+  return isCallRecord(record) && DENIAL_DECISIONS.includes(record.decision);
+}
+
 /** The `prevHash` of a chain's first record. */
 export const GENESIS_HASH = '0'.repeat(64);
 

@@ -1,4 +1,4 @@
-import type { StoredAuditRecord } from './record.js';
+import { isCallRecord, isDenialRecord, type StoredAuditRecord } from './record.js';
 
 /** What a session's receipt needs of the chain (issue 7 §5). */
 export interface SessionSpan {
@@ -7,11 +7,9 @@ export interface SessionSpan {
   readonly records: number;
   /** Records of kind `call`. */
   readonly calls: number;
-  /** Records decided `deny` or `refused`, of any kind (an advisory deny let the call through: not counted). */
+  /** Calls decided `deny` or `refused` (an advisory deny let the call through: not counted); the receipt's rule. */
   readonly denials: number;
 }
-
-const DENIALS = new Set(['deny', 'refused']);
 
 /**
  * Per-session spans of one chain, kept in memory as records are chained, so a receipt needs no store read.
@@ -19,6 +17,7 @@ const DENIALS = new Set(['deny', 'refused']);
  */
 export class SessionSpans {
   readonly #max: number;
+  #dropped = false;
   readonly #spans = new Map<string, { -readonly [K in keyof SessionSpan]: SessionSpan[K] }>();
 
   constructor(max: number) {
@@ -32,19 +31,25 @@ export class SessionSpans {
       if (this.#spans.size >= this.#max) {
         const oldest = this.#spans.keys().next().value;
         if (oldest !== undefined) this.#spans.delete(oldest);
+        this.#dropped = true;
       }
       span = { firstHash: record.hash, lastHash: record.hash, records: 0, calls: 0, denials: 0 };
       this.#spans.set(record.sessionId, span);
     }
     span.lastHash = record.hash;
     span.records += 1;
-    if (record.kind === 'call') span.calls += 1;
-    if (DENIALS.has(record.decision)) span.denials += 1;
+    if (isCallRecord(record)) span.calls += 1;
+    if (isDenialRecord(record)) span.denials += 1;
   }
 
   get(sessionId: string): SessionSpan | undefined {
     const span = this.#spans.get(sessionId);
     return span === undefined ? undefined : { ...span };
+  }
+
+  /** True until a span was dropped for room: until then a session without a span has no record at all. */
+  get complete(): boolean {
+    return !this.#dropped;
   }
 
   forget(sessionId: string): boolean {

@@ -84,7 +84,13 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
         catalogSnapshotHash: catalog.snapshotHash,
         ...(policies === undefined ? {} : { policyHash: policies.policyHash }),
       },
-      audit: audit === undefined ? { calls: span?.calls ?? 0, denials: span?.denials ?? 0 } : { chainId: audit.chainId },
+      // The span the log kept, unless it was dropped for room: then the session's records are read back.
+      audit:
+        audit === undefined
+          ? { calls: span?.calls ?? 0, denials: span?.denials ?? 0 }
+          : span !== undefined || audit.spansComplete
+            ? { chainId: audit.chainId, span }
+            : { chainId: audit.chainId },
     });
     audit?.forgetSession(session.id);
   };

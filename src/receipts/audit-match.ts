@@ -1,4 +1,6 @@
-import { hashRecordBody, type AuditRecordBody } from '../audit/record.js';
+import { hashRecordBody, isCallRecord, isDenialRecord, type AuditRecordBody } from '../audit/record.js';
+
+export { DENIAL_DECISIONS, isCallRecord, isDenialRecord } from '../audit/record.js';
 import type { ReceiptBody } from './receipt.js';
 
 /**
@@ -15,18 +17,6 @@ export interface TalliedRecord {
   readonly kind: string;
   readonly decision: string;
   readonly hash: string;
-}
-
-/** Decisions that count as a denial: the call was refused before it reached the upstream, or its result was. */
-export const DENIAL_DECISIONS: readonly string[] = ['deny', 'refused'];
-
-/** A call is a record of kind `call`: every call has exactly one terminal record. */
-export function isCallRecord(record: Pick<TalliedRecord, 'kind'>): boolean {
-  return record.kind === 'call';
-}
-
-export function isDenialRecord(record: Pick<TalliedRecord, 'kind' | 'decision'>): boolean {
-  return isCallRecord(record) && DENIAL_DECISIONS.includes(record.decision);
 }
 
 export interface SessionTally {

@@ -1,4 +1,5 @@
 import { canonicalJson } from '../audit/record.js';
+import type { SessionSpan } from '../audit/session-spans.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { SessionReceiptRecord, Store } from '../store/store.js';
 import { tallySessionRecords, type SessionTally } from './audit-match.js';
@@ -25,6 +26,19 @@ export async function collectSessionAudit(store: Pick<Store, 'listAuditRecords'>
   return tallySessionRecords(records, sessionId);
 }
 
+/**
+ * The span the audit log kept counts as `tallySessionRecords` would over the same records (the same rules, in
+ * chain order), without reading a long session back from the store.
+ */
+async function tallyOf(options: IssueReceiptOptions, sessionId: string): Promise<SessionTally> {
+  const { audit } = options;
+  if (!('chainId' in audit)) return audit;
+  if (!('span' in audit)) return collectSessionAudit(options.store, sessionId, audit.chainId);
+  const { span } = audit;
+  if (span === undefined) return { calls: 0, denials: 0 };
+  return { calls: span.calls, denials: span.denials, firstAuditHash: span.firstHash, lastAuditHash: span.lastHash, auditChainId: audit.chainId };
+}
+
 export interface EndedSession {
   readonly sessionId: string;
   readonly principal: ReceiptPrincipal;
@@ -40,10 +54,15 @@ export interface IssueReceiptOptions {
   readonly signer: ReceiptSigner;
   readonly session: EndedSession;
   /**
-   * Where the counts come from: this instance's audit chain (`{ chainId }`), or, with the audit log off,
-   * counts the session kept itself (the receipt then names no audit records).
+   * Where the counts come from: the session's span of this instance's audit chain as the audit log kept it
+   * (`{ chainId, span }`, `span` undefined when the session has no record), read back from the store
+   * (`{ chainId }`, when the log no longer holds the span), or, with the audit log off, counts the session kept
+   * itself (the receipt then names no audit records).
    */
-  readonly audit: { readonly chainId: string } | { readonly calls: number; readonly denials: number };
+  readonly audit:
+    | { readonly chainId: string; readonly span: SessionSpan | undefined }
+    | { readonly chainId: string }
+    | { readonly calls: number; readonly denials: number };
 }
 
 /**
@@ -53,7 +72,7 @@ export interface IssueReceiptOptions {
  */
 export async function issueSessionReceipt(options: IssueReceiptOptions): Promise<SignedReceipt> {
   const { session } = options;
-  const tally: SessionTally = 'chainId' in options.audit ? await collectSessionAudit(options.store, session.sessionId, options.audit.chainId) : options.audit;
+  const tally = await tallyOf(options, session.sessionId);
   const signed = options.signer.sign({
     sessionId: session.sessionId,
     principal: session.principal,

@@ -4,7 +4,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { canonicalJson } from '../../src/audit/record.js';
+import { canonicalJson, type StoredAuditRecord } from '../../src/audit/record.js';
+import { SessionSpans } from '../../src/audit/session-spans.js';
 import { tallySessionRecords, verifyReceiptAgainstExport } from '../../src/receipts/audit-match.js';
 import { issueSessionReceipt, storedReceiptFile } from '../../src/receipts/issue.js';
 import { ReceiptSigner, verifyReceipt, type ReceiptBody } from '../../src/receipts/receipt.js';
@@ -145,4 +146,27 @@ test('collectSessionAudit pages through long sessions', async () => {
   } finally {
     await store.close();
   }
+});
+
+test('a receipt from the span the audit log kept equals one tallied from the store, and matches the export', async () => {
+  const spans = new SessionSpans(10);
+  const records = chain.map(({ body, hash }) => ({ ...body, hash }));
+  for (const record of records) spans.track({ ...record, time: new Date(record.time) } as unknown as StoredAuditRecord);
+  const span = spans.get('B');
+  assert.ok(span !== undefined);
+  const unreadable = { listAuditRecords: () => Promise.reject(new Error('the span must be enough')), putReceipt: async () => ({ sessionId: 'x', body: '', signature: '', createdAt: new Date() }) };
+  const session = { principal: { keyId: 'k' }, startedAt: new Date(), endedAt: new Date(), endReason: 'deleted' as const };
+  const signed = await issueSessionReceipt({ store: unreadable, signer, audit: { chainId: 'gw-1', span }, session: { ...session, sessionId: 'B' } });
+  const tally = tallySessionRecords(records, 'B');
+  assert.equal(signed.receipt.calls, tally.calls);
+  assert.equal(signed.receipt.denials, tally.denials);
+  assert.equal(signed.receipt.firstAuditHash, tally.firstAuditHash);
+  assert.equal(signed.receipt.lastAuditHash, tally.lastAuditHash);
+  assert.ok(verifyReceiptAgainstExport(signed.receipt, exportLines(chain)).ok);
+  // Session A's span counts as the tally does: a denied list is not a call, an error is not a denial.
+  const a = spans.get('A');
+  const tallyA = tallySessionRecords(records, 'A');
+  assert.deepEqual({ calls: a?.calls, denials: a?.denials }, { calls: tallyA.calls, denials: tallyA.denials });
+  const none = await issueSessionReceipt({ store: unreadable, signer, audit: { chainId: 'gw-1', span: undefined }, session: { ...session, sessionId: 'Z' } });
+  assert.deepEqual([none.receipt.calls, none.receipt.denials, none.receipt.firstAuditHash], [0, 0, undefined]);
 });
