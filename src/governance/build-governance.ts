@@ -62,7 +62,7 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
     signer = key.signer;
     logger.info({ keyId: signer.keyId, source: key.source }, 'session receipts are signed with this Ed25519 key');
   }
-  const governor = new CallGovernor({ audit, policies, servers, logger });
+  const governor = new CallGovernor({ audit, policies, servers, logger, countSessions: store !== undefined && gateway.receipts.enabled });
   const pending = new Set<Promise<void>>();
 
   const issue = async (session: DownstreamSession): Promise<void> => {
@@ -87,12 +87,13 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
       // The span the log kept, unless it was dropped for room: then the session's records are read back.
       audit:
         audit === undefined
-          ? { calls: span?.calls ?? 0, denials: span?.denials ?? 0 }
+          ? (governor.sessionCounts(session.id) ?? { calls: 0, denials: 0 })
           : span !== undefined || audit.spansComplete
             ? { chainId: audit.chainId, span }
             : { chainId: audit.chainId },
     });
     audit?.forgetSession(session.id);
+    governor.forgetSession(session.id);
   };
 
   return {

@@ -1,5 +1,5 @@
 import type { AuditDecision, AuditInput, AuditPrincipal } from '../audit/record.js';
-import { argumentsHash, sha256Hex } from '../audit/record.js';
+import { argumentsHash, isCallRecord, isDenialRecord, sha256Hex } from '../audit/record.js';
 import type { AuditLog } from '../audit/audit-log.js';
 import type { CedarAction } from '../cedar/request.js';
 import { buildCedarRequest } from '../cedar/request.js';
@@ -14,6 +14,8 @@ import { rawResult } from '../jsonrpc/serialize.js';
 import type { Logger } from '../observability/logger.js';
 import type { Caller } from '../policy/decision.js';
 import { evidenceOf, type UpstreamEvidence } from './evidence.js';
+
+const MAX_COUNTED_SESSIONS = 100_000;
 
 /** One governed request: a tool call, a prompt fetch or a resource read, after routing. */
 export interface CallFacts {
@@ -37,6 +39,11 @@ export type CallEnd =
 
 export interface CallGovernorOptions {
   readonly audit: AuditLog | undefined;
+  /**
+   * Count calls and denials per session without an audit log (receipts on, audit off), by the audit log's
+   * rules, for the session's receipt. With an audit log its session spans hold the counts.
+   */
+  readonly countSessions?: boolean;
   readonly policies: CedarPolicies | undefined;
   readonly servers: Readonly<Record<string, ServerConfig>>;
   readonly logger: Logger;
@@ -54,9 +61,11 @@ export class CallGovernor {
   readonly #servers: Readonly<Record<string, ServerConfig>>;
   readonly #evidence = new Map<string, UpstreamEvidence>();
   readonly #logger: Logger;
+  readonly #counts: Map<string, { calls: number; denials: number }> | undefined;
 
   constructor(options: CallGovernorOptions) {
     this.#audit = options.audit;
+    this.#counts = options.countSessions === true && options.audit === undefined ? new Map() : undefined;
     this.#policies = options.policies;
     this.#servers = options.servers;
     this.#logger = options.logger;
@@ -102,7 +111,10 @@ export class CallGovernor {
    * failure is the call's failure: an answer whose record could be lost is never sent.
    */
   async record(facts: CallFacts, end: CallEnd, latencyMs: number, advisory: readonly string[]): Promise<void> {
-    if (this.#audit === undefined) return;
+    if (this.#audit === undefined) {
+      if (this.#counts !== undefined) this.#count(facts.sessionId, reasonIsPin(end) ? 'pin-mismatch' : 'call', describe(end, advisory).decision);
+      return;
+    }
     const { decision, reason } = describe(end, advisory);
     const input: AuditInput = {
       kind: reasonIsPin(end) ? 'pin-mismatch' : 'call',
@@ -120,6 +132,33 @@ export class CallGovernor {
         : {}),
     };
     await this.#audit.append(input);
+  }
+
+  /** Calls and denials of a session so far when counting without an audit log (`countSessions`); undefined otherwise. */
+  sessionCounts(sessionId: string): { readonly calls: number; readonly denials: number } | undefined {
+    return this.#counts === undefined ? undefined : (this.#counts.get(sessionId) ?? { calls: 0, denials: 0 });
+  }
+
+  forgetSession(sessionId: string): void {
+    this.#counts?.delete(sessionId);
+  }
+
+  #count(sessionId: string, kind: 'call' | 'pin-mismatch', decision: AuditDecision): void {
+    const counts = this.#counts;
+    if (counts === undefined) return;
+    let entry = counts.get(sessionId);
+    if (entry === undefined) {
+      // Bounded like the audit log's spans: sessions whose receipt never came are not kept forever.
+      if (counts.size >= MAX_COUNTED_SESSIONS) {
+        const oldest = counts.keys().next().value;
+        if (oldest !== undefined) counts.delete(oldest);
+      }
+      entry = { calls: 0, denials: 0 };
+      counts.set(sessionId, entry);
+    }
+    const record = { kind, decision };
+    if (isCallRecord(record)) entry.calls += 1;
+    if (isDenialRecord(record)) entry.denials += 1;
   }
 
   #evaluate(facts: CallFacts & { readonly server: string }, phase: 'ingress' | 'egress', result: { bytes: number; labels: string[] } | undefined): PolicyOutcome | undefined {
