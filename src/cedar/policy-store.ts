@@ -202,14 +202,14 @@ export class CedarPolicies {
   }
 
   #decide(snapshot: Snapshot, projection: Projection, request: CedarRequest): PolicyOutcome {
-    const context = projection.context === undefined ? request.context : pick(request.context, projection.context);
-    const entities = project(request, projection);
     // The projected request is everything Cedar will see, so equal projections get equal answers: a call
     // repeated by the same principal on the same tool costs a lookup, not a wasm evaluation. The cache lives
     // in the snapshot, so a reload starts an empty one.
-    const key = JSON.stringify([request.principal, request.action.id, request.resource, context, entities]);
+    const key = decisionKey(request, projection);
     const cached = snapshot.decisions.get(key);
     if (cached !== undefined) return cached;
+    const context = projection.context === undefined ? request.context : pick(request.context, projection.context);
+    const entities = project(request, projection);
     let answer: AuthorizationAnswer;
     try {
       answer = statefulIsAuthorized({
@@ -406,6 +406,28 @@ function pick(source: Readonly<Record<string, CedarValueJson>>, keys: readonly s
     if (value !== undefined && Object.hasOwn(source, key)) out[key] = value;
   }
   return out;
+}
+
+/**
+ * The projected request (what `pick` and `project` would hand Cedar) as one string, without building it: the
+ * values in the projection's fixed order, so no key names are written. `null` marks an absent value; Cedar
+ * values are never null (`toCedarArgs` drops nulls), and an absent resource attribute read with `.` is the ""
+ * that `project` would send.
+ */
+function decisionKey(request: CedarRequest, projection: Projection): string {
+  const parts: unknown[] = [request.principal.type, request.principal.id, request.action.id, request.resource.type, request.resource.id];
+  const { context } = request;
+  if (projection.context === undefined) parts.push(context);
+  else for (const key of projection.context) parts.push(Object.hasOwn(context, key) ? context[key] : null);
+  for (const entity of request.entities) {
+    const resource = entity.attrs === request.resourceAttrs;
+    for (const name of resource ? projection.resource : projection.principal) {
+      if (Object.hasOwn(entity.attrs, name)) parts.push(entity.attrs[name]);
+      else parts.push(resource && projection.resourceDefaults.includes(name) ? '' : null);
+    }
+    parts.push(entity.parents);
+  }
+  return JSON.stringify(parts);
 }
 
 /**

@@ -120,3 +120,22 @@ describe('evaluateLazily: only the context some policy reads is built', () => {
     }
   });
 });
+
+describe('the decision cache key', () => {
+  it('tells apart requests whose projected values differ, even for the same key id, tool and phase', async () => {
+    const file = dir.write('key.cedar', 'forbid(principal, action, resource) when { principal has team && principal.team == "t-bad" };\nforbid(principal, action, resource) when { resource has zone && resource.zone == "external" };');
+    const policies = await CedarPolicies.load({ sets: [set('key', [file])], baseDir: dir.path, watch: false });
+    try {
+      const base = request();
+      const callerOf = (teamId: string): Caller => ({ keyId: 'k-same', principalId: 'u1', principalKind: 'user', orgId: 'o1', teamId, clientIp: '127.0.0.1' });
+      assert.equal(policies.evaluate(request({ caller: callerOf('t-ok') })).decision, 'allow');
+      assert.equal(policies.evaluate(request({ caller: callerOf('t-bad') })).decision, 'deny', 'a cached allow for another team must not answer');
+      assert.equal(policies.evaluate(request({ caller: callerOf('t-ok') })).decision, 'allow');
+      assert.equal(policies.evaluate(request({ serverAttributes: { zone: 'internal' } })).decision, 'allow');
+      assert.equal(policies.evaluate(request({ serverAttributes: { zone: 'external' } })).decision, 'deny');
+      assert.equal(policies.evaluate(base).decision, 'allow', 'no zone reads as "" and is allowed');
+    } finally {
+      policies.close();
+    }
+  });
+});
