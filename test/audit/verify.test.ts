@@ -1,8 +1,6 @@
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { after, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
-import pg from 'pg';
 import { AuditLog } from '../../src/audit/audit-log.js';
 import { exportAudit } from '../../src/audit/query.js';
 import { canonicalJson, hashRecordBody, type AuditExportRecord } from '../../src/audit/record.js';
@@ -10,6 +8,7 @@ import { verifyAudit, verifyExport } from '../../src/audit/verify.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import type { Store } from '../../src/store/store.js';
 import { captureLogger, sqliteStore } from './helpers.js';
+import { PG_SERVER, ThrowawayDatabases, withPgClient } from '../fixtures/postgres.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 after(async () => {
@@ -172,22 +171,12 @@ describe('export and verifyExport', () => {
 });
 
 describe('the audit log on the real PostgreSQL', () => {
-  const SERVER = process.env.MCPGATE_TEST_PG ?? 'postgres://postgres@127.0.0.1:5432';
-  const name = `mcpgate_audit_${randomBytes(6).toString('hex')}`;
-  async function admin(sql: string): Promise<void> {
-    const client = new pg.Client({ connectionString: `${SERVER}/postgres` });
-    await client.connect();
-    try {
-      await client.query(sql);
-    } finally {
-      await client.end();
-    }
-  }
-  after(() => admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
+  const databases = new ThrowawayDatabases('mcpgate_audit');
+  after(() => databases.dropAll());
 
   it('group-commits, continues a configured chain and verifies; a changed row is named', async () => {
-    await admin(`CREATE DATABASE ${name}`);
-    const store = new PostgresStore({ connectionString: `${SERVER}/${name}`, max: 2 });
+    const name = await databases.create();
+    const store = new PostgresStore({ connectionString: `${PG_SERVER}/${name}`, max: 2 });
     try {
       await store.migrate();
       const { logger } = captureLogger();
@@ -201,13 +190,7 @@ describe('the audit log on the real PostgreSQL', () => {
       const lines = await exportLines(store);
       assert.equal((await verifyExport(lines)).ok, true);
 
-      const client = new pg.Client({ connectionString: `${SERVER}/${name}` });
-      await client.connect();
-      try {
-        await client.query("UPDATE audit_records SET tool = 'x' WHERE chain_id = 'pg-1' AND seq = 77");
-      } finally {
-        await client.end();
-      }
+      await withPgClient(name, (client) => client.query("UPDATE audit_records SET tool = 'x' WHERE chain_id = 'pg-1' AND seq = 77"));
       const broken = (await verifyAudit(store)).chains[0]?.firstBroken;
       assert.deepEqual([broken?.seq, broken?.reason], [77, 'hash mismatch']);
     } finally {

@@ -4,12 +4,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import pg from 'pg';
 import { generateApiKey } from '../../src/authn/api-keys.js';
 import { Authenticator, WWW_AUTHENTICATE, type AuthResult } from '../../src/authn/authenticator.js';
 import { ErrorCatalogue } from '../../src/errors/codes.js';
 import { createStore } from '../../src/store/create-store.js';
 import type { Store } from '../../src/store/store.js';
+import { PG_SERVER, ThrowawayDatabases } from '../fixtures/postgres.js';
 
 const SECRET = randomBytes(32).toString('hex');
 const root = mkdtempSync(join(tmpdir(), 'mcpgate-authn-'));
@@ -328,24 +328,12 @@ describe('Authenticator touch throttle', () => {
 });
 
 describe('Authenticator on PostgreSQL', () => {
-  const server = process.env.MCPGATE_TEST_PG ?? 'postgres://postgres@127.0.0.1:5432';
-  const name = `mcpgate_test_authn_${randomBytes(6).toString('hex')}`;
-
-  async function admin(sql: string): Promise<void> {
-    const client = new pg.Client({ connectionString: `${server}/postgres` });
-    await client.connect();
-    try {
-      await client.query(sql);
-    } finally {
-      await client.end();
-    }
-  }
-
-  after(() => admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
+  const databases = new ThrowawayDatabases('mcpgate_test_authn');
+  after(() => databases.dropAll());
 
   it('accepts, then refuses after revocation, then fails closed when the pool is gone', async () => {
-    await admin(`CREATE DATABASE ${name}`);
-    const store = await createStore(`${server}/${name}`);
+    const name = await databases.create();
+    const store = await createStore(`${PG_SERVER}/${name}`);
     const f = await fixture(store);
     const auth = new Authenticator({ store, secret: SECRET, keyCacheMs: 0 });
     const ok = await auth.authenticate({ authorization: `Bearer ${f.key}` });
