@@ -1,10 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { constants } from 'node:fs';
-import { link, mkdir, open, readFile, stat, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { ConfigError } from '../config/config-error.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import { resolveStoreUrl } from '../store/create-store.js';
+import { createPrivateFileOnce, readPrivateFile } from '../util/private-file.js';
 
 /** The file name of the generated secret, in the directory of the SQLite database. */
 export const KEY_SECRET_FILE = 'key-secret';
@@ -64,67 +63,34 @@ export async function resolveKeySecret(options: ResolveKeySecretOptions): Promis
 }
 
 /**
- * Reads the secret file, or creates it when absent. Creation writes a uniquely named temp file (`wx`, 0600),
- * syncs it, then hard-links it into place: `link` fails with EEXIST instead of replacing, so when two processes
- * start together exactly one secret wins and the other reads it, and nobody ever sees a half-written file.
+ * Reads the secret file, or creates it when absent (`createPrivateFileOnce`: when two processes start together
+ * exactly one secret wins and the other reads it, and nobody ever sees a half-written file).
  */
 export async function loadOrCreateSecretFile(path: string): Promise<KeySecret> {
   const existing = await readSecretFile(path);
   if (existing !== undefined) return { secret: existing, source: 'file', path };
-  await mkdir(dirname(path), { recursive: true, mode: 0o700 });
   const secret = randomBytes(32).toString('hex');
-  const temp = `${path}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
-  const handle = await open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600);
-  try {
-    await handle.writeFile(secret, 'utf8');
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-  try {
-    await link(temp, path);
-    return { secret, source: 'generated', path };
-  } catch (error) {
-    if (!isErrno(error, 'EEXIST')) throw secretError(path, 'cannot be created', error);
-    // Another process won the race: its secret is the one every key will be hashed under.
-    const winner = await readSecretFile(path);
-    if (winner === undefined) throw secretError(path, 'vanished while it was being created');
-    return { secret: winner, source: 'file', path };
-  } finally {
-    await unlink(temp).catch(() => undefined);
-  }
+  if (await createPrivateFileOnce(path, secret, fileError(path))) return { secret, source: 'generated', path };
+  // Another process won the race: its secret is the one every key will be hashed under.
+  const winner = await readSecretFile(path);
+  if (winner === undefined) throw secretError(path, 'vanished while it was being created');
+  return { secret: winner, source: 'file', path };
 }
 
 /** The secret in the file, `undefined` when there is no file; refuses anything an attacker could have read or planted. */
 async function readSecretFile(path: string): Promise<string | undefined> {
-  let info;
-  try {
-    info = await stat(path);
-  } catch (error) {
-    if (isErrno(error, 'ENOENT')) return undefined;
-    throw secretError(path, 'cannot be read', error);
-  }
-  if (!info.isFile()) throw secretError(path, 'is not a regular file');
-  if ((info.mode & 0o077) !== 0) {
-    const mode = (info.mode & 0o777).toString(8).padStart(3, '0');
-    throw secretError(path, `is accessible to group or others (mode ${mode}); run chmod 600 on it, and rotate keys if it may have leaked`);
-  }
-  let text: string;
-  try {
-    text = await readFile(path, 'utf8');
-  } catch (error) {
-    throw secretError(path, 'cannot be read', error);
-  }
+  const text = await readPrivateFile(path, { fail: fileError(path), leakAdvice: 'rotate keys if it may have leaked' });
+  if (text === undefined) return undefined;
   // One trailing newline is tolerated so an operator can write the file with echo.
   const secret = text.endsWith('\n') ? text.slice(0, -1) : text;
   if (!SECRET_PATTERN.test(secret)) throw secretError(path, 'does not hold a secret of 64 hex characters (32 bytes)');
   return secret;
 }
 
-function secretError(path: string, problem: string, cause?: unknown): GatewayError {
-  return new GatewayError('MCPGATE_ERR_KEY_SECRET', `API-key secret file ${path} ${problem}`, cause === undefined ? {} : { cause });
+function fileError(path: string): (problem: string, cause?: unknown) => GatewayError {
+  return (problem, cause) => secretError(path, problem, cause);
 }
 
-function isErrno(error: unknown, code: string): boolean {
-  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === code;
+function secretError(path: string, problem: string, cause?: unknown): GatewayError {
+  return new GatewayError('MCPGATE_ERR_KEY_SECRET', `API-key secret file ${path} ${problem}`, cause === undefined ? {} : { cause });
 }

@@ -1,12 +1,11 @@
-import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { constants } from 'node:fs';
-import { link, mkdir, open, readFile, stat, unlink } from 'node:fs/promises';
+import { generateKeyPairSync } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { ConfigError } from '../config/config-error.js';
 import type { SecretValue } from '../config/credentials-schema.js';
 import { resolveSecretValue } from '../credentials/secret-value.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import { resolveStoreUrl } from '../store/create-store.js';
+import { createPrivateFileOnce, readPrivateFile } from '../util/private-file.js';
 import { ReceiptSigner } from './receipt.js';
 
 /** The generated receipt key's file name, in the directory of the SQLite database. */
@@ -70,64 +69,29 @@ export async function resolveReceiptKey(options: ResolveReceiptKeyOptions): Prom
 }
 
 /**
- * Reads the key file, or creates it when absent, race-safely as `key-secret` is (src/authn/key-secret.ts): a
- * uniquely named temp file (`wx`, 0600) is written and synced, then hard-linked into place. `link` fails with
- * EEXIST rather than replace, so when two processes start together one key wins and both use it.
+ * Reads the key file, or creates it when absent, race-safely as `key-secret` is (`createPrivateFileOnce`): when
+ * two processes start together one key wins and both use it.
  */
 export async function loadOrCreateKeyFile(path: string): Promise<ReceiptKey> {
   const existing = await readKeyFile(path);
   if (existing !== undefined) return { signer: existing, source: 'file', path };
-  await mkdir(dirname(path), { recursive: true, mode: 0o700 });
   const pem = generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
-  const temp = `${path}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
-  const handle = await open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600);
-  try {
-    await handle.writeFile(pem, 'utf8');
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-  try {
-    await link(temp, path);
-    return { signer: ReceiptSigner.fromPem(pem, path), source: 'generated', path };
-  } catch (error) {
-    if (!isErrno(error, 'EEXIST')) throw keyError(path, 'cannot be created', error);
-    const winner = await readKeyFile(path);
-    if (winner === undefined) throw keyError(path, 'vanished while it was being created');
-    return { signer: winner, source: 'file', path };
-  } finally {
-    await unlink(temp).catch(() => undefined);
-  }
+  if (await createPrivateFileOnce(path, pem, fileError(path))) return { signer: ReceiptSigner.fromPem(pem, path), source: 'generated', path };
+  const winner = await readKeyFile(path);
+  if (winner === undefined) throw keyError(path, 'vanished while it was being created');
+  return { signer: winner, source: 'file', path };
 }
 
 /** The key in the file, `undefined` when there is none; refuses a file others could have read or replaced. */
 async function readKeyFile(path: string): Promise<ReceiptSigner | undefined> {
-  let info;
-  try {
-    info = await stat(path);
-  } catch (error) {
-    if (isErrno(error, 'ENOENT')) return undefined;
-    throw keyError(path, 'cannot be read', error);
-  }
-  if (!info.isFile()) throw keyError(path, 'is not a regular file');
-  if ((info.mode & 0o077) !== 0) {
-    const mode = (info.mode & 0o777).toString(8).padStart(3, '0');
-    throw keyError(path, `is accessible to group or others (mode ${mode}); run chmod 600 on it, and replace the key if it may have leaked`);
-  }
-  if (info.size > MAX_KEY_FILE_BYTES) throw keyError(path, `is larger than ${MAX_KEY_FILE_BYTES} bytes`);
-  let pem: string;
-  try {
-    pem = await readFile(path, 'utf8');
-  } catch (error) {
-    throw keyError(path, 'cannot be read', error);
-  }
-  return ReceiptSigner.fromPem(pem, `receipt key file ${path}`);
+  const pem = await readPrivateFile(path, { fail: fileError(path), leakAdvice: 'replace the key if it may have leaked', maxBytes: MAX_KEY_FILE_BYTES });
+  return pem === undefined ? undefined : ReceiptSigner.fromPem(pem, `receipt key file ${path}`);
+}
+
+function fileError(path: string): (problem: string, cause?: unknown) => GatewayError {
+  return (problem, cause) => keyError(path, problem, cause);
 }
 
 function keyError(path: string, problem: string, cause?: unknown): GatewayError {
   return new GatewayError('MCPGATE_ERR_RECEIPT_KEY', `receipt key file ${path} ${problem}`, cause === undefined ? {} : { cause });
-}
-
-function isErrno(error: unknown, code: string): boolean {
-  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === code;
 }
