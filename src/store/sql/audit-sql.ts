@@ -99,10 +99,15 @@ export function auditRowValues(row: AuditRecordRow): SqlValue[] {
   ];
 }
 
+/** Every row's values ({@link auditRowValues}); STORE_INVALID for anything but an array of well-formed rows. */
+export function auditRowsValues(records: readonly AuditRecordRow[]): SqlValue[][] {
+  if (!Array.isArray(records)) throw invalid('audit records must be an array');
+  return records.map(auditRowValues);
+}
+
 /** One transaction for the whole batch (DESIGN.md §5, group commit): a record is durable with its batch or not at all. */
 export async function appendAuditRecords(driver: SqlDriver, records: readonly AuditRecordRow[]): Promise<void> {
-  if (!Array.isArray(records)) throw invalid('audit records must be an array');
-  const values = records.map(auditRowValues);
+  const values = auditRowsValues(records);
   if (values.length === 0) return;
   const statements: SqlStatement[] = [];
   const placeholders = `(${COLUMNS.map(() => '?').join(', ')})`;

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { GatewayError } from '../../errors/gateway-error.js';
-import { auditRowValues } from '../sql/audit-sql.js';
+import { auditRowsValues } from '../sql/audit-sql.js';
 import type { SqlValue } from '../sql/driver.js';
 import type { AuditRecordRow, AuditRecordWriter, AuditWriterOptions } from '../store.js';
 import type { SqliteAuditWriter } from './audit-writer.js';
@@ -176,8 +176,7 @@ export class JournaledAuditWriter implements AuditRecordWriter {
     if (this.#closed) return Promise.reject(unavailable('closed'));
     let rows: SqlValue[][];
     try {
-      if (!Array.isArray(records)) throw new GatewayError('MCPGATE_ERR_STORE_INVALID', 'audit records must be an array');
-      rows = records.map(auditRowValues);
+      rows = auditRowsValues(records);
     } catch (error) {
       return Promise.reject(error);
     }

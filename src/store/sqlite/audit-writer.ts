@@ -1,6 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import { GatewayError } from '../../errors/gateway-error.js';
-import { auditRowValues } from '../sql/audit-sql.js';
+import { auditRowsValues } from '../sql/audit-sql.js';
 import type { SqlValue } from '../sql/driver.js';
 import type { AuditRecordRow, AuditRecordWriter } from '../store.js';
 import type { AuditWriterData, AuditWriterReply, AuditWriterRequest } from './audit-writer-protocol.js';
@@ -50,8 +50,7 @@ export class SqliteAuditWriter implements AuditRecordWriter {
   appendAuditRecords(records: readonly AuditRecordRow[]): Promise<void> {
     let rows: SqlValue[][];
     try {
-      if (!Array.isArray(records)) throw new GatewayError('MCPGATE_ERR_STORE_INVALID', 'audit records must be an array');
-      rows = records.map(auditRowValues);
+      rows = auditRowsValues(records);
     } catch (error) {
       return Promise.reject(error);
     }
