@@ -1,34 +1,15 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import type { ControlIo } from '../../src/cli/control-cli.js';
 import { EXIT_DENIED, runExplain } from '../../src/cli/explain.js';
 import { runKeysCreate } from '../../src/cli/keys.js';
 import type { KeyAccessExplanation } from '../../src/control/control-plane.js';
 import { PolicyDir } from './helpers.js';
+import { CaptureIo } from '../fixtures/capture-io.js';
 
 const dir = new PolicyDir();
 after(() => dir.cleanup());
 let counter = 0;
-
-class Capture implements ControlIo {
-  readonly env = {};
-  out: string[] = [];
-  err: string[] = [];
-  readonly stdout = (line: string): void => void this.out.push(line);
-  readonly stderr = (line: string): void => void this.err.push(line);
-  get text(): string {
-    return this.out.join('\n');
-  }
-  json<T>(): T {
-    return JSON.parse(this.text) as T;
-  }
-  reset(): this {
-    this.out = [];
-    this.err = [];
-    return this;
-  }
-}
 
 const ZONE = `@id("no-external-after-confidential")
 forbid(principal, action == Mcpgate::Action::"call_tool", resource)
@@ -58,7 +39,7 @@ ${policies}servers:
   return join(dir.path, config);
 }
 
-async function keyFor(config: string, io: Capture): Promise<string> {
+async function keyFor(config: string, io: CaptureIo): Promise<string> {
   assert.equal(await runKeysCreate({ config, org: 'acme', user: 'ada', json: true }, io.reset()), 0, io.err.join('\n'));
   return io.json<{ record: { id: string } }>().record.id;
 }
@@ -74,7 +55,7 @@ describe('mcpgate explain with Cedar policies', () => {
       mode: advisory
       files: [${JSON.stringify(args)}]
 `);
-    const io = new Capture();
+    const io = new CaptureIo();
     const key = await keyFor(config, io);
 
     assert.equal(await runExplain({ config, key, tool: 'web__search' }, io.reset()), 0, io.err.join('\n') + io.text);
@@ -103,7 +84,7 @@ describe('mcpgate explain with Cedar policies', () => {
 
   it('has no Cedar section without gateway.policies', async () => {
     const config = setup('');
-    const io = new Capture();
+    const io = new CaptureIo();
     const key = await keyFor(config, io);
     assert.equal(await runExplain({ config, key, tool: 'web__search', json: true }, io.reset()), 0, io.err.join('\n'));
     assert.equal(io.json<KeyAccessExplanation>().cedar, undefined);
@@ -115,7 +96,7 @@ describe('mcpgate explain with Cedar policies', () => {
     - id: broken
       files: [${JSON.stringify(broken)}]
 `);
-    const io = new Capture();
+    const io = new CaptureIo();
     const key = await keyFor(config, io);
     assert.equal(await runExplain({ config, key, tool: 'web__search' }, io.reset()), 1);
     assert.match(io.err.join('\n'), /^mcpgate explain: policy set "broken": .*broken\.cedar:1:57: unexpected token/);

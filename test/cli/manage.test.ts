@@ -5,12 +5,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, describe, it } from 'node:test';
-import type { ControlIo } from '../../src/cli/control-cli.js';
 import { runOrgsCreate, runOrgsList, runPrincipalsCreate, runPrincipalsList, runTeamsCreate, runTeamsList } from '../../src/cli/directory.js';
 import { EXIT_DENIED, runExplain } from '../../src/cli/explain.js';
 import { runKeysCreate } from '../../src/cli/keys.js';
 import { documentFromOptions, runPermissionsClear, runPermissionsGet, runPermissionsSet } from '../../src/cli/permissions.js';
 import { parseToolsetEntry, runToolsetsDelete, runToolsetsList, runToolsetsPut, runToolsetsShow } from '../../src/cli/toolsets.js';
+import { CaptureIo } from '../fixtures/capture-io.js';
 
 const root = mkdtempSync(join(tmpdir(), 'mcpgate-manage-'));
 let counter = 0;
@@ -38,30 +38,10 @@ function setup(gateway = ''): string {
   return config;
 }
 
-/** Captures one command's output; `reset` between commands. */
-class Capture implements ControlIo {
-  readonly env = {};
-  out: string[] = [];
-  err: string[] = [];
-  readonly stdout = (line: string): void => void this.out.push(line);
-  readonly stderr = (line: string): void => void this.err.push(line);
-  json<T>(): T {
-    return JSON.parse(this.out.join('\n')) as T;
-  }
-  get text(): string {
-    return this.out.join('\n');
-  }
-  reset(): this {
-    this.out = [];
-    this.err = [];
-    return this;
-  }
-}
-
 describe('mcpgate orgs, teams, users, agents', () => {
   it('creates and lists by name, with --json for scripts', async () => {
     const config = setup();
-    const io = new Capture();
+    const io = new CaptureIo();
     assert.equal(await runOrgsCreate('acme', { config }, io), 0, io.err.join('\n'));
     assert.match(io.text, /created org "acme" \(id [0-9a-f-]{36}\)/);
     // With one org, --org may be left out.
@@ -114,7 +94,7 @@ describe('mcpgate permissions', () => {
 
   it('sets, gets and clears documents, naming subjects by id or name', async () => {
     const config = setup();
-    const io = new Capture();
+    const io = new CaptureIo();
     await runKeysCreate({ config, org: 'acme', team: 'red', user: 'ada', json: true }, io);
     const { record } = io.json<{ record: { id: string; prefix: string } }>();
 
@@ -162,7 +142,7 @@ describe('mcpgate permissions', () => {
 describe('mcpgate toolsets', () => {
   it('puts, lists, shows and deletes toolsets', async () => {
     const config = setup();
-    const io = new Capture();
+    const io = new CaptureIo();
     assert.deepEqual(parseToolsetEntry('github:read_*'), { server: 'github', toolGlob: 'read_*' });
     assert.deepEqual(parseToolsetEntry('a:b:c'), { server: 'a', toolGlob: 'b:c' });
     for (const bad of ['github', ':x', 'x:']) assert.throws(() => parseToolsetEntry(bad));
@@ -185,14 +165,14 @@ describe('mcpgate toolsets', () => {
 });
 
 describe('mcpgate explain', () => {
-  async function keyFor(config: string, io: Capture): Promise<{ id: string; prefix: string }> {
+  async function keyFor(config: string, io: CaptureIo): Promise<{ id: string; prefix: string }> {
     assert.equal(await runKeysCreate({ config, org: 'acme', team: 'red', user: 'ada', json: true }, io.reset()), 0, io.err.join('\n'));
     return io.json<{ record: { id: string; prefix: string } }>().record;
   }
 
   it('prints each level and exits 0 when allowed, 2 when denied', async () => {
     const config = setup();
-    const io = new Capture();
+    const io = new CaptureIo();
     const key = await keyFor(config, io);
     await runPermissionsSet({ config, level: 'team', subject: 'red', tools: ['notes=read_*,create_*'] }, io.reset());
 
@@ -227,7 +207,7 @@ describe('mcpgate explain', () => {
 
   it('reports bad input with exit 1', async () => {
     const config = setup();
-    const io = new Capture();
+    const io = new CaptureIo();
     const key = await keyFor(config, io);
     const cases: Array<[Parameters<typeof runExplain>[0], RegExp]> = [
       [{ config, key: key.id, tool: 'read_note' }, /is not <server>__<tool> for any configured server/],
@@ -243,7 +223,7 @@ describe('mcpgate explain', () => {
 
   it('needs --server for unprefixed names in conditional mode', async () => {
     const config = setup('  prefix: conditional\n');
-    const io = new Capture();
+    const io = new CaptureIo();
     const key = await keyFor(config, io);
     assert.equal(await runExplain({ config, key: key.id, tool: 'read_note' }, io.reset()), 1);
     assert.match(io.err.join('\n'), /give the server/);
