@@ -146,10 +146,10 @@ export function writeMcpgateConfig(ctx, { urls = [], stdio = 0, extraGateway = '
 }
 
 export function mcpgateArgs(ctx, file) {
-  // BENCH_PROF=<dir>: every mcpgate contender writes a V8 CPU profile there when it stops (for finding where a cost is).
-  const prof = process.env.BENCH_PROF ? ['--cpu-prof', '--cpu-prof-dir=' + process.env.BENCH_PROF] : [];
+  // BENCH_NODE_ARGS: node flags for every mcpgate contender, for finding where a cost is, e.g.
+  // "--cpu-prof --cpu-prof-dir=/tmp/prof" (a V8 profile each on exit) or "--perf-basic-prof" (for perf record).
   const extra = process.env.BENCH_NODE_ARGS ? process.env.BENCH_NODE_ARGS.split(' ') : [];
-  return [...prof, ...extra, join(ctx.root, 'dist/src/cli/main.js'), 'serve', '--config', file];
+  return [...extra, join(ctx.root, 'dist/src/cli/main.js'), 'serve', '--config', file];
 }
 
 /** mcpgate fronting HTTP upstreams (`urls`) or `stdio` stdio ones, clients on Streamable HTTP or legacy SSE. */

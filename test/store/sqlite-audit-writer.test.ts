@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { GatewayError } from '../../src/errors/gateway-error.js';
-import { auditRowValues } from '../../src/store/sql/audit-sql.js';
+import { auditRowsValues, auditRowValues } from '../../src/store/sql/audit-sql.js';
 import { JournaledAuditWriter, processIdentity } from '../../src/store/sqlite/audit-journal.js';
 import { SqliteAuditWriter } from '../../src/store/sqlite/audit-writer.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
@@ -18,6 +18,9 @@ function row(chainId: string, seq: number, extra: Partial<AuditRecordRow> = {}):
   return { chainId, seq, time: new Date(1_700_000_000_000 + seq), kind: 'call', decision: 'allow', tool: `t${seq}`, prevHash: 'a'.repeat(64), hash: 'b'.repeat(64), ...extra };
 }
 
+/** Rows through the thread writer as the journal hands them over. */
+const write = (writer: SqliteAuditWriter, rows: readonly AuditRecordRow[]): Promise<void> => writer.writeValues(auditRowsValues(rows), false);
+
 async function fresh(): Promise<{ path: string; store: SqliteStore }> {
   const path = join(root, `run-${++counter}`, 'mcpgate.db');
   const store = new SqliteStore({ path });
@@ -29,8 +32,8 @@ describe('SQLite audit writer thread', () => {
   it('commits batches from its own thread; the store reads them back in order', async () => {
     const { path, store } = await fresh();
     const writer = new SqliteAuditWriter({ path, busyTimeoutMs: 1000 });
-    await Promise.all([writer.appendAuditRecords([row('c', 1), row('c', 2)]), writer.appendAuditRecords([row('c', 3)])]);
-    await writer.appendAuditRecords([row('c', 4, { args: '{"a":1}', resultBytes: 10, latencyMs: 3, evidence: 'unpinned' })]);
+    await Promise.all([write(writer, [row('c', 1), row('c', 2)]), write(writer, [row('c', 3)])]);
+    await write(writer, [row('c', 4, { args: '{"a":1}', resultBytes: 10, latencyMs: 3, evidence: 'unpinned' })]);
     const rows = await store.listAuditRecords({ chainId: 'c', order: 'chain', limit: 10 });
     assert.deepEqual(rows.map((stored) => stored.seq), [1, 2, 3, 4]);
     assert.deepEqual(rows[3], row('c', 4, { args: '{"a":1}', resultBytes: 10, latencyMs: 3, evidence: 'unpinned' }));
@@ -42,20 +45,21 @@ describe('SQLite audit writer thread', () => {
   it('a repeated (chain, seq) is STORE_CONFLICT and writes nothing of its batch', async () => {
     const { path, store } = await fresh();
     const writer = new SqliteAuditWriter({ path, busyTimeoutMs: 1000 });
-    await writer.appendAuditRecords([row('c', 1)]);
-    await assert.rejects(writer.appendAuditRecords([row('c', 2), row('c', 1)]), (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_STORE_CONFLICT');
+    await write(writer, [row('c', 1)]);
+    await assert.rejects(write(writer, [row('c', 2), row('c', 1)]), (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_STORE_CONFLICT');
     assert.equal((await store.listAuditChains({ chainId: 'c' }))[0]?.count, 1);
-    await writer.appendAuditRecords([row('c', 2)]);
+    await write(writer, [row('c', 2)]);
     await writer.close();
     await store.close();
   });
 
-  it('refuses a malformed row before anything crosses to the thread', async () => {
+  it('the journal refuses a malformed row before it writes anything', async () => {
     const { path, store } = await fresh();
-    const writer = new SqliteAuditWriter({ path, busyTimeoutMs: 1000 });
+    const writer = store.openAuditWriter();
     const bad = { ...row('c', 1), hash: 'not-hex' };
-    await assert.rejects(writer.appendAuditRecords([bad]), (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_STORE_INVALID');
+    await assert.rejects(writer.appendAuditRecords([row('c', 1), bad]), (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_STORE_INVALID');
     await assert.rejects(writer.appendAuditRecords('rows' as unknown as AuditRecordRow[]), (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_STORE_INVALID');
+    assert.ok(!existsSync(`${path}-audit-journal`) || readdirSync(`${path}-audit-journal`).every((dir) => readdirSync(join(`${path}-audit-journal`, dir)).length === 0), 'nothing journaled');
     await writer.close();
     await store.close();
   });
@@ -64,13 +68,13 @@ describe('SQLite audit writer thread', () => {
     const dir = join(root, `missing-${++counter}`);
     const path = join(dir, 'mcpgate.db');
     const writer = new SqliteAuditWriter({ path, busyTimeoutMs: 1000 });
-    await assert.rejects(writer.appendAuditRecords([row('c', 1)]), (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_STORE_UNAVAILABLE');
+    await assert.rejects(write(writer, [row('c', 1)]), (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_STORE_UNAVAILABLE');
     const store = new SqliteStore({ path });
     await store.migrate();
-    await writer.appendAuditRecords([row('c', 1)]);
+    await write(writer, [row('c', 1)]);
     assert.equal((await store.listAuditChains({ chainId: 'c' }))[0]?.count, 1);
     await writer.close();
-    await assert.rejects(writer.appendAuditRecords([row('c', 2)]), (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_STORE_UNAVAILABLE');
+    await assert.rejects(write(writer, [row('c', 2)]), (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_STORE_UNAVAILABLE');
     await store.close();
   });
 

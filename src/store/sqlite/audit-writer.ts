@@ -1,8 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import { GatewayError } from '../../errors/gateway-error.js';
-import { auditRowsValues } from '../sql/audit-sql.js';
 import type { SqlValue } from '../sql/driver.js';
-import type { AuditRecordRow, AuditRecordWriter } from '../store.js';
 import type { AuditWriterData, AuditWriterReply, AuditWriterRequest } from './audit-writer-protocol.js';
 
 const FROM_SOURCE = import.meta.url.endsWith('.ts');
@@ -29,14 +27,14 @@ interface Pending {
 /**
  * Audit batches for an SQLite file, written by a thread with its own connection (DESIGN.md §5: audit writes off
  * the hot path). better-sqlite3 is synchronous, so on the store's own connection every commit, and every WAL
- * checkpoint with its fsync, would stop the event loop; here they stop only the writer thread. Rows are checked
- * on the caller's side (STORE_INVALID at once) and cross as plain value arrays.
+ * checkpoint with its fsync, would stop the event loop; here they stop only the writer thread. Rows come checked
+ * (`auditRowsValues`, by the journal) and cross as plain value arrays.
  *
  * A batch is written whole or not at all, as `Store.appendAuditRecords` promises. If the thread dies, its open
  * batches fail with STORE_UNAVAILABLE (the audit log retries them) and the next batch starts a new thread. The
  * thread keeps the process alive only while a batch is in flight.
  */
-export class SqliteAuditWriter implements AuditRecordWriter {
+export class SqliteAuditWriter {
   readonly #data: AuditWriterData;
   readonly #pending = new Map<number, Pending>();
   #worker: Worker | undefined;
@@ -47,18 +45,8 @@ export class SqliteAuditWriter implements AuditRecordWriter {
     this.#data = data;
   }
 
-  appendAuditRecords(records: readonly AuditRecordRow[]): Promise<void> {
-    let rows: SqlValue[][];
-    try {
-      rows = auditRowsValues(records);
-    } catch (error) {
-      return Promise.reject(error);
-    }
-    return this.writeValues(rows, false);
-  }
-
   /**
-   * Rows already in {@link auditRowValues} form, as the journal keeps them. `idempotent`: a row stored before
+   * Rows already in `auditRowValues` form, as the journal keeps them. `idempotent`: a row stored before
    * with the same hash counts as written (a replay), with another hash the batch is STORE_CONFLICT.
    */
   writeValues(rows: readonly (readonly SqlValue[])[], idempotent: boolean): Promise<void> {
@@ -72,11 +60,6 @@ export class SqliteAuditWriter implements AuditRecordWriter {
       worker.postMessage({ type: 'write', id, rows, idempotent } satisfies AuditWriterRequest);
     });
   }
-
-  /** Nothing to replay: a batch is in the table when its promise resolves. */
-  async ready(): Promise<void> {}
-
-  async flush(): Promise<void> {}
 
   /** Lets the thread finish what it was given, then stops it. Idempotent. */
   async close(): Promise<void> {
