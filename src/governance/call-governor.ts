@@ -85,7 +85,8 @@ export class CallGovernor {
 
   /**
    * Egress: the response guards of the server (size, secrets), then egress policies over the guarded result.
-   * Returns the response to send, with its size and hash for the record; throws a guard or policy error.
+   * Returns the response to send, with its size and (with an audit log, else '') hash for the record; throws a
+   * guard or policy error.
    */
   egress(facts: CallFacts & { readonly server: string }, response: JsonRpcResponse): { response: JsonRpcResponse; bytes: number; hash: string; advisory: readonly string[] } {
     if (!('result' in response)) return { response, bytes: 0, hash: '', advisory: [] };
@@ -96,8 +97,10 @@ export class CallGovernor {
     const { text, bytes, labels } = guarded;
     const outcome = this.#evaluate(facts, 'egress', { bytes, labels });
     if (outcome?.decision === 'deny') throw policyDeniedError(outcome, 'egress');
-    // The guarded text is what goes out as is: the transport splices it in instead of serialising again.
-    return { response: makeResult(response.id, rawResult(text)), bytes, hash: sha256Hex(text), advisory: outcome?.advisoryDenies ?? [] };
+    // The guarded text is what goes out as is: the transport splices it in instead of serialising again. Its hash
+    // is for the audit record only: without an audit log it is not computed.
+    const hash = this.#audit === undefined ? '' : sha256Hex(text);
+    return { response: makeResult(response.id, rawResult(text)), bytes, hash, advisory: outcome?.advisoryDenies ?? [] };
   }
 
   /** The session's sensitivity after a successful call to `server` (never lower than before). */
