@@ -7,7 +7,7 @@ import type { Logger } from '../observability/logger.js';
 import type { AuditRecordWriter, Store } from '../store/store.js';
 import { toRow, type ChainPosition } from './chain.js';
 import { prepareRecord, type PreparedRecord } from './prepare.js';
-import { GENESIS_HASH, hashRecord, type AuditInput, type StoredAuditRecord } from './record.js';
+import { canonicalBody, GENESIS_HASH, sha256Hex, type AuditInput, type StoredAuditRecord } from './record.js';
 import { SessionSpans, type SessionSpan } from './session-spans.js';
 
 export type { SessionSpan } from './session-spans.js';
@@ -62,6 +62,8 @@ function deferred<T>(): Deferred<T> {
 
 interface Batch {
   readonly records: StoredAuditRecord[];
+  /** Each record's canonical body, the text its hash covers: a journaling writer stores it as it is. */
+  readonly bodies: string[];
   /** Taken by the writer, or full: later records go to a new batch. */
   closed: boolean;
   readonly done: Deferred<void>;
@@ -251,17 +253,20 @@ export class AuditLog {
   #place(prepared: PreparedRecord): Placed {
     const tail = this.#tail ?? { seq: 0, hash: GENESIS_HASH };
     const record: { -readonly [K in keyof StoredAuditRecord]: StoredAuditRecord[K] } = { chainId: this.chainId, seq: tail.seq + 1, ...prepared, prevHash: tail.hash, hash: '' };
-    record.hash = hashRecord(record);
+    // The link rule of `hashRecordBody`, over the record itself; the body text is kept for the writer.
+    const body = canonicalBody(record);
+    record.hash = sha256Hex(record.prevHash + body);
     Object.freeze(record);
     this.#tail = { seq: record.seq, hash: record.hash };
     if (record.seq === 1) this.#firstHash = record.hash;
     this.#sessions.track(record);
     let batch = this.#batches.at(-1);
     if (batch === undefined || batch.closed) {
-      batch = { records: [], closed: false, done: deferred<void>() };
+      batch = { records: [], bodies: [], closed: false, done: deferred<void>() };
       this.#batches.push(batch);
     }
     batch.records.push(record);
+    batch.bodies.push(body);
     if (batch.records.length >= this.#maxBatch) batch.closed = true;
     this.#pending += 1;
     this.#schedule();
@@ -318,7 +323,7 @@ export class AuditLog {
     for (let attempt = 1; ; attempt += 1) {
       let error: unknown;
       try {
-        await (this.#writer ?? this.#store).appendAuditRecords(rows);
+        await (this.#writer === undefined ? this.#store.appendAuditRecords(rows) : this.#writer.appendAuditRecords(rows, batch.bodies));
         return true;
       } catch (caught) {
         error = caught;

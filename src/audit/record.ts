@@ -182,11 +182,6 @@ export function hashRecordBody(body: AuditRecordBody): string {
   return sha256Hex(body.prevHash + canonicalBody(body));
 }
 
-/** The hash of a record about to be chained: `hashRecordBody(recordBody(record))` without building the body. */
-export function hashRecord(record: Omit<StoredAuditRecord, 'hash'>): string {
-  return sha256Hex(record.prevHash + canonicalBody(record));
-}
-
 /**
  * `canonicalJson` of a body without the generic walk: the keys are known, so they are written in their sorted
  * order, in the common case by one `JSON.stringify`; keys outside {@link BODY_FIELDS} (a record's `hash`) are

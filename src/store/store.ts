@@ -195,8 +195,13 @@ export interface AuditRecordRow {
 
 /** Appends audit batches with the contract of `Store.appendAuditRecords`; see `Store.openAuditWriter`. */
 export interface AuditRecordWriter {
-  /** Resolves once the batches are durable (for a journaled writer: in the journal, not yet in the table). */
-  appendAuditRecords(records: readonly AuditRecordRow[]): Promise<void>;
+  /**
+   * Resolves once the batches are durable (for a journaled writer: in the journal, not yet in the table).
+   * `bodies[i]`, when given, is record i as a JSON object (`time` in ISO 8601; `args` and `hash` are not read
+   * from it): the audit log passes the canonical JSON its hash was computed over, and a journal writes that text
+   * instead of serialising the record again. It must describe the same record; the row stored is read from it.
+   */
+  appendAuditRecords(records: readonly AuditRecordRow[], bodies?: readonly string[]): Promise<void>;
   /** Resolves once records an earlier process left on the way to the table are in it; call before reading the chain. */
   ready(): Promise<void>;
   /** Resolves once every batch appended before the call can be read from the store. */

@@ -10,7 +10,7 @@ import { AuditLog } from '../../src/audit/audit-log.js';
 import { verifyExport } from '../../src/audit/verify.js';
 import { runAuditExport, runAuditVerify } from '../../src/cli/audit.js';
 import { createStore } from '../../src/store/create-store.js';
-import { auditRowValues } from '../../src/store/sql/audit-sql.js';
+import { journalText } from '../../src/store/sqlite/audit-journal-format.js';
 import { captureLogger } from './helpers.js';
 
 // The real built CLI (npm test builds first; run `npm run build` before this file alone).
@@ -151,7 +151,7 @@ describe('mcpgate audit verify and the journal of a stopped gateway', () => {
     const dir = join(`${db}-audit-journal`, '999999999.1.gone');
     mkdirSync(dir, { recursive: true });
     // Seq 2 is in the table already (ingested before the crash); 4 and 5 are not.
-    writeFileSync(join(dir, '000000000001.jsonl'), [2, 4, 5].map((seq) => `${JSON.stringify(auditRowValues(row(seq)))}\n`).join(''));
+    writeFileSync(join(dir, '000000000001.jsonl'), journalText([2, 4, 5].map(row), undefined));
     const text = await run(['audit', 'verify', '-c', config]);
     assert.equal(text.code, 0, text.stderr);
     assert.match(text.stderr, /chain gw-a: 2 more record\(s\) of a stopped gateway are in .*gate\.db-audit-journal/);

@@ -339,4 +339,21 @@ describe('AuditLog: with the SQLite journal writer', () => {
     assert.equal((await verifyAudit(raw, { chainId: 'journal' })).ok, true);
     await log.close();
   });
+
+  it('the journal line is the hashed body: what reaches the table is the record appended, captured arguments included', async () => {
+    const { raw, logger } = await fixture();
+    const log = new AuditLog({ store: raw, writer: raw.openAuditWriter(), logger, chainId: 'lines', durability: 'sync', captureArguments: true });
+    await log.ready();
+    // Integer-like keys: JavaScript orders them first, canonical JSON by code units; a re-serialised object would differ.
+    const appended = [
+      await log.append(call(1, { args: { '10': 'a', '9': ['b', { z: 1, a: null }], text: 'tab\there\nand "quotes" é' } })),
+      await log.append(call(2, { reason: 'line\nbreak\ttab', principal: { keyId: 'k', userId: 'u', teamId: 't', orgId: 'o', agentId: 'a' } })),
+    ];
+    await log.flush();
+    const stored = await raw.listAuditRecords({ chainId: 'lines', order: 'chain', limit: 10 });
+    assert.deepEqual(stored.map((row) => recordBody({ ...row, args: row.args === undefined ? undefined : JSON.parse(row.args) })), appended.map(recordBody));
+    assert.equal(stored[0]?.args, '{"10":"a","9":["b",{"a":null,"z":1}],"text":"tab\\there\\nand \\"quotes\\" é"}');
+    assert.equal((await verifyAudit(raw, { chainId: 'lines' })).ok, true);
+    await log.close();
+  });
 });

@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { GatewayError } from '../../src/errors/gateway-error.js';
-import { auditRowsValues, auditRowValues } from '../../src/store/sql/audit-sql.js';
 import { JournaledAuditWriter, processIdentity } from '../../src/store/sqlite/audit-journal.js';
+import { journalText } from '../../src/store/sqlite/audit-journal-format.js';
 import { SqliteAuditWriter } from '../../src/store/sqlite/audit-writer.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { AuditRecordRow } from '../../src/store/store.js';
@@ -18,8 +18,13 @@ function row(chainId: string, seq: number, extra: Partial<AuditRecordRow> = {}):
   return { chainId, seq, time: new Date(1_700_000_000_000 + seq), kind: 'call', decision: 'allow', tool: `t${seq}`, prevHash: 'a'.repeat(64), hash: 'b'.repeat(64), ...extra };
 }
 
-/** Rows through the thread writer as the journal hands them over. */
-const write = (writer: SqliteAuditWriter, rows: readonly AuditRecordRow[]): Promise<void> => writer.writeValues(auditRowsValues(rows), false);
+/** Rows through the thread writer as the journal hands them over: a segment of their lines, ingested whole. */
+async function write(writer: SqliteAuditWriter, rows: readonly AuditRecordRow[]): Promise<void> {
+  const file = join(root, `segment-${++counter}.jsonl`);
+  const text = journalText(rows, undefined);
+  writeFileSync(file, text);
+  assert.equal(await writer.ingest([{ file, from: 0, to: Buffer.byteLength(text), firstLine: 1 }], false), rows.length);
+}
 
 async function fresh(): Promise<{ path: string; store: SqliteStore }> {
   const path = join(root, `run-${++counter}`, 'mcpgate.db');
@@ -90,7 +95,7 @@ describe('SQLite audit writer thread', () => {
   });
 });
 
-const line = (stored: AuditRecordRow): string => `${JSON.stringify(auditRowValues(stored))}\n`;
+const line = (stored: AuditRecordRow): string => journalText([stored], undefined);
 
 /** A journal directory as a process that is gone would have left it. */
 function deadOwnerDir(path: string, segments: Record<string, string>): string {

@@ -69,10 +69,10 @@ export function auditRowValues(row: AuditRecordRow): SqlValue[] {
   if (!(row.time instanceof Date) || Number.isNaN(row.time.getTime())) throw invalid('audit record time must be a valid Date');
   const optional = (field: Optional): string | null => (row[field] === undefined ? null : text(row[field], field));
   const number = (value: number | undefined, what: string): number | null => (value === undefined ? null : count(value, what, 0));
-  for (const field of OPTIONAL_TEXT) optional(field);
-  for (const [field, value] of [['prevHash', row.prevHash], ['hash', row.hash]] as const) {
-    if (typeof value !== 'string' || !HEX64.test(value)) throw invalid(`audit record ${field} must be 64 lowercase hex characters`);
-  }
+  const hex = (value: unknown, what: string): string => {
+    if (typeof value !== 'string' || !HEX64.test(value)) throw invalid(`audit record ${what} must be 64 lowercase hex characters`);
+    return value;
+  };
   return [
     text(row.chainId, 'chainId', 128),
     count(row.seq, 'seq', 1),
@@ -94,8 +94,8 @@ export function auditRowValues(row: AuditRecordRow): SqlValue[] {
     number(row.resultBytes, 'resultBytes'),
     number(row.latencyMs, 'latencyMs'),
     optional('evidence'),
-    row.prevHash,
-    row.hash,
+    hex(row.prevHash, 'prevHash'),
+    hex(row.hash, 'hash'),
   ];
 }
 

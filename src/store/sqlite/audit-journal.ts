@@ -1,4 +1,4 @@
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -6,15 +6,20 @@ import { GatewayError } from '../../errors/gateway-error.js';
 import { auditRowsValues } from '../sql/audit-sql.js';
 import type { SqlValue } from '../sql/driver.js';
 import type { AuditRecordRow, AuditRecordWriter, AuditWriterOptions } from '../store.js';
+import { invalid } from '../validate.js';
+import { journalText, parseJournal } from './audit-journal-format.js';
+import type { JournalRange } from './audit-writer-protocol.js';
 import type { SqliteAuditWriter } from './audit-writer.js';
 
 /**
  * The audit journal in front of an SQLite file (docs/decisions/0005-audit-journal.md). A batch is durable once
  * its rows are appended to a journal segment: one `write` to the page cache, which survives the process being
  * killed exactly as SQLite's WAL does under `synchronous = NORMAL`. The rows then reach the table in large
- * transactions on the writer thread, every `ingestMs` or `ingestBatch` rows; a segment is deleted once every
- * row of it is ingested (segments rotate about once a second). An SQLite transaction costs about as much as 10–20 journal writes, so a gateway answering each call
- * only after its record is durable pays for a `write`, not for a commit.
+ * transactions on the writer thread, every `ingestMs` or `ingestBatch` rows: the thread is told which bytes of
+ * which segments to ingest and reads them back itself, so no row is held or copied on the event loop after its
+ * write. A segment is deleted once every row of it is ingested (segments rotate about once a second). An SQLite
+ * transaction costs about as much as 10–20 journal writes, so a gateway answering each call only after its
+ * record is durable pays for a `write`, not for a commit. The line format is in `audit-journal-format.ts`.
  *
  * Each writer owns one directory, `<database>-audit-journal/<pid>.<process start>.<random>/`. On start,
  * `ready()` replays the directories of processes that are no longer running (a crash or kill -9): rows already
@@ -23,7 +28,6 @@ import type { SqliteAuditWriter } from './audit-writer.js';
  * dropped.
  */
 
-const ROW_LENGTH = 22;
 const SEGMENT = /^\d{12}\.jsonl$/;
 
 /** `<pid>.<start time in clock ticks>` on Linux, `<pid>.0` elsewhere: tells a live process from a reused pid. */
@@ -55,23 +59,6 @@ function unavailable(message: string, cause?: unknown): GatewayError {
   return new GatewayError('MCPGATE_ERR_STORE_UNAVAILABLE', `audit journal: ${message}`, cause === undefined ? {} : { cause });
 }
 
-/** The rows of one segment. A last line without its newline is a torn write and is left out. */
-export function readSegment(file: string): SqlValue[][] {
-  const lines = readFileSync(file, 'utf8').split('\n');
-  lines.pop();
-  return lines.map((line, index) => {
-    let row: unknown;
-    try {
-      row = JSON.parse(line);
-    } catch {
-      row = undefined;
-    }
-    const valid = Array.isArray(row) && row.length === ROW_LENGTH && row.every((value) => value === null || typeof value === 'string' || typeof value === 'number');
-    if (!valid) throw new GatewayError('MCPGATE_ERR_STORE_INVALID', `audit journal ${file} line ${index + 1} is not a journal row; move the file aside to start, then run mcpgate audit verify`);
-    return row as SqlValue[];
-  });
-}
-
 /**
  * The (chain, seq) of every complete row in the journals of processes that are gone, by chain: what the next
  * writer's `ready()` would replay. Read only; a segment that cannot be read is skipped here (the replay names it).
@@ -82,10 +69,11 @@ export function stoppedJournalRows(root: string): Map<string, number[]> {
   for (const entry of readdirSync(root, { withFileTypes: true })) {
     if (!entry.isDirectory() || ownerAlive(entry.name)) continue;
     const dir = join(root, entry.name);
-    for (const file of readdirSync(dir).filter((name) => SEGMENT.test(name))) {
+    for (const name of readdirSync(dir).filter((candidate) => SEGMENT.test(candidate))) {
+      const file = join(dir, name);
       let segment: SqlValue[][];
       try {
-        segment = readSegment(join(dir, file));
+        segment = parseJournal(readFileSync(file, 'utf8'), { file, firstLine: 1 });
       } catch {
         continue;
       }
@@ -98,6 +86,16 @@ export function stoppedJournalRows(root: string): Map<string, number[]> {
     }
   }
   return rows;
+}
+
+/** A segment file: what was written to it, and how much of that is in the table. */
+interface Segment {
+  readonly file: string;
+  /** Bytes and lines of complete writes. */
+  size: number;
+  lines: number;
+  ingestedSize: number;
+  ingestedLines: number;
 }
 
 export interface JournalOptions {
@@ -135,11 +133,12 @@ export class JournaledAuditWriter implements AuditRecordWriter {
   readonly #retryMaxMs: number;
   readonly #onRetry: AuditWriterOptions['onRetry'];
   #fd: number | undefined;
-  #segment: string | undefined;
+  #open: Segment | undefined;
   #segments = 0;
-  /** Segments closed whose rows are all in `#buffer` or in the ingest running. */
-  #sealed: string[] = [];
-  #buffer: SqlValue[][] = [];
+  /** Closed segments not deleted yet: some of their rows are still to be ingested, or being ingested. */
+  #sealed: Segment[] = [];
+  /** Rows journaled and not yet handed to an ingest. */
+  #waiting = 0;
   #timer: NodeJS.Timeout | undefined;
   #tidy: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
@@ -171,35 +170,37 @@ export class JournaledAuditWriter implements AuditRecordWriter {
     return this.#recovered;
   }
 
-  appendAuditRecords(records: readonly AuditRecordRow[]): Promise<void> {
+  appendAuditRecords(records: readonly AuditRecordRow[], bodies?: readonly string[]): Promise<void> {
     if (this.#failure !== undefined) return Promise.reject(this.#failure);
     if (this.#closed) return Promise.reject(unavailable('closed'));
-    let rows: SqlValue[][];
+    let text: string;
     try {
-      rows = auditRowsValues(records);
+      auditRowsValues(records);
+      if (bodies !== undefined && (!Array.isArray(bodies) || bodies.length !== records.length || !bodies.every((body) => typeof body === 'string'))) {
+        throw invalid('audit record bodies must be one string per record');
+      }
+      text = journalText(records, bodies);
     } catch (error) {
       return Promise.reject(error);
     }
-    if (rows.length === 0) return Promise.resolve();
-    let text = '';
-    for (const row of rows) text += `${JSON.stringify(row)}\n`;
+    if (records.length === 0) return Promise.resolve();
     try {
-      this.#append(text);
+      this.#append(text, records.length);
     } catch (error) {
       // A failed write may have left part of a line: the segment ends there, and its torn tail is dropped on replay.
       this.#seal();
       return Promise.reject(unavailable('cannot write the journal', error));
     }
-    for (const row of rows) this.#buffer.push(row);
-    if (this.#buffer.length >= this.#ingestBatch) void this.#ingest();
+    this.#waiting += records.length;
+    if (this.#waiting >= this.#ingestBatch) void this.#ingest();
     else this.#timer ??= setTimeout(() => void this.#ingest(), this.#ingestMs);
-    if (this.#buffer.length < this.#maxBuffered) return Promise.resolve();
+    if (this.#waiting < this.#maxBuffered) return Promise.resolve();
     return this.#ingest();
   }
 
   /** Resolves once every row journaled before the call is in the table. */
   async flush(): Promise<void> {
-    while (this.#buffer.length > 0 || this.#running !== undefined) {
+    while (this.#waiting > 0 || this.#running !== undefined) {
       if (this.#failure !== undefined) throw this.#failure;
       this.#sealNext = true;
       await this.#ingest();
@@ -219,23 +220,28 @@ export class JournaledAuditWriter implements AuditRecordWriter {
     }
   }
 
-  #append(text: string): void {
-    if (this.#fd === undefined) {
+  #append(text: string, lines: number): void {
+    if (this.#fd === undefined || this.#open === undefined) {
       mkdirSync(this.#dir, { recursive: true });
       this.#segments += 1;
-      this.#segment = join(this.#dir, `${String(this.#segments).padStart(12, '0')}.jsonl`);
-      this.#fd = openSync(this.#segment, 'a');
+      const file = join(this.#dir, `${String(this.#segments).padStart(12, '0')}.jsonl`);
+      this.#fd = openSync(file, 'a');
+      this.#open = { file, size: 0, lines: 0, ingestedSize: 0, ingestedLines: 0 };
       this.#segmentOpenedAt = Date.now();
     }
-    writeSync(this.#fd, text);
+    const data = Buffer.from(text, 'utf8');
+    const written = writeSync(this.#fd, data);
+    if (written !== data.length) throw new Error(`short write: ${written} of ${data.length} bytes`);
+    this.#open.size += written;
+    this.#open.lines += lines;
   }
 
   #seal(): void {
-    if (this.#fd === undefined || this.#segment === undefined) return;
+    if (this.#fd === undefined || this.#open === undefined) return;
     const fd = this.#fd;
     this.#fd = undefined;
-    this.#sealed.push(this.#segment);
-    this.#segment = undefined;
+    this.#sealed.push(this.#open);
+    this.#open = undefined;
     try {
       closeSync(fd);
     } catch {
@@ -250,11 +256,11 @@ export class JournaledAuditWriter implements AuditRecordWriter {
       this.#timer = undefined;
     }
     if (this.#running !== undefined) return this.#running;
-    if (this.#buffer.length === 0 || this.#failure !== undefined) return Promise.resolve();
+    if (this.#waiting === 0 || this.#failure !== undefined) return Promise.resolve();
     this.#running = this.#ingestOnce().finally(() => {
       this.#running = undefined;
       if (this.#failure !== undefined) return;
-      if (this.#buffer.length > 0) this.#timer ??= setTimeout(() => void this.#ingest(), this.#ingestMs);
+      if (this.#waiting > 0) this.#timer ??= setTimeout(() => void this.#ingest(), this.#ingestMs);
       else this.#tidyWhenIdle();
     });
     return this.#running;
@@ -265,9 +271,9 @@ export class JournaledAuditWriter implements AuditRecordWriter {
     if (this.#fd === undefined || this.#tidy !== undefined) return;
     this.#tidy = setTimeout(() => {
       this.#tidy = undefined;
-      if (this.#buffer.length > 0 || this.#running !== undefined || this.#failure !== undefined) return;
+      if (this.#waiting > 0 || this.#running !== undefined || this.#failure !== undefined) return;
       this.#seal();
-      for (const segment of this.#sealed.splice(0)) unlinkSync(segment);
+      this.#deleteIngested();
     }, this.#segmentMs);
     this.#tidy.unref();
   }
@@ -275,19 +281,31 @@ export class JournaledAuditWriter implements AuditRecordWriter {
   async #ingestOnce(): Promise<void> {
     if (this.#sealNext || Date.now() - this.#segmentOpenedAt >= this.#segmentMs) this.#seal();
     this.#sealNext = false;
-    const rows = this.#buffer;
-    const segments = this.#sealed;
-    this.#buffer = [];
-    this.#sealed = [];
-    await this.#store(rows);
-    for (const segment of segments) unlinkSync(segment);
+    const marks = [...this.#sealed, ...(this.#open === undefined ? [] : [this.#open])]
+      .filter((segment) => segment.size > segment.ingestedSize)
+      .map((segment) => ({ segment, size: segment.size, lines: segment.lines }));
+    this.#waiting = 0;
+    await this.#store(marks.map(({ segment, size }) => ({ file: segment.file, from: segment.ingestedSize, to: size, firstLine: segment.ingestedLines + 1 })));
+    for (const { segment, size, lines } of marks) {
+      segment.ingestedSize = size;
+      segment.ingestedLines = lines;
+    }
+    this.#deleteIngested();
   }
 
-  /** Writes rows to the table, retrying with backoff until it works or the rows are refused for good. */
-  async #store(rows: readonly (readonly SqlValue[])[], replay = false): Promise<void> {
+  #deleteIngested(): void {
+    this.#sealed = this.#sealed.filter((segment) => {
+      if (segment.ingestedSize < segment.size) return true;
+      unlinkSync(segment.file);
+      return false;
+    });
+  }
+
+  /** Ingests journal ranges, retrying with backoff until it works or the rows are refused for good. */
+  async #store(ranges: readonly JournalRange[], replay = false): Promise<void> {
     for (let attempt = 1; ; attempt += 1) {
       try {
-        await this.#writer.writeValues(rows, true);
+        await this.#writer.ingest(ranges, replay);
         return;
       } catch (error) {
         const code = GatewayError.is(error) ? error.code : undefined;
@@ -297,7 +315,7 @@ export class JournaledAuditWriter implements AuditRecordWriter {
           throw failure;
         }
         const delay = Math.min(this.#retryMaxMs, this.#retryInitialMs * 2 ** Math.min(attempt - 1, 30));
-        this.#onRetry?.(error, attempt, rows.length, delay);
+        this.#onRetry?.(error, attempt, ranges.length, delay);
         await sleep(delay);
       }
     }
@@ -308,10 +326,11 @@ export class JournaledAuditWriter implements AuditRecordWriter {
     for (const entry of readdirSync(this.#root, { withFileTypes: true })) {
       if (!entry.isDirectory() || join(this.#root, entry.name) === this.#dir || ownerAlive(entry.name)) continue;
       const dir = join(this.#root, entry.name);
-      for (const file of readdirSync(dir).filter((name) => SEGMENT.test(name)).sort()) {
-        const rows = readSegment(join(dir, file));
-        if (rows.length > 0) await this.#store(rows, true);
-        unlinkSync(join(dir, file));
+      for (const name of readdirSync(dir).filter((candidate) => SEGMENT.test(candidate)).sort()) {
+        const file = join(dir, name);
+        const size = statSync(file).size;
+        if (size > 0) await this.#store([{ file, from: 0, to: size, firstLine: 1 }], true);
+        unlinkSync(file);
       }
       rmSync(dir, { recursive: true, force: true });
     }

@@ -1,5 +1,4 @@
 import type { ErrorCode } from '../../errors/codes.js';
-import type { SqlValue } from '../sql/driver.js';
 
 /** The messages between `audit-writer.ts` and its thread (`audit-writer-thread.ts`). */
 
@@ -8,16 +7,27 @@ export interface AuditWriterData {
   readonly busyTimeoutMs: number;
 }
 
+/** Bytes `[from, to)` of a journal segment; `firstLine` is the 1-based line number at `from`, for errors. */
+export interface JournalRange {
+  readonly file: string;
+  readonly from: number;
+  readonly to: number;
+  readonly firstLine: number;
+}
+
 export type AuditWriterRequest =
   /**
-   * `idempotent`: a row whose (chain, seq) is already stored with the same hash counts as written (replaying a
-   * journal that was partly ingested before a crash); with another hash it is STORE_CONFLICT.
+   * Inserts the rows of journal ranges in one transaction; the thread reads them from the files itself, so rows
+   * never cross threads. `idempotent`: a row whose (chain, seq) is already stored with the same hash counts as
+   * written (replaying a journal that was partly ingested before a crash); with another hash it is STORE_CONFLICT.
    */
-  | { readonly type: 'write'; readonly id: number; readonly rows: readonly (readonly SqlValue[])[]; readonly idempotent?: boolean }
+  | { readonly type: 'ingest'; readonly id: number; readonly ranges: readonly JournalRange[]; readonly idempotent: boolean }
   | { readonly type: 'close' };
 
 export interface AuditWriterReply {
   readonly id: number;
+  /** Rows inserted or, replaying, found stored already. */
+  readonly rows?: number;
   /** Present when nothing of the batch was written. `cause` is the driver's text, for the log only. */
   readonly error?: { readonly code: ErrorCode; readonly message: string; readonly cause: string };
 }

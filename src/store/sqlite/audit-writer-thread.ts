@@ -1,14 +1,17 @@
+import { closeSync, openSync, readSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import { mapStoreError } from '../sql/map-error.js';
 import { AUDIT_HASH_INDEX, AUDIT_INSERT_ONE } from '../sql/audit-sql.js';
 import type { SqlValue } from '../sql/driver.js';
-import type { AuditWriterData, AuditWriterReply, AuditWriterRequest } from './audit-writer-protocol.js';
+import { parseJournal } from './audit-journal-format.js';
+import type { AuditWriterData, AuditWriterReply, AuditWriterRequest, JournalRange } from './audit-writer-protocol.js';
 
 /**
- * The body of the SQLite audit writer thread (see `audit-writer.ts`): its own connection to the store's file,
- * one prepared INSERT and one transaction per batch. Everything here blocks only this thread: the commit, the
- * WAL write and the checkpoints SQLite runs after a commit, which fsync.
+ * The body of the SQLite audit writer thread (see `audit-writer.ts`): reads journal ranges, and inserts their
+ * rows through its own connection to the store's file, with one prepared INSERT and one transaction per batch.
+ * Everything here blocks only this thread: the reads and parsing, the commit, the WAL write and the checkpoints
+ * SQLite runs after a commit, which fsync.
  */
 
 const port = parentPort;
@@ -59,6 +62,27 @@ class AuditForkError extends Error {
   }
 }
 
+/** The rows of every range, all parsed before any is inserted: a bad line stores nothing of the batch. */
+function readRanges(ranges: readonly JournalRange[]): SqlValue[][] {
+  const rows: SqlValue[][] = [];
+  for (const range of ranges) {
+    const bytes = Buffer.allocUnsafe(range.to - range.from);
+    const fd = openSync(range.file, 'r');
+    let read = 0;
+    try {
+      while (read < bytes.length) {
+        const got = readSync(fd, bytes, read, bytes.length - read, range.from + read);
+        if (got === 0) break;
+        read += got;
+      }
+    } finally {
+      closeSync(fd);
+    }
+    for (const row of parseJournal(bytes.toString('utf8', 0, read), range)) rows.push(row);
+  }
+  return rows;
+}
+
 port.on('message', (request: AuditWriterRequest) => {
   if (request.type === 'close') {
     db?.close();
@@ -67,8 +91,9 @@ port.on('message', (request: AuditWriterRequest) => {
   }
   let reply: AuditWriterReply;
   try {
-    open()(request.rows, request.idempotent === true);
-    reply = { id: request.id };
+    const rows = readRanges(request.ranges);
+    if (rows.length > 0) open()(rows, request.idempotent);
+    reply = { id: request.id, rows: rows.length };
   } catch (error) {
     const mapped = mapStoreError(error, 'SQLite audit writer');
     const cause = error instanceof Error ? `${error.name}: ${error.message}` : String(error);

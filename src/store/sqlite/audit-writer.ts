@@ -1,7 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import { GatewayError } from '../../errors/gateway-error.js';
-import type { SqlValue } from '../sql/driver.js';
-import type { AuditWriterData, AuditWriterReply, AuditWriterRequest } from './audit-writer-protocol.js';
+import type { AuditWriterData, AuditWriterReply, AuditWriterRequest, JournalRange } from './audit-writer-protocol.js';
 
 const FROM_SOURCE = import.meta.url.endsWith('.ts');
 const THREAD = new URL(FROM_SOURCE ? './audit-writer-thread.ts' : './audit-writer-thread.js', import.meta.url);
@@ -20,15 +19,15 @@ function startThread(data: AuditWriterData): Worker {
 const CLOSE_TIMEOUT_MS = 10_000;
 
 interface Pending {
-  resolve(): void;
+  resolve(rows: number): void;
   reject(error: GatewayError): void;
 }
 
 /**
  * Audit batches for an SQLite file, written by a thread with its own connection (DESIGN.md §5: audit writes off
  * the hot path). better-sqlite3 is synchronous, so on the store's own connection every commit, and every WAL
- * checkpoint with its fsync, would stop the event loop; here they stop only the writer thread. Rows come checked
- * (`auditRowsValues`, by the journal) and cross as plain value arrays.
+ * checkpoint with its fsync, would stop the event loop; here they stop only the writer thread. Rows never cross
+ * threads: the thread is told which bytes of which journal segments to ingest, and reads and parses them itself.
  *
  * A batch is written whole or not at all, as `Store.appendAuditRecords` promises. If the thread dies, its open
  * batches fail with STORE_UNAVAILABLE (the audit log retries them) and the next batch starts a new thread. The
@@ -46,18 +45,19 @@ export class SqliteAuditWriter {
   }
 
   /**
-   * Rows already in `auditRowValues` form, as the journal keeps them. `idempotent`: a row stored before
-   * with the same hash counts as written (a replay), with another hash the batch is STORE_CONFLICT.
+   * Inserts the rows of journal ranges in one transaction; resolves with their number. `idempotent`: a row
+   * stored before with the same hash counts as written (a replay), with another hash the batch is STORE_CONFLICT.
+   * A line that is not a journal row is STORE_INVALID naming its file and line, and nothing is written.
    */
-  writeValues(rows: readonly (readonly SqlValue[])[], idempotent: boolean): Promise<void> {
+  ingest(ranges: readonly JournalRange[], idempotent: boolean): Promise<number> {
     if (this.#closed) return Promise.reject(new GatewayError('MCPGATE_ERR_STORE_UNAVAILABLE', 'SQLite audit writer: closed'));
-    if (rows.length === 0) return Promise.resolve();
+    if (ranges.length === 0) return Promise.resolve(0);
     const worker = this.#thread();
     const id = this.#nextId++;
-    return new Promise<void>((resolve, reject) => {
+    return new Promise<number>((resolve, reject) => {
       if (this.#pending.size === 0) worker.ref();
       this.#pending.set(id, { resolve, reject });
-      worker.postMessage({ type: 'write', id, rows, idempotent } satisfies AuditWriterRequest);
+      worker.postMessage({ type: 'ingest', id, ranges, idempotent } satisfies AuditWriterRequest);
     });
   }
 
@@ -98,7 +98,7 @@ export class SqliteAuditWriter {
     if (pending === undefined) return;
     this.#pending.delete(reply.id);
     if (this.#pending.size === 0) this.#worker?.unref();
-    if (reply.error === undefined) pending.resolve();
+    if (reply.error === undefined) pending.resolve(reply.rows ?? 0);
     else pending.reject(new GatewayError(reply.error.code, reply.error.message, { cause: new Error(reply.error.cause) }));
   }
 }
