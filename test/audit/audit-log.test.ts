@@ -4,7 +4,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { AuditLog, auditLogFromConfig, generateChainId } from '../../src/audit/audit-log.js';
-import { argumentsHash, GENESIS_HASH, hashRecordBody, recordBody, type AuditInput } from '../../src/audit/record.js';
+import { argumentsHash, GENESIS_HASH, hashRecordBody, recordBody, type AuditInput, type StoredAuditRecord } from '../../src/audit/record.js';
 import { verifyAudit } from '../../src/audit/verify.js';
 import { auditSchema } from '../../src/config/governance-schema.js';
 import { GatewayError } from '../../src/errors/gateway-error.js';
@@ -351,7 +351,7 @@ describe('AuditLog: with the SQLite journal writer', () => {
     ];
     await log.flush();
     const stored = await raw.listAuditRecords({ chainId: 'lines', order: 'chain', limit: 10 });
-    assert.deepEqual(stored.map((row) => recordBody({ ...row, args: row.args === undefined ? undefined : JSON.parse(row.args) })), appended.map(recordBody));
+    assert.deepEqual(stored.map((row) => recordBody({ ...row, args: row.args === undefined ? undefined : JSON.parse(row.args) } as unknown as StoredAuditRecord)), appended.map(recordBody));
     assert.equal(stored[0]?.args, '{"10":"a","9":["b",{"a":null,"z":1}],"text":"tab\\there\\nand \\"quotes\\" é"}');
     assert.equal((await verifyAudit(raw, { chainId: 'lines' })).ok, true);
     await log.close();

@@ -12,7 +12,8 @@ import type { AuditRecordRow } from '../store.js';
  * Written on the event loop (`journalText`), read by the writer thread (`parseJournal`) and by `audit verify`.
  */
 
-type Body = Partial<Record<Exclude<keyof AuditRecordRow, 'time' | 'args' | 'hash'>, unknown>> & { readonly time?: unknown };
+/** A body as parsed: nothing in it is trusted until `auditRowValues` has checked the row built from it. */
+type Body = { readonly [K in Exclude<keyof AuditRecordRow, 'time' | 'args' | 'hash'>]?: AuditRecordRow[K] } & { readonly time?: unknown };
 
 /** The body of a row written by a caller that has no canonical text for it (tests, replays of other sources). */
 function bodyOf(row: AuditRecordRow): string {
@@ -48,12 +49,31 @@ function rowOf(line: string): AuditRecordRow | undefined {
   }
   if (typeof body !== 'object' || body === null || typeof body.time !== 'string') return undefined;
   const args = line.slice(first + 1, second);
+  // Named members, not a spread: spreading a parsed object is the slow generic copy, and this runs per row.
   return {
-    ...(body as AuditRecordRow),
+    chainId: body.chainId as string,
+    seq: body.seq as number,
     time: new Date(Date.parse(body.time)),
+    kind: body.kind as string,
+    decision: body.decision as string,
+    reason: body.reason,
+    keyId: body.keyId,
+    userId: body.userId,
+    teamId: body.teamId,
+    orgId: body.orgId,
+    agentId: body.agentId,
+    sessionId: body.sessionId,
+    server: body.server,
+    tool: body.tool,
+    argsHash: body.argsHash,
     args: args === '' ? undefined : args,
+    resultHash: body.resultHash,
+    resultBytes: body.resultBytes,
+    latencyMs: body.latencyMs,
+    evidence: body.evidence,
+    prevHash: body.prevHash as string,
     hash: line.slice(0, first),
-  } as AuditRecordRow;
+  };
 }
 
 /**
