@@ -10,6 +10,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { cpus } from 'node:os';
 import { GATEWAY_CORE, startMcpgate } from '../lib/contenders.mjs';
 import { canPin } from '../lib/proc.mjs';
@@ -21,7 +22,25 @@ export const W9_MODES = ['off', 'on', 'queued', 'auditOnly', 'policyOnly'];
  * CPU cost. `event-loop`: only the main thread stays there once the gateway is warm; its helper threads (V8's GC
  * and compiler threads, libuv's pool, the audit writer thread) may run on any core, as they do when deployed.
  */
-export const W9_DEFAULTS = { concurrency: [8, 32], rounds: 3, modes: W9_MODES, pin: 'process' };
+export const W9_DEFAULTS = { concurrency: [8, 32], rounds: 3, modes: W9_MODES, pin: 'process', pathRecords: 100_000, pathRuns: 3 };
+
+const AUDIT_PATH = fileURLToPath(new URL('../lib/audit-path.mjs', import.meta.url));
+
+/**
+ * The audit path alone (`bench/lib/audit-path.mjs`), whole process on the gateway core: the CPU one record costs
+ * with no HTTP around it, split into the event loop and the other threads (the writer thread, V8's helpers).
+ * Steadier than throughput ratios on a noisy machine, so a change to the audit path shows here first.
+ */
+function auditPath(ctx, settings) {
+  const runs = [];
+  for (let run = 0; run < settings.pathRuns; run += 1) {
+    const args = [AUDIT_PATH, ctx.root, ctx.workDir, String(settings.pathRecords), '8'];
+    const output = canPin() ? execFileSync('taskset', ['-c', String(GATEWAY_CORE), process.execPath, ...args]) : execFileSync(process.execPath, args);
+    runs.push(JSON.parse(output.toString('utf8').trim()));
+  }
+  const median = (key) => [...runs.map((run) => run[key])].sort((a, b) => a - b)[Math.floor(runs.length / 2)];
+  return { records: settings.pathRecords, runs: runs.length, cpuUsPerRecord: median('cpuUsPerRecord'), mainUsPerRecord: median('mainUsPerRecord'), otherThreadsUsPerRecord: median('otherThreadsUsPerRecord') };
+}
 
 const POLICY = `// Deny-list style: each rule names what is refused; everything else passes.
 forbid(principal, action == Mcpgate::Action::"call_tool", resource)
@@ -98,8 +117,10 @@ export async function runW9(ctx, profile) {
   } finally {
     for (const [, contender] of contenders) await contender.stop();
   }
+  const path = settings.pathRuns > 0 ? auditPath(ctx, settings) : undefined;
+  if (path !== undefined) ctx.log(`W9: audit path alone ${path.cpuUsPerRecord} µs CPU per record (event loop ${path.mainUsPerRecord}, other threads ${path.otherThreadsUsPerRecord})`);
   const judged = modes.includes('on') ? rows.every((row) => row.onRatio >= 0.9) : undefined;
-  return { goal: 'on (sync) ≥ 0.9 × off throughput', met: judged, modes, pin: settings.pin, rows };
+  return { goal: 'on (sync) ≥ 0.9 × off throughput', met: judged, modes, pin: settings.pin, rows, auditPath: path };
 }
 
 const MODE_LABELS = { off: 'off', on: 'on (sync)', queued: 'on (queue)', auditOnly: 'audit only (sync)', policyOnly: 'policies only' };
@@ -125,6 +146,14 @@ export function renderW9(result) {
       const shown = ratio === undefined ? '–' : `×${ratio.toFixed(2)}${range === undefined ? '' : ` (${range[0].toFixed(2)}–${range[1].toFixed(2)})`}`;
       lines.push(`| ${row.concurrency} | ${MODE_LABELS[mode]} | ${value.throughput} | ${shown} | ${value.p50} / ${value.p99} | ${value.cpuUsPerCall} | ${value.errors} |`);
     }
+  }
+  const path = result.auditPath;
+  if (path !== undefined) {
+    lines.push(
+      '',
+      `Audit path alone (AuditLog sync → SQLite journal → writer thread, 8 appenders, ${path.records} records, median of ${path.runs} runs, whole process on the gateway core): ` +
+        `**${path.cpuUsPerRecord} µs CPU per record**: event loop ${path.mainUsPerRecord} µs, other threads (writer, V8 helpers) ${path.otherThreadsUsPerRecord} µs.`,
+    );
   }
   return lines.join('\n');
 }
