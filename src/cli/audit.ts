@@ -50,22 +50,33 @@ function describeChain(chain: ChainVerification): string {
   return `chain ${chain.chainId}: BROKEN at seq ${seq}: ${reason} (${detail})`;
 }
 
+/** Records of stopped gateways still in the store's audit journal, per chain (all chains, or `chain` only). */
+async function journalPending(store: Store, chain: string | undefined): Promise<{ readonly root: string | undefined; readonly pending: [string, number][] }> {
+  const backlog = await store.auditJournalBacklog();
+  return { root: backlog.root, pending: Object.entries(backlog.pending).filter(([chainId]) => chain === undefined || chainId === chain) };
+}
+
+/**
+ * Not a broken chain: the records are durable in the journal, and the next gateway started on this store
+ * writes them into the table. Until then what the table shows ends before them.
+ */
+function reportPending(io: ControlIo, command: string, journal: Awaited<ReturnType<typeof journalPending>>): void {
+  for (const [chainId, count] of journal.pending) {
+    io.stderr(`mcpgate ${command}: chain ${chainId}: ${count} more record(s) of a stopped gateway are in ${journal.root ?? 'the audit journal'}, not yet in the table; the next gateway started on this store stores them`);
+  }
+}
+
 /** `mcpgate audit verify [--chain <id>] [--json]`: 0 every chain verifies, 3 one is broken, 1 it could not be checked. */
 export function runAuditVerify(options: AuditVerifyOptions, io: ControlIo): Promise<number> {
   return runCommand(io, 'audit verify', () =>
     withStore(options.config, io, async (store) => {
       const result = await verifyAudit(store, options.chain === undefined ? {} : { chainId: options.chain });
-      const backlog = await store.auditJournalBacklog();
-      const pending = Object.entries(backlog.pending).filter(([chainId]) => options.chain === undefined || chainId === options.chain);
-      if (options.chain !== undefined && result.chains.length === 0 && pending.length === 0) throw new UsageError(`the store holds no audit chain "${options.chain}"`);
-      if (options.json === true) printJson(io, { ...result, journalPending: Object.fromEntries(pending) });
+      const journal = await journalPending(store, options.chain);
+      if (options.chain !== undefined && result.chains.length === 0 && journal.pending.length === 0) throw new UsageError(`the store holds no audit chain "${options.chain}"`);
+      if (options.json === true) printJson(io, { ...result, journalPending: Object.fromEntries(journal.pending) });
       else if (result.chains.length === 0) io.stdout('no audit records');
       else for (const chain of result.chains) io.stdout(describeChain(chain));
-      // Not a broken chain: the records are durable in the journal, and the next gateway started on this store
-      // writes them into the table. Until then the chains shown end before them.
-      for (const [chainId, count] of pending) {
-        io.stderr(`mcpgate audit verify: chain ${chainId}: ${count} more record(s) of a stopped gateway are in ${backlog.root ?? 'the audit journal'}, not yet in the table; the next gateway started on this store stores them`);
-      }
+      reportPending(io, 'audit verify', journal);
       return result.ok ? 0 : EXIT_BROKEN;
     }),
   );
@@ -98,6 +109,7 @@ export function runAuditExport(options: AuditExportOptions, io: AuditIo): Promis
         io.stderr(`mcpgate audit export: chain ${row.chainId} seq ${row.seq} cannot be read as a record (${row.detail}); exported as found`);
       }
       io.stderr(`exported ${summary.records} audit record(s)`);
+      reportPending(io, 'audit export', await journalPending(store, options.chain));
     });
   });
 }

@@ -157,5 +157,12 @@ describe('mcpgate audit verify and the journal of a stopped gateway', () => {
     assert.match(text.stderr, /chain gw-a: 2 more record\(s\) of a stopped gateway are in .*gate\.db-audit-journal/);
     const json = await run(['audit', 'verify', '-c', config, '--json']);
     assert.deepEqual((JSON.parse(json.stdout) as { journalPending: Record<string, number> }).journalPending, { 'gw-a': 2 });
+    // The export says so too, on stderr: its stdout stays the records the table holds.
+    const exported = await run(['audit', 'export', '-c', config, '--since', '2026-01-01']);
+    assert.equal(exported.code, 0, exported.stderr);
+    assert.match(exported.stderr, /mcpgate audit export: chain gw-a: 2 more record\(s\) of a stopped gateway/);
+    assert.equal(exported.stdout.split('\n').filter(Boolean).length, 6, 'the three records of each chain in the table');
+    const other = await run(['audit', 'export', '-c', config, '--since', '2026-01-01', '--chain', 'gw-b']);
+    assert.doesNotMatch(other.stderr, /stopped gateway/, 'another chain has nothing pending');
   });
 });
