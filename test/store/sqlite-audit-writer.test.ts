@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -156,6 +156,28 @@ describe('SQLite audit journal', () => {
     await assert.rejects(writer.ready(), (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_STORE_INVALID' && /000000000001\.jsonl line 2/.test(error.message));
     assert.equal(await store.listAuditChains({ chainId: 'x' }).then((chains) => chains.length), 0, 'nothing of the segment is stored');
     await writer.close();
+    await store.close();
+  });
+
+  it("while a writer thread is open, the store's own connection leaves checkpoints to it (none on the event loop)", async () => {
+    // About 9 MiB through the store's own connection: past SQLite's default threshold of 1000 pages (4 MiB).
+    const big = (chainId: string, seq: number): AuditRecordRow => row(chainId, seq, { args: JSON.stringify('x'.repeat(900_000)) });
+    const fill = async (store: SqliteStore, chainId: string): Promise<void> => {
+      for (let seq = 1; seq <= 10; seq += 1) await store.appendAuditRecords([big(chainId, seq)]);
+    };
+    const control = await fresh();
+    await fill(control.store, 'c');
+    assert.ok(statSync(control.path).size > 4 * 1024 * 1024, 'without a writer the store checkpoints into the database file itself');
+    await control.store.close();
+
+    const { path, store } = await fresh();
+    const writer = store.openAuditWriter();
+    await writer.ready();
+    await fill(store, 'w');
+    assert.ok(statSync(path).size < 1024 * 1024, 'with a writer open, the pages stay in the WAL: the store did not checkpoint');
+    await writer.close();
+    await store.appendAuditRecords([big('w', 11)]);
+    assert.ok(statSync(path).size > 8 * 1024 * 1024, 'once the writer is closed, the store checkpoints again');
     await store.close();
   });
 

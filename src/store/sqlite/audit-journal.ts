@@ -116,6 +116,8 @@ export interface JournalOptions {
   readonly maxBuffered?: number;
   readonly retry?: { readonly initialMs?: number; readonly maxMs?: number };
   readonly onRetry?: AuditWriterOptions['onRetry'];
+  /** Called once, when `close()` has finished. */
+  readonly onClose?: () => void;
 }
 
 export class JournaledAuditWriter implements AuditRecordWriter {
@@ -132,6 +134,7 @@ export class JournaledAuditWriter implements AuditRecordWriter {
   readonly #retryInitialMs: number;
   readonly #retryMaxMs: number;
   readonly #onRetry: AuditWriterOptions['onRetry'];
+  readonly #onClose: (() => void) | undefined;
   #fd: number | undefined;
   #open: Segment | undefined;
   #segments = 0;
@@ -156,6 +159,7 @@ export class JournaledAuditWriter implements AuditRecordWriter {
     this.#retryInitialMs = options.retry?.initialMs ?? 25;
     this.#retryMaxMs = options.retry?.maxMs ?? 2000;
     this.#onRetry = options.onRetry;
+    this.#onClose = options.onClose;
     const identity = processIdentity(process.pid) ?? `${process.pid}.0`;
     this.#dir = join(this.#root, `${identity}.${randomBytes(4).toString('hex')}`);
   }
@@ -216,7 +220,11 @@ export class JournaledAuditWriter implements AuditRecordWriter {
       this.#closed = true;
       this.#seal();
       if (this.#failure === undefined) rmSync(this.#dir, { recursive: true, force: true });
-      await this.#writer.close();
+      try {
+        await this.#writer.close();
+      } finally {
+        this.#onClose?.();
+      }
     }
   }
 

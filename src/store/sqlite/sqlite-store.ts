@@ -110,6 +110,11 @@ class SqliteDriver implements SqlDriver {
     }
   }
 
+  /** SQLite `wal_autocheckpoint` of this connection: the WAL size, in pages, at which its commits checkpoint. */
+  autocheckpoint(pages: number): void {
+    if (!this.#closed) this.#db.pragma(`wal_autocheckpoint = ${pages}`);
+  }
+
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
@@ -140,13 +145,27 @@ class SqliteDriver implements SqlDriver {
   }
 }
 
+/** SQLite's default `wal_autocheckpoint`. */
+const CHECKPOINT_PAGES = 1000;
+/**
+ * The store's own connection while an audit writer thread is open: the thread commits every 50 ms and runs the
+ * checkpoints, so this connection, whose rare writes could otherwise be the commit that crosses the threshold,
+ * does not copy megabytes and fsync on the event loop. It still checkpoints if the WAL grows this large anyway
+ * (a writer that is idle while this connection writes a lot), so the WAL stays bounded.
+ */
+const CHECKPOINT_PAGES_BESIDE_WRITER = 10_000;
+
 /** The embedded default store (DESIGN.md §4): one SQLite file in WAL mode. Call `migrate()` before use. */
 export class SqliteStore extends SqlStore {
   readonly #options: Required<SqliteStoreOptions>;
+  readonly #driver: SqliteDriver;
+  #openWriters = 0;
 
   constructor(options: SqliteStoreOptions) {
     const checked = checkOptions(options);
-    super(new SqliteDriver(checked));
+    const driver = new SqliteDriver(checked);
+    super(driver);
+    this.#driver = driver;
     this.#options = checked;
   }
 
@@ -157,7 +176,13 @@ export class SqliteStore extends SqlStore {
   override openAuditWriter(options: AuditWriterOptions = {}): AuditRecordWriter {
     if (this.#options.path === ':memory:') return super.openAuditWriter();
     const writer = new SqliteAuditWriter({ path: this.#options.path, busyTimeoutMs: this.#options.busyTimeoutMs });
-    return new JournaledAuditWriter({ root: this.#journalRoot(), writer, ...(options.onRetry === undefined ? {} : { onRetry: options.onRetry }) });
+    this.#openWriters += 1;
+    if (this.#openWriters === 1) this.#driver.autocheckpoint(CHECKPOINT_PAGES_BESIDE_WRITER);
+    const onClose = (): void => {
+      this.#openWriters -= 1;
+      if (this.#openWriters === 0) this.#driver.autocheckpoint(CHECKPOINT_PAGES);
+    };
+    return new JournaledAuditWriter({ root: this.#journalRoot(), writer, onClose, ...(options.onRetry === undefined ? {} : { onRetry: options.onRetry }) });
   }
 
   override async auditJournalBacklog(): Promise<AuditJournalBacklog> {
