@@ -20,7 +20,7 @@ import { runW9, W9_DEFAULTS } from '../workloads/w9.mjs';
 
 const WORKLOADS = { W1: runW1, W2: runW2, W3: runW3, W4: runW4, W5: runW5, W6: runW6, W7: runW7, W8: runW8, W9: runW9 };
 
-/** Full run (W1–W9): about 17 minutes on an idle 2-core machine, 5 of them the W6 soak (`--soak-seconds`). */
+/** Full run (W1–W9): about 18 minutes on an idle 2-core machine, 5 of them the W6 soak (`--soak-seconds`). */
 const FULL = {
   name: 'full',
   workloads: ['W1', 'W2', 'W3', 'W4', 'W5', 'W6', 'W7', 'W8', 'W9'],

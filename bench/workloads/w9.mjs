@@ -22,7 +22,7 @@ export const W9_MODES = ['off', 'on', 'queued', 'auditOnly', 'policyOnly'];
  * CPU cost. `event-loop`: only the main thread stays there once the gateway is warm; its helper threads (V8's GC
  * and compiler threads, libuv's pool, the audit writer thread) may run on any core, as they do when deployed.
  */
-export const W9_DEFAULTS = { concurrency: [8, 32], rounds: 3, modes: W9_MODES, pin: 'process', pathRecords: 100_000, pathRuns: 3 };
+export const W9_DEFAULTS = { concurrency: [8, 32], rounds: 5, modes: W9_MODES, pin: 'process', pathRecords: 100_000, pathRuns: 3 };
 
 const AUDIT_PATH = fileURLToPath(new URL('../lib/audit-path.mjs', import.meta.url));
 
