@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { AuditConfig } from '../config/governance-schema.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { Logger } from '../observability/logger.js';
-import type { AuditRecordWriter, Store } from '../store/store.js';
+import type { AuditRecordWriter, AuditWriterOptions, Store } from '../store/store.js';
 import { toRow, type ChainPosition } from './chain.js';
 import { prepareRecord, type PreparedRecord } from './prepare.js';
 import { canonicalBody, GENESIS_HASH, sha256Hex, type AuditInput, type StoredAuditRecord } from './record.js';
@@ -87,6 +87,11 @@ class PermanentFailure extends Error {
 }
 
 const CHAIN_ID = /^[A-Za-z0-9_.:-]{1,128}$/;
+
+/** Which failed attempts of a retried write are logged: the first ones, then one in ten, so an outage is visible without flooding the log. */
+function logsRetry(attempt: number): boolean {
+  return attempt <= 5 || attempt % 10 === 0;
+}
 
 /** `<host>-<pid>-<random>`: a fresh chain per process start, so two instances never write one chain. */
 export function generateChainId(): string {
@@ -341,8 +346,7 @@ export class AuditLog {
         return false;
       }
       const delay = Math.min(this.#retryMaxMs, this.#retryInitialMs * 2 ** Math.min(attempt - 1, 30));
-      // The first failures, then one in ten: an outage is visible without flooding the log.
-      if (attempt <= 5 || attempt % 10 === 0) {
+      if (logsRetry(attempt)) {
         this.#logger.warn({ err: error, chainId: this.chainId, attempt, records: rows.length, pending: this.pending, retryInMs: delay }, 'audit write failed; retrying');
       }
       await sleep(delay);
@@ -416,16 +420,30 @@ export class AuditLog {
   }
 }
 
-/** The gateway's log from `gateway.audit`; undefined when auditing is off. */
+/**
+ * The gateway's log from `gateway.audit`; undefined when auditing is off, and then no writer is opened.
+ * `openWriter` (`Store.openAuditWriter`) gives the log its writer; its background retries are logged here.
+ */
 export function auditLogFromConfig(
   config: AuditConfig,
-  deps: { readonly store: AuditStore; readonly writer?: AuditRecordWriter; readonly logger: Logger; readonly now?: () => Date },
+  deps: {
+    readonly store: AuditStore;
+    readonly openWriter?: (options: AuditWriterOptions) => AuditRecordWriter;
+    readonly logger: Logger;
+    readonly now?: () => Date;
+  },
 ): AuditLog | undefined {
   if (!config.enabled) return undefined;
+  const { logger } = deps;
+  const writer = deps.openWriter?.({
+    onRetry: (error, attempt, records, retryInMs) => {
+      if (logsRetry(attempt)) logger.warn({ err: error, attempt, records, retryInMs }, 'audit ingest failed; retrying');
+    },
+  });
   return new AuditLog({
     store: deps.store,
-    ...(deps.writer === undefined ? {} : { writer: deps.writer }),
-    logger: deps.logger,
+    ...(writer === undefined ? {} : { writer }),
+    logger,
     durability: config.durability,
     flushMs: config.flushMs,
     maxQueue: config.maxQueue,

@@ -36,16 +36,7 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
   if (store === undefined && (gateway.audit.enabled || gateway.receipts.enabled)) {
     logger.warn('audit records and session receipts need the control-plane store, which auth.mode "none" does not open: both are off');
   }
-  const audit = store === undefined || !gateway.audit.enabled ? undefined : auditLogFromConfig(gateway.audit, {
-          store,
-          writer: store.openAuditWriter({
-            onRetry: (error, attempt, records, retryInMs) => {
-              // The first failures, then one in ten: an outage is visible without flooding the log.
-              if (attempt <= 5 || attempt % 10 === 0) logger.warn({ err: error, attempt, records, retryInMs }, 'audit ingest failed; retrying');
-            },
-          }),
-          logger,
-        });
+  const audit = store === undefined ? undefined : auditLogFromConfig(gateway.audit, { store, openWriter: (options) => store.openAuditWriter(options), logger });
   await audit?.ready();
   const policies = gateway.policies.length === 0 ? undefined : await CedarPolicies.load({ sets: gateway.policies, logger, watch: true });
   const catalog = await createCatalogGuard(gateway.catalog, {

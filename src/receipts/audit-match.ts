@@ -1,6 +1,4 @@
 import { hashRecordBody, isCallRecord, isDenialRecord, type AuditRecordBody } from '../audit/record.js';
-
-export { DENIAL_DECISIONS, isCallRecord, isDenialRecord } from '../audit/record.js';
 import type { ReceiptBody } from './receipt.js';
 
 /**
