@@ -218,8 +218,11 @@ export interface AuditJournalBacklog {
 }
 
 export interface AuditWriterOptions {
-  /** Told of each failed background write before it is retried (nothing is dropped); for the log. */
-  readonly onRetry?: (error: unknown, attempt: number, records: number, retryInMs: number) => void;
+  /**
+   * Told of each failed background write before it is retried (nothing is dropped); for the log. `records` is
+   * undefined while replaying a crashed process's journal, whose rows only the writer thread reads.
+   */
+  readonly onRetry?: (error: unknown, attempt: number, records: number | undefined, retryInMs: number) => void;
 }
 
 /** A position in the audit log: where a page ended, so the next one starts after it (keyset paging). */

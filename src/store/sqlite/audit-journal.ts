@@ -60,17 +60,28 @@ function unavailable(message: string, cause?: unknown): GatewayError {
 }
 
 /**
+ * The journal directories under `root` whose process is gone (other than `except`), each with its segment files
+ * in write order: what a replay stores, and what `audit verify` reports as pending.
+ */
+function stoppedJournals(root: string, except?: string): { readonly dir: string; readonly segments: string[] }[] {
+  if (!existsSync(root)) return [];
+  return readdirSync(root, { withFileTypes: true })
+    .filter((entry) => entry.isDirectory() && join(root, entry.name) !== except && !ownerAlive(entry.name))
+    .map((entry) => {
+      const dir = join(root, entry.name);
+      const segments = readdirSync(dir).filter((name) => SEGMENT.test(name)).sort().map((name) => join(dir, name));
+      return { dir, segments };
+    });
+}
+
+/**
  * The (chain, seq) of every complete row in the journals of processes that are gone, by chain: what the next
  * writer's `ready()` would replay. Read only; a segment that cannot be read is skipped here (the replay names it).
  */
 export function stoppedJournalRows(root: string): Map<string, number[]> {
   const rows = new Map<string, number[]>();
-  if (!existsSync(root)) return rows;
-  for (const entry of readdirSync(root, { withFileTypes: true })) {
-    if (!entry.isDirectory() || ownerAlive(entry.name)) continue;
-    const dir = join(root, entry.name);
-    for (const name of readdirSync(dir).filter((candidate) => SEGMENT.test(candidate))) {
-      const file = join(dir, name);
+  for (const { segments } of stoppedJournals(root)) {
+    for (const file of segments) {
       let segment: SqlValue[][];
       try {
         segment = parseJournal(readFileSync(file, 'utf8'), { file, firstLine: 1 });
@@ -126,7 +137,6 @@ export class JournaledAuditWriter implements AuditRecordWriter {
   readonly #writer: SqliteAuditWriter;
   readonly #ingestMs: number;
   readonly #segmentMs: number;
-  #segmentOpenedAt = 0;
   /** Set by `flush`: the next ingest seals the open segment, so that nothing ingested stays on disk. */
   #sealNext = false;
   readonly #ingestBatch: number;
@@ -135,8 +145,8 @@ export class JournaledAuditWriter implements AuditRecordWriter {
   readonly #retryMaxMs: number;
   readonly #onRetry: AuditWriterOptions['onRetry'];
   readonly #onClose: (() => void) | undefined;
-  #fd: number | undefined;
-  #open: Segment | undefined;
+  /** The segment being written: its descriptor and when it was opened. */
+  #open: { readonly segment: Segment; readonly fd: number; readonly openedAt: number } | undefined;
   #segments = 0;
   /** Closed segments not deleted yet: some of their rows are still to be ingested, or being ingested. */
   #sealed: Segment[] = [];
@@ -229,27 +239,25 @@ export class JournaledAuditWriter implements AuditRecordWriter {
   }
 
   #append(text: string, lines: number): void {
-    if (this.#fd === undefined || this.#open === undefined) {
+    if (this.#open === undefined) {
       mkdirSync(this.#dir, { recursive: true });
       this.#segments += 1;
       const file = join(this.#dir, `${String(this.#segments).padStart(12, '0')}.jsonl`);
-      this.#fd = openSync(file, 'a');
-      this.#open = { file, size: 0, lines: 0, ingestedSize: 0, ingestedLines: 0 };
-      this.#segmentOpenedAt = Date.now();
+      this.#open = { segment: { file, size: 0, lines: 0, ingestedSize: 0, ingestedLines: 0 }, fd: openSync(file, 'a'), openedAt: Date.now() };
     }
+    const { segment, fd } = this.#open;
     const data = Buffer.from(text, 'utf8');
-    const written = writeSync(this.#fd, data);
+    const written = writeSync(fd, data);
     if (written !== data.length) throw new Error(`short write: ${written} of ${data.length} bytes`);
-    this.#open.size += written;
-    this.#open.lines += lines;
+    segment.size += written;
+    segment.lines += lines;
   }
 
   #seal(): void {
-    if (this.#fd === undefined || this.#open === undefined) return;
-    const fd = this.#fd;
-    this.#fd = undefined;
-    this.#sealed.push(this.#open);
+    if (this.#open === undefined) return;
+    const { segment, fd } = this.#open;
     this.#open = undefined;
+    this.#sealed.push(segment);
     try {
       closeSync(fd);
     } catch {
@@ -276,7 +284,7 @@ export class JournaledAuditWriter implements AuditRecordWriter {
 
   /** Once nothing new arrived for a segment's lifetime, its rows are all ingested: it is closed and deleted. */
   #tidyWhenIdle(): void {
-    if (this.#fd === undefined || this.#tidy !== undefined) return;
+    if (this.#open === undefined || this.#tidy !== undefined) return;
     this.#tidy = setTimeout(() => {
       this.#tidy = undefined;
       if (this.#waiting > 0 || this.#running !== undefined || this.#failure !== undefined) return;
@@ -287,13 +295,18 @@ export class JournaledAuditWriter implements AuditRecordWriter {
   }
 
   async #ingestOnce(): Promise<void> {
-    if (this.#sealNext || Date.now() - this.#segmentOpenedAt >= this.#segmentMs) this.#seal();
+    if (this.#open !== undefined && (this.#sealNext || Date.now() - this.#open.openedAt >= this.#segmentMs)) this.#seal();
     this.#sealNext = false;
-    const marks = [...this.#sealed, ...(this.#open === undefined ? [] : [this.#open])]
+    const marks = [...this.#sealed, ...(this.#open === undefined ? [] : [this.#open.segment])]
       .filter((segment) => segment.size > segment.ingestedSize)
       .map((segment) => ({ segment, size: segment.size, lines: segment.lines }));
+    // Every row journaled so far is in these ranges.
+    const rows = this.#waiting;
     this.#waiting = 0;
-    await this.#store(marks.map(({ segment, size }) => ({ file: segment.file, from: segment.ingestedSize, to: size, firstLine: segment.ingestedLines + 1 })));
+    await this.#store(
+      marks.map(({ segment, size }) => ({ file: segment.file, from: segment.ingestedSize, to: size, firstLine: segment.ingestedLines + 1 })),
+      rows,
+    );
     for (const { segment, size, lines } of marks) {
       segment.ingestedSize = size;
       segment.ingestedLines = lines;
@@ -309,8 +322,11 @@ export class JournaledAuditWriter implements AuditRecordWriter {
     });
   }
 
-  /** Ingests journal ranges, retrying with backoff until it works or the rows are refused for good. */
-  async #store(ranges: readonly JournalRange[], replay = false): Promise<void> {
+  /**
+   * Ingests journal ranges holding `rows` rows (undefined: not known, a replay), retrying with backoff until it
+   * works or the rows are refused for good.
+   */
+  async #store(ranges: readonly JournalRange[], rows: number | undefined, replay = false): Promise<void> {
     for (let attempt = 1; ; attempt += 1) {
       try {
         await this.#writer.ingest(ranges, replay);
@@ -323,7 +339,7 @@ export class JournaledAuditWriter implements AuditRecordWriter {
           throw failure;
         }
         const delay = Math.min(this.#retryMaxMs, this.#retryInitialMs * 2 ** Math.min(attempt - 1, 30));
-        this.#onRetry?.(error, attempt, ranges.length, delay);
+        this.#onRetry?.(error, attempt, rows, delay);
         await sleep(delay);
       }
     }
@@ -331,13 +347,10 @@ export class JournaledAuditWriter implements AuditRecordWriter {
 
   async #recover(): Promise<void> {
     mkdirSync(this.#root, { recursive: true });
-    for (const entry of readdirSync(this.#root, { withFileTypes: true })) {
-      if (!entry.isDirectory() || join(this.#root, entry.name) === this.#dir || ownerAlive(entry.name)) continue;
-      const dir = join(this.#root, entry.name);
-      for (const name of readdirSync(dir).filter((candidate) => SEGMENT.test(candidate)).sort()) {
-        const file = join(dir, name);
+    for (const { dir, segments } of stoppedJournals(this.#root, this.#dir)) {
+      for (const file of segments) {
         const size = statSync(file).size;
-        if (size > 0) await this.#store([{ file, from: 0, to: size, firstLine: 1 }], true);
+        if (size > 0) await this.#store([{ file, from: 0, to: size, firstLine: 1 }], undefined, true);
         unlinkSync(file);
       }
       rmSync(dir, { recursive: true, force: true });
