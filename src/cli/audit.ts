@@ -50,8 +50,14 @@ function describeChain(chain: ChainVerification): string {
   return `chain ${chain.chainId}: BROKEN at seq ${seq}: ${reason} (${detail})`;
 }
 
+interface JournalPending {
+  readonly root: string | undefined;
+  /** [chain, records] */
+  readonly pending: [string, number][];
+}
+
 /** Records of stopped gateways still in the store's audit journal, per chain (all chains, or `chain` only). */
-async function journalPending(store: Store, chain: string | undefined): Promise<{ readonly root: string | undefined; readonly pending: [string, number][] }> {
+async function journalPending(store: Store, chain: string | undefined): Promise<JournalPending> {
   const backlog = await store.auditJournalBacklog();
   return { root: backlog.root, pending: Object.entries(backlog.pending).filter(([chainId]) => chain === undefined || chainId === chain) };
 }
@@ -60,7 +66,7 @@ async function journalPending(store: Store, chain: string | undefined): Promise<
  * Not a broken chain: the records are durable in the journal, and the next gateway started on this store
  * writes them into the table. Until then what the table shows ends before them.
  */
-function reportPending(io: ControlIo, command: string, journal: Awaited<ReturnType<typeof journalPending>>): void {
+function reportPending(io: ControlIo, command: string, journal: JournalPending): void {
   for (const [chainId, count] of journal.pending) {
     io.stderr(`mcpgate ${command}: chain ${chainId}: ${count} more record(s) of a stopped gateway are in ${journal.root ?? 'the audit journal'}, not yet in the table; the next gateway started on this store stores them`);
   }
