@@ -4,9 +4,10 @@
 // figure is the total cost; the split comes from /proc per thread (main thread vs the others: the writer thread
 // and V8's helpers). Prints one JSON line. Usage: node audit-path.mjs <repo root> <work dir> <records> <appenders>
 
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { threadCpuMicros } from './proc.mjs';
 
 const [root, workDir, recordsArg = '100000', appendersArg = '8'] = process.argv.slice(2);
 const records = Number(recordsArg);
@@ -16,18 +17,14 @@ const { SqliteStore } = await load('store/sqlite/sqlite-store.js');
 const { AuditLog } = await load('audit/audit-log.js');
 const { argumentsHash, sha256Hex } = await load('audit/record.js');
 
-const TICK_US = 10_000; // USER_HZ = 100 on Linux
-
-/** CPU ticks (user + system) per thread of this process: the main thread's tid is the pid. */
-function threadTicks() {
+/** CPU (user + system, µs) per thread of this process: the main thread's tid is the pid. */
+function threadMicros() {
   let main = 0;
   let others = 0;
   for (const tid of readdirSync('/proc/self/task')) {
-    const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const ticks = Number(fields[11]) + Number(fields[12]);
-    if (Number(tid) === process.pid) main += ticks;
-    else others += ticks;
+    const micros = threadCpuMicros(tid) ?? 0;
+    if (Number(tid) === process.pid) main += micros;
+    else others += micros;
   }
   return { main, others };
 }
@@ -69,17 +66,17 @@ async function run(count) {
 }
 
 await run(Math.min(20_000, records));
-const before = threadTicks();
+const before = threadMicros();
 const started = process.hrtime.bigint();
 await run(records);
 const wallUs = Number(process.hrtime.bigint() - started) / 1000;
 // The rows still in the journal are ingested too: their cost belongs to these records.
 await log.flush();
-const after = threadTicks();
+const after = threadMicros();
 await log.close();
 await store.close();
 rmSync(dir, { recursive: true, force: true });
-const perRecord = (ticks) => Math.round(((ticks * TICK_US) / records) * 10) / 10;
+const perRecord = (micros) => Math.round((micros / records) * 10) / 10;
 console.log(
   JSON.stringify({
     records,

@@ -193,8 +193,17 @@ export async function waitForHealthy(url, timeoutMs = 20_000) {
 
 /** utime+stime of one process, in microseconds; undefined once it has gone. */
 export function cpuMicros(pid) {
+  return statCpuMicros(`/proc/${pid}/stat`);
+}
+
+/** utime+stime of one thread of this process, in microseconds; undefined once it has gone. */
+export function threadCpuMicros(tid) {
+  return statCpuMicros(`/proc/self/task/${tid}/stat`);
+}
+
+function statCpuMicros(path) {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const stat = readFileSync(path, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     // Fields after the command: [0]=state … [11]=utime [12]=stime [13]=cutime [14]=cstime (proc(5)).
     const ticks = Number(fields[11]) + Number(fields[12]);

@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { cpus } from 'node:os';
 import { GATEWAY_CORE, startMcpgate } from '../lib/contenders.mjs';
 import { canPin } from '../lib/proc.mjs';
+import { median, spread } from '../lib/stats.mjs';
 import { point } from './w1.mjs';
 
 export const W9_MODES = ['off', 'on', 'queued', 'auditOnly', 'policyOnly'];
@@ -38,8 +39,8 @@ function auditPath(ctx, settings) {
     const output = canPin() ? execFileSync('taskset', ['-c', String(GATEWAY_CORE), process.execPath, ...args]) : execFileSync(process.execPath, args);
     runs.push(JSON.parse(output.toString('utf8').trim()));
   }
-  const median = (key) => [...runs.map((run) => run[key])].sort((a, b) => a - b)[Math.floor(runs.length / 2)];
-  return { records: settings.pathRecords, runs: runs.length, cpuUsPerRecord: median('cpuUsPerRecord'), mainUsPerRecord: median('mainUsPerRecord'), otherThreadsUsPerRecord: median('otherThreadsUsPerRecord') };
+  const of = (key) => median(runs.map((run) => run[key]));
+  return { records: settings.pathRecords, runs: runs.length, cpuUsPerRecord: of('cpuUsPerRecord'), mainUsPerRecord: of('mainUsPerRecord'), otherThreadsUsPerRecord: of('otherThreadsUsPerRecord') };
 }
 
 const POLICY = `// Deny-list style: each rule names what is refused; everything else passes.
@@ -94,7 +95,6 @@ export async function runW9(ctx, profile) {
         const shift = round % contenders.length;
         for (const [mode, contender] of [...contenders.slice(shift), ...contenders.slice(0, shift)]) samples[mode].push(await point(contender, concurrency, profile));
       }
-      const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
       const summary = (list) => ({
         throughput: median(list.map((result) => result.throughput)),
         p50: median(list.map((result) => result.latencyMs.p50)),
@@ -107,9 +107,9 @@ export async function runW9(ctx, profile) {
       // Each round's ratio pairs points measured within seconds of each other, so a drift of this (shared,
       // virtual) machine's speed between rounds cancels out; the median of those ratios is the figure judged.
       for (const mode of modes.slice(1)) {
-        const ratios = samples[mode].map((result, round) => result.throughput / samples.off[round].throughput).sort((a, b) => a - b);
-        row[`${mode}Ratio`] = Math.round(median(ratios) * 1000) / 1000;
-        row[`${mode}RatioRange`] = [ratios[0], ratios.at(-1)].map((ratio) => Math.round(ratio * 100) / 100);
+        const ratios = spread(samples[mode].map((result, round) => result.throughput / samples.off[round].throughput));
+        row[`${mode}Ratio`] = Math.round(ratios.median * 1000) / 1000;
+        row[`${mode}RatioRange`] = [ratios.min, ratios.max].map((ratio) => Math.round(ratio * 100) / 100);
       }
       rows.push(row);
       ctx.log(`W9: c=${concurrency} ${modes.map((mode) => `${mode} ${row[mode].throughput}/s${mode === 'off' ? '' : ` (×${row[`${mode}Ratio`]})`}`).join(', ')}`);
