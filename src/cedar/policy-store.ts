@@ -6,12 +6,13 @@ import {
   statefulIsAuthorized,
   type AuthorizationAnswer,
   type CedarValueJson,
+  type Context,
   type EntityJson,
 } from '@cedar-policy/cedar-wasm/nodejs';
 import type { PolicySetConfig } from '../config/governance-schema.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import { parsePolicySet, readPolicySet, type ParsedSet } from './policy-set.js';
-import { CEDAR_ACTIONS, type CedarAction, type CedarRequest } from './request.js';
+import { buildCedarRequest, CEDAR_ACTIONS, cedarContext, type CedarAction, type CedarRequest, type CedarRequestInput } from './request.js';
 
 /** What one evaluation decided, across every loaded set. */
 export interface PolicyOutcome {
@@ -105,7 +106,7 @@ interface Snapshot {
   readonly allow: PolicyOutcome;
   /** The outcome when Cedar rejects the request itself: every enforce set fails closed. */
   readonly wholeSets: { readonly enforce: readonly string[]; readonly advisory: readonly string[] };
-  /** Outcomes by projected request, for this version of the policies only. */
+  /** Outcomes by call key (`callKey`), for this version of the policies only. */
   readonly decisions: Map<string, PolicyOutcome>;
 }
 
@@ -179,35 +180,40 @@ export class CedarPolicies {
   }
 
   /**
-   * Decides one request against every set. Synchronous and never throws: an enforce policy that cannot be
-   * evaluated denies (fail closed), an advisory one is reported in `advisoryDenies`.
+   * Decides one request against every set, uncached (for `mcpgate explain` and the admin API; calls go through
+   * `evaluateCall`). Synchronous and never throws: an enforce policy that cannot be evaluated denies (fail
+   * closed), an advisory one is reported in `advisoryDenies`.
    */
   evaluate(request: CedarRequest): PolicyOutcome {
     const snapshot = this.#snapshot;
     const projection = snapshot.projections.get(request.action.id);
     if (projection === undefined) return snapshot.allow;
-    return this.#decide(snapshot, projection, request);
+    return this.#decide(snapshot, projection, request).outcome;
   }
 
   /**
-   * `evaluate`, with the request built only when some policy can match `action`, and told which context keys
-   * the policies in force read (undefined: all), so the caller can leave the others out. One snapshot serves
-   * both, so a reload in between cannot ask for a key that was not built.
+   * One call's decision point. Builds only the context keys the policies in force read, and the rest of the
+   * request only when the decision is not cached: the cache key is what the projected request is made of (see
+   * `callKey`), so a call repeated by the same principal on the same tool costs a lookup, not a wasm evaluation.
+   * The cache lives in the snapshot, so a reload starts an empty one.
    */
-  evaluateLazily(action: CedarAction, build: (contextReads: ReadonlySet<string> | undefined) => CedarRequest): PolicyOutcome {
+  evaluateCall(input: Omit<CedarRequestInput, 'contextReads'>): PolicyOutcome {
     const snapshot = this.#snapshot;
-    const projection = snapshot.projections.get(action);
+    const projection = snapshot.projections.get(input.action);
     if (projection === undefined) return snapshot.allow;
-    return this.#decide(snapshot, projection, build(projection.contextReads));
-  }
-
-  #decide(snapshot: Snapshot, projection: Projection, request: CedarRequest): PolicyOutcome {
-    // The projected request is everything Cedar will see, so equal projections get equal answers: a call
-    // repeated by the same principal on the same tool costs a lookup, not a wasm evaluation. The cache lives
-    // in the snapshot, so a reload starts an empty one.
-    const key = decisionKey(request, projection);
+    const context = cedarContext(input, projection.contextReads);
+    const key = callKey(input, context, projection);
     const cached = snapshot.decisions.get(key);
     if (cached !== undefined) return cached;
+    const { outcome, judged } = this.#decide(snapshot, projection, buildCedarRequest(input, context));
+    // Bounded: past the limit the cache starts over rather than tracking recency on the hot path.
+    if (snapshot.decisions.size >= MAX_CACHED_DECISIONS) snapshot.decisions.clear();
+    if (judged) snapshot.decisions.set(key, outcome);
+    return outcome;
+  }
+
+  /** `judged`: Cedar answered (a failure to evaluate is not cached, so a transient one is not repeated). */
+  #decide(snapshot: Snapshot, projection: Projection, request: CedarRequest): { outcome: PolicyOutcome; judged: boolean } {
     const context = projection.context === undefined ? request.context : pick(request.context, projection.context);
     const entities = project(request, projection);
     let answer: AuthorizationAnswer;
@@ -224,11 +230,7 @@ export class CedarPolicies {
       // A wasm trap or a value serde cannot take: the request was not judged, so it must not pass.
       answer = { type: 'failure', errors: [{ message: error instanceof Error ? error.message : String(error), help: null, code: null, url: null, severity: null }], warnings: [] };
     }
-    const outcome = outcomeOf(answer, snapshot);
-    // Bounded: past the limit the cache starts over rather than tracking recency on the hot path.
-    if (snapshot.decisions.size >= MAX_CACHED_DECISIONS) snapshot.decisions.clear();
-    if (answer.type !== 'failure') snapshot.decisions.set(key, outcome);
-    return outcome;
+    return { outcome: outcomeOf(answer, snapshot), judged: answer.type !== 'failure' };
   }
 
   /** Rereads every set now (as a file change would); resolves once done. */
@@ -408,26 +410,42 @@ function pick(source: Readonly<Record<string, CedarValueJson>>, keys: readonly s
   return out;
 }
 
+/** A string that cannot run into the next field: its length, then itself. */
+function text(value: string): string {
+  return `${value.length}:${value}`;
+}
+
+/** A context value, tagged by type; records and extension values as their JSON. */
+function contextValue(value: CedarValueJson | undefined): string {
+  if (value === undefined) return '~';
+  if (typeof value === 'string') return `s${text(value)}`;
+  if (typeof value === 'number') return `n${value};`;
+  if (typeof value === 'boolean') return value ? 't' : 'f';
+  return `j${text(JSON.stringify(value))}`;
+}
+
 /**
- * The projected request (what `pick` and `project` would hand Cedar) as one string, without building it: the
- * values in the projection's fixed order, so no key names are written. `null` marks an absent value; Cedar
- * values are never null (`toCedarArgs` drops nulls), and an absent resource attribute read with `.` is the ""
- * that `project` would send.
+ * The decision cache key of one call: every input the projected request (what `pick` and `project` hand Cedar)
+ * is built from, each field self-delimiting, so equal keys mean equal projected requests. The principal's
+ * entity and its parents come from the caller's ids and kind alone; the resource's from the action, server,
+ * tool and server sensitivity, plus the configured attributes some policy reads; the context's values are
+ * taken from the context itself, built before the key. Building the key costs a fraction of building the
+ * request, which a hit never does.
  */
-function decisionKey(request: CedarRequest, projection: Projection): string {
-  const parts: unknown[] = [request.principal.type, request.principal.id, request.action.id, request.resource.type, request.resource.id];
-  const { context } = request;
-  if (projection.context === undefined) parts.push(context);
-  else for (const key of projection.context) parts.push(Object.hasOwn(context, key) ? context[key] : null);
-  for (const entity of request.entities) {
-    const resource = entity.attrs === request.resourceAttrs;
-    for (const name of resource ? projection.resource : projection.principal) {
-      if (Object.hasOwn(entity.attrs, name)) parts.push(entity.attrs[name]);
-      else parts.push(resource && projection.resourceDefaults.includes(name) ? '' : null);
-    }
-    parts.push(entity.parents);
+function callKey(input: Omit<CedarRequestInput, 'contextReads'>, context: Context, projection: Projection): string {
+  const { caller } = input;
+  let key = caller === undefined ? '!' : text(caller.keyId) + text(caller.principalKind) + text(caller.principalId) + text(caller.orgId) + (caller.teamId === undefined ? '~' : text(caller.teamId));
+  key += text(input.action) + text(input.server) + (input.tool === undefined ? '~' : text(input.tool)) + text(input.serverSensitivity);
+  for (const name of projection.resource) {
+    const value = Object.hasOwn(input.serverAttributes, name) ? input.serverAttributes[name] : undefined;
+    key += value === undefined ? '~' : text(value);
   }
-  return JSON.stringify(parts);
+  if (projection.context === undefined) {
+    for (const name of Object.keys(context)) key += text(name) + contextValue(context[name]);
+  } else {
+    for (const name of projection.context) key += contextValue(Object.hasOwn(context, name) ? context[name] : undefined);
+  }
+  return key;
 }
 
 /**

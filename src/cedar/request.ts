@@ -37,7 +37,7 @@ export interface CedarRequestInput {
   readonly now?: Date;
   readonly argsLimits?: ArgsLimits;
   /**
-   * The context keys to compute (`CedarPolicies.evaluateLazily` says which the policies read); absent: all.
+   * The context keys to compute (`CedarPolicies.evaluateCall` passes those the policies read); absent: all.
    * Converting the arguments and formatting the time are most of a request's cost when no policy reads them.
    */
   readonly contextReads?: ReadonlySet<string> | undefined;
@@ -80,10 +80,9 @@ const ITEM_TYPE: Readonly<Record<Exclude<CedarAction, 'list'>, { type: string; a
  * resource its server, so `principal in Mcpgate::Org::"…"` and `resource in Mcpgate::Server::"…"` hold without
  * sending (and paying wasm conversion for) the ancestors themselves.
  */
-export function buildCedarRequest(input: CedarRequestInput): CedarRequest {
+export function buildCedarRequest(input: CedarRequestInput, context: Context = cedarContext(input)): CedarRequest {
   const { principal, principalEntity } = principalOf(input.caller);
   const { resource, resourceEntity } = resourceOf(input);
-  const context = contextOf(input);
   return {
     principal,
     action: { type: `${NAMESPACE}::Action`, id: input.action },
@@ -132,10 +131,12 @@ function resourceOf(input: CedarRequestInput): { resource: TypeAndId; resourceEn
   return { resource, resourceEntity: { uid: resource, attrs, parents: [uid('Server', input.server)] } };
 }
 
-function contextOf(input: CedarRequestInput): Context {
-  const reads = input.contextReads;
+/**
+ * The request's context, with only the keys in `reads` that are optional (all when undefined). Built first on its
+ * own: `CedarPolicies.evaluateCall` keys its decision cache on it and builds the rest only on a miss.
+ */
+export function cedarContext(input: CedarRequestInput, reads: ReadonlySet<string> | undefined = input.contextReads): Context {
   const wants = (key: string): boolean => reads === undefined || reads.has(key);
-  const now = input.now ?? new Date();
   const context: Context = {
     sessionSensitivity: input.sessionSensitivity,
     sessionSensitivityRank: sensitivityRank(input.sessionSensitivity),
@@ -146,9 +147,12 @@ function contextOf(input: CedarRequestInput): Context {
     context.args = args.value;
     context.argsTruncated = args.truncated;
   }
-  if (wants('time')) context.time = Math.floor(now.getTime() / 1000);
-  if (wants('timeIso')) context.timeIso = now.toISOString();
-  if (wants('hour')) context.hour = now.getUTCHours();
+  if (wants('time') || wants('timeIso') || wants('hour')) {
+    const now = input.now ?? new Date();
+    if (wants('time')) context.time = Math.floor(now.getTime() / 1000);
+    if (wants('timeIso')) context.timeIso = now.toISOString();
+    if (wants('hour')) context.hour = now.getUTCHours();
+  }
   if (input.caller !== undefined && wants('clientIp')) {
     const ip = cedarIp(input.caller.clientIp);
     if (ip !== undefined) context.clientIp = { __extn: { fn: 'ip', arg: ip } };

@@ -2,7 +2,6 @@ import type { AuditDecision, AuditInput, AuditPrincipal } from '../audit/record.
 import { argumentsHash, isCallRecord, isDenialRecord, sha256Hex } from '../audit/record.js';
 import type { AuditLog } from '../audit/audit-log.js';
 import type { CedarAction } from '../cedar/request.js';
-import { buildCedarRequest } from '../cedar/request.js';
 import { policyDeniedError, type CedarPolicies, type PolicyOutcome } from '../cedar/policy-store.js';
 import type { ServerConfig } from '../config/schema.js';
 import type { SensitivityLabel } from '../config/governance-schema.js';
@@ -167,21 +166,18 @@ export class CallGovernor {
   #evaluate(facts: CallFacts & { readonly server: string }, phase: 'ingress' | 'egress', result: { bytes: number; labels: string[] } | undefined): PolicyOutcome | undefined {
     if (this.#policies === undefined) return undefined;
     const server = this.#servers[facts.server];
-    const outcome = this.#policies.evaluateLazily(facts.action, (contextReads) =>
-      buildCedarRequest({
-        caller: facts.caller,
-        action: facts.action,
-        server: facts.server,
-        tool: facts.name,
-        serverAttributes: server?.attributes ?? {},
-        serverSensitivity: server?.sensitivity ?? 'public',
-        args: facts.args,
-        sessionSensitivity: facts.sessionSensitivity,
-        phase,
-        ...(result === undefined ? {} : { result }),
-        contextReads,
-      }),
-    );
+    const outcome = this.#policies.evaluateCall({
+      caller: facts.caller,
+      action: facts.action,
+      server: facts.server,
+      tool: facts.name,
+      serverAttributes: server?.attributes ?? {},
+      serverSensitivity: server?.sensitivity ?? 'public',
+      args: facts.args,
+      sessionSensitivity: facts.sessionSensitivity,
+      phase,
+      ...(result === undefined ? {} : { result }),
+    });
     if (outcome.errors.length > 0) this.#logger.warn({ server: facts.server, tool: facts.name, phase, errors: outcome.errors }, 'policy evaluation errors');
     return outcome;
   }
