@@ -196,6 +196,11 @@ export function cpuMicros(pid) {
   return statCpuMicros(`/proc/${pid}/stat`);
 }
 
+/** utime+stime of a process's main thread (for Node, the event loop), in microseconds; undefined once it has gone. */
+export function mainThreadCpuMicros(pid) {
+  return statCpuMicros(`/proc/${pid}/task/${pid}/stat`);
+}
+
 /** utime+stime of one thread of this process, in microseconds; undefined once it has gone. */
 export function threadCpuMicros(tid) {
   return statCpuMicros(`/proc/self/task/${tid}/stat`);

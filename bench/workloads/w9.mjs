@@ -6,6 +6,12 @@
 //   auditOnly, policyOnly — the parts alone, so that a regression can be pinned on one of them.
 // `--set w9.modes=off,auditOnly` runs a subset. Modes take turns per round so drifts of the machine land on all.
 // Goal: on reaches at least 0.9× the throughput of off.
+//
+// Paired CPU ratios (`w9.pairedRounds`, 0 skips): each mode runs at the same time as off, both gateways on the
+// gateway core, and the figure is off's CPU per call over the mode's. Saturated, throughput goes as 1 / CPU per
+// call, so this estimates the same ratio; but the two are measured in the same seconds, so a change of this
+// shared machine's speed (which moved sequential ratios by ±0.1–0.2 between rounds) slows both alike and cancels.
+// The scheduler's split of the core between them does not enter: each one's CPU is divided by its own calls.
 
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -23,7 +29,7 @@ export const W9_MODES = ['off', 'on', 'queued', 'auditOnly', 'policyOnly'];
  * CPU cost. `event-loop`: only the main thread stays there once the gateway is warm; its helper threads (V8's GC
  * and compiler threads, libuv's pool, the audit writer thread) may run on any core, as they do when deployed.
  */
-export const W9_DEFAULTS = { concurrency: [8, 32], rounds: 5, modes: W9_MODES, pin: 'process', pathRecords: 100_000, pathRuns: 3 };
+export const W9_DEFAULTS = { concurrency: [8, 32], rounds: 5, modes: W9_MODES, pin: 'process', pathRecords: 100_000, pathRuns: 3, pairedRounds: 3 };
 
 const AUDIT_PATH = fileURLToPath(new URL('../lib/audit-path.mjs', import.meta.url));
 
@@ -42,6 +48,32 @@ function auditPath(ctx, settings) {
   const of = (key) => median(runs.map((run) => run[key]));
   return { records: settings.pathRecords, runs: runs.length, cpuUsPerRecord: of('cpuUsPerRecord'), mainUsPerRecord: of('mainUsPerRecord'), otherThreadsUsPerRecord: of('otherThreadsUsPerRecord') };
 }
+
+/**
+ * Off's CPU per call over each mode's, with the two gateways loaded at the same time (see the header): per mode
+ * the median over `rounds` and the range, for the whole process (`cpu`) and for its event loop alone (`main`).
+ */
+async function pairedRatios(contenders, concurrency, profile, rounds) {
+  const off = contenders.find(([mode]) => mode === 'off')[1];
+  const ratios = {};
+  for (let round = 0; round < rounds; round += 1) {
+    for (const [mode, contender] of contenders) {
+      if (mode === 'off') continue;
+      const [base, other] = await Promise.all([point(off, concurrency, profile), point(contender, concurrency, profile)]);
+      const list = (ratios[mode] ??= { cpu: [], main: [] });
+      list.cpu.push(base.cpuUsPerCall / other.cpuUsPerCall);
+      list.main.push(base.cpuMainUsPerCall / other.cpuMainUsPerCall);
+    }
+  }
+  const summary = (list) => {
+    const { median: mid, min, max } = spread(list);
+    return { median: round3(mid), range: [round3(min), round3(max)] };
+  };
+  return Object.fromEntries(Object.entries(ratios).map(([mode, lists]) => [mode, { cpu: summary(lists.cpu), main: summary(lists.main) }]));
+}
+
+const round3 = (value) => Math.round(value * 1000) / 1000;
+const round1 = (value) => Math.round(value * 10) / 10;
 
 const POLICY = `// Deny-list style: each rule names what is refused; everything else passes.
 forbid(principal, action == Mcpgate::Action::"call_tool", resource)
@@ -96,10 +128,11 @@ export async function runW9(ctx, profile) {
         for (const [mode, contender] of [...contenders.slice(shift), ...contenders.slice(0, shift)]) samples[mode].push(await point(contender, concurrency, profile));
       }
       const summary = (list) => ({
-        throughput: median(list.map((result) => result.throughput)),
-        p50: median(list.map((result) => result.latencyMs.p50)),
-        p99: median(list.map((result) => result.latencyMs.p99)),
-        cpuUsPerCall: median(list.map((result) => result.cpuUsPerCall ?? NaN)),
+        throughput: round1(median(list.map((result) => result.throughput))),
+        p50: round3(median(list.map((result) => result.latencyMs.p50))),
+        p99: round3(median(list.map((result) => result.latencyMs.p99))),
+        cpuUsPerCall: round1(median(list.map((result) => result.cpuUsPerCall ?? NaN))),
+        cpuMainUsPerCall: round1(median(list.map((result) => result.cpuMainUsPerCall ?? NaN))),
         errors: list.reduce((sum, result) => sum + result.errors, 0),
       });
       const row = { concurrency };
@@ -113,6 +146,10 @@ export async function runW9(ctx, profile) {
       }
       rows.push(row);
       ctx.log(`W9: c=${concurrency} ${modes.map((mode) => `${mode} ${row[mode].throughput}/s${mode === 'off' ? '' : ` (×${row[`${mode}Ratio`]})`}`).join(', ')}`);
+      if (settings.pairedRounds > 0) {
+        row.paired = await pairedRatios(contenders, concurrency, profile, settings.pairedRounds);
+        ctx.log(`W9: c=${concurrency} paired CPU ratios ${Object.entries(row.paired).map(([mode, ratio]) => `${mode} ×${ratio.cpu.median} (event loop ×${ratio.main.median})`).join(', ')}`);
+      }
     }
   } finally {
     for (const [, contender] of contenders) await contender.stop();
@@ -120,7 +157,8 @@ export async function runW9(ctx, profile) {
   const path = settings.pathRuns > 0 ? auditPath(ctx, settings) : undefined;
   if (path !== undefined) ctx.log(`W9: audit path alone ${path.cpuUsPerRecord} µs CPU per record (event loop ${path.mainUsPerRecord}, other threads ${path.otherThreadsUsPerRecord})`);
   const judged = modes.includes('on') ? rows.every((row) => row.onRatio >= 0.9) : undefined;
-  return { goal: 'on (sync) ≥ 0.9 × off throughput', met: judged, modes, pin: settings.pin, rows, auditPath: path };
+  const pairedMet = modes.includes('on') && settings.pairedRounds > 0 ? rows.every((row) => row.paired.on.cpu.median >= 0.9) : undefined;
+  return { goal: 'on (sync) ≥ 0.9 × off throughput', met: judged, pairedMet, modes, pin: settings.pin, rows, auditPath: path };
 }
 
 const MODE_LABELS = { off: 'off', on: 'on (sync)', queued: 'on (queue)', auditOnly: 'audit only (sync)', policyOnly: 'policies only' };
@@ -135,8 +173,8 @@ export function renderW9(result) {
     '',
     '×off is the median of per-round ratios (each round measures every mode back to back), with their range.',
     '',
-    '| c | mode | calls/s | ×off | p50 / p99 ms | CPU µs/call | errors |',
-    '|---|---|---|---|---|---|---|',
+    '| c | mode | calls/s | ×off | p50 / p99 ms | CPU µs/call | of it event loop | errors |',
+    '|---|---|---|---|---|---|---|---|',
   ];
   for (const row of result.rows) {
     for (const mode of result.modes ?? W9_MODES) {
@@ -144,7 +182,23 @@ export function renderW9(result) {
       const ratio = row[`${mode}Ratio`];
       const range = row[`${mode}RatioRange`];
       const shown = ratio === undefined ? '–' : `×${ratio.toFixed(2)}${range === undefined ? '' : ` (${range[0].toFixed(2)}–${range[1].toFixed(2)})`}`;
-      lines.push(`| ${row.concurrency} | ${MODE_LABELS[mode]} | ${value.throughput} | ${shown} | ${value.p50} / ${value.p99} | ${value.cpuUsPerCall} | ${value.errors} |`);
+      lines.push(`| ${row.concurrency} | ${MODE_LABELS[mode]} | ${value.throughput} | ${shown} | ${value.p50} / ${value.p99} | ${value.cpuUsPerCall} | ${value.cpuMainUsPerCall ?? '–'} | ${value.errors} |`);
+    }
+  }
+  const pairedRows = result.rows.filter((row) => row.paired !== undefined);
+  if (pairedRows.length > 0) {
+    lines.push(
+      '',
+      "Paired CPU ratios: each mode loaded at the same time as off, both on the gateway core; off's CPU per call over the mode's, " +
+        'median and range, for the whole process and for the event loop alone (what limits calls/s when the helper threads have other cores). ' +
+        (result.pairedMet === undefined ? '' : `Whole process, on ≥ 0.9: ${result.pairedMet ? 'met' : 'NOT met'}.`),
+      '',
+      `| c | ${Object.keys(pairedRows[0].paired).map((mode) => MODE_LABELS[mode]).join(' | ')} |`,
+      `|---|${Object.keys(pairedRows[0].paired).map(() => '---').join('|')}|`,
+    );
+    for (const row of pairedRows) {
+      const shown = ({ median: mid, range }) => `×${mid.toFixed(2)} (${range[0].toFixed(2)}–${range[1].toFixed(2)})`;
+      lines.push(`| ${row.concurrency} | ${Object.values(row.paired).map(({ cpu, main }) => `${shown(cpu)}; event loop ${shown(main)}`).join(' | ')} |`);
     }
   }
   // Saturated, throughput goes as 1 / CPU per call: on ≥ 0.9 × off leaves governance off's CPU per call / 9.
