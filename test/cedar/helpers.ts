@@ -26,9 +26,9 @@ export function set(id: string, files: string[], mode: PolicySetConfig['mode'] =
 
 export const CALLER: Caller = { keyId: 'k1', principalId: 'u1', principalKind: 'user', orgId: 'o1', teamId: 't1', clientIp: '10.1.2.3' };
 
-/** A call_tool request at ingress to server "notes" (public, no attributes) unless overridden. */
-export function request(overrides: Partial<CedarRequestInput> = {}) {
-  return buildCedarRequest({
+/** A call_tool input at ingress to server "notes" (public, no attributes) unless overridden. */
+export function input(overrides: Partial<CedarRequestInput> = {}): CedarRequestInput {
+  return {
     caller: CALLER,
     action: 'call_tool',
     server: 'notes',
@@ -39,7 +39,12 @@ export function request(overrides: Partial<CedarRequestInput> = {}) {
     phase: 'ingress',
     args: {},
     ...overrides,
-  });
+  };
+}
+
+/** The request built from `input(overrides)`. */
+export function request(overrides: Partial<CedarRequestInput> = {}) {
+  return buildCedarRequest(input(overrides));
 }
 
 export class CaptureLogger implements PolicyLogger {

@@ -5,7 +5,7 @@ import { readsOf } from '../../src/cedar/policy-set.js';
 import { CedarPolicies } from '../../src/cedar/policy-store.js';
 import { buildCedarRequest, type CedarRequest, type CedarRequestInput } from '../../src/cedar/request.js';
 import type { Caller } from '../../src/policy/decision.js';
-import { CALLER, PolicyDir, request, set } from './helpers.js';
+import { input, PolicyDir, request, set } from './helpers.js';
 
 const dir = new PolicyDir();
 after(() => dir.cleanup());
@@ -47,19 +47,6 @@ const GRID_VARIANTS: Array<Partial<CedarRequestInput>> = [
   { serverAttributes: { owner: 'u1' } },
   { serverAttributes: { owner: 'u2' } },
 ];
-
-/** `request()`'s defaults, as an input. */
-const BASE_INPUT: CedarRequestInput = {
-  caller: CALLER,
-  action: 'call_tool',
-  server: 'notes',
-  tool: 'add_note',
-  serverAttributes: {},
-  serverSensitivity: 'public',
-  sessionSensitivity: 'public',
-  phase: 'ingress',
-  args: {},
-};
 
 /** What Cedar says with the full request (no projection), the same policies, and the documented "" defaults. */
 function direct(built: CedarRequest): string[] {
@@ -132,8 +119,7 @@ describe('evaluateCall: only the context some policy reads is built', () => {
             return Reflect.ownKeys(target);
           },
         });
-      const call = (action: 'call_tool' | 'get_prompt' | 'read_resource', args: unknown) =>
-        policies.evaluateCall({ caller: CALLER, action, server: 'notes', tool: 'add_note', serverAttributes: {}, serverSensitivity: 'public', sessionSensitivity: 'public', phase: 'ingress', args });
+      const call = (action: 'call_tool' | 'get_prompt' | 'read_resource', args: unknown) => policies.evaluateCall(input({ action, args }));
       assert.equal(call('call_tool', { q: 'bad' }).decision, 'deny');
       assert.equal(call('call_tool', { q: 'fine' }).decision, 'allow');
       assert.equal(policies.evaluate(request({ args: { q: 'bad' } })).decision, 'deny');
@@ -154,7 +140,6 @@ describe('the decision cache key', () => {
     const file = dir.write('key.cedar', 'forbid(principal, action, resource) when { principal has team && principal.team == "t-bad" };\nforbid(principal, action, resource) when { resource has zone && resource.zone == "external" };');
     const policies = await CedarPolicies.load({ sets: [set('key', [file])], baseDir: dir.path, watch: false });
     try {
-      const input = (overrides: Partial<CedarRequestInput> = {}) => ({ ...BASE_INPUT, ...overrides });
       const callerOf = (teamId: string): Caller => ({ keyId: 'k-same', principalId: 'u1', principalKind: 'user', orgId: 'o1', teamId, clientIp: '127.0.0.1' });
       assert.equal(policies.evaluateCall(input({ caller: callerOf('t-ok') })).decision, 'allow');
       assert.equal(policies.evaluateCall(input({ caller: callerOf('t-bad') })).decision, 'deny', 'a cached allow for another team must not answer');
@@ -175,7 +160,7 @@ describe('the decision cache key', () => {
       for (const caller of GRID_CALLERS) {
         for (const action of ['call_tool', 'list', 'get_prompt', 'read_resource'] as const) {
           for (const server of ['notes', 'vault']) {
-            for (const variant of GRID_VARIANTS) inputs.push({ ...BASE_INPUT, caller, action, server, ...variant });
+            for (const variant of GRID_VARIANTS) inputs.push(input({ caller, action, server, ...variant }));
           }
         }
       }
