@@ -60,11 +60,21 @@ describe('canonicalBody (the per-record fast path)', () => {
       return seed / 2 ** 31;
     };
     const values: unknown[] = ['', 'plain', 'quote " back \\ nl \n', '\u0000\uD800 lone', '😀 é ﬁ', 0, -0, 1.5, 1e21, Number.NaN, Infinity, 42, true, false, null,
-      { b: [1, { d: 2, c: undefined }], a: 'x' }, [undefined, 'y'], new Date(0), () => 1, Symbol('s')];
+      { b: [1, { d: 2, c: undefined }], a: 'x' }, [undefined, 'y'], new Date(0), () => 1, Symbol('s'),
+      // Times the same millisecond apart and one apart, and an invalid one: the fast path remembers the last time.
+      new Date(1764500000123), new Date(1764500000123), new Date(1764500000124), new Date(Number.NaN)];
     for (let round = 0; round < 2000; round += 1) {
       const body: Record<string, unknown> = {};
       for (const field of BODY_FIELDS) if (random() < 0.6) body[field] = values[Math.floor(random() * values.length)];
       assert.equal(canonicalBody(body as unknown as AuditRecordBody), canonicalJson(body), JSON.stringify(Object.keys(body)));
+    }
+  });
+
+  it('writes each record\'s own time, when consecutive records share a millisecond or one is invalid', () => {
+    const at = (ms: number) => ({ chainId: 'c', seq: 1, kind: 'call', decision: 'allow', prevHash: GENESIS_HASH, time: new Date(ms) });
+    for (const ms of [1764500000123, 1764500000123, 1764500000124, Number.NaN, 1764500000124, 0, Number.NaN]) {
+      const body = at(ms);
+      assert.equal(canonicalBody(body as unknown as AuditRecordBody), canonicalJson(body), String(ms));
     }
   });
 });
