@@ -12,6 +12,7 @@
 // call, so this estimates the same ratio; but the two are measured in the same seconds, so a change of this
 // shared machine's speed (which moved sequential ratios by ±0.1–0.2 between rounds) slows both alike and cancels.
 // The scheduler's split of the core between them does not enter: each one's CPU is divided by its own calls.
+// Pairing does favour a mode that answers in batches (sync audit) over one that answers at once (decision 0006).
 
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -191,6 +192,7 @@ export function renderW9(result) {
       '',
       "Paired CPU ratios: each mode loaded at the same time as off, both on the gateway core; off's CPU per call over the mode's, " +
         'median and range, for the whole process and for the event loop alone (what limits calls/s when the helper threads have other cores). ' +
+        'Fair to differences in compute; modes that answer after their audit batch (sync) gain from the pairing, so theirs are indicative (docs/decisions/0006). ' +
         (result.pairedMet === undefined ? '' : `Whole process, on ≥ 0.9: ${result.pairedMet ? 'met' : 'NOT met'}.`),
       '',
       `| c | ${Object.keys(pairedRows[0].paired).map((mode) => MODE_LABELS[mode]).join(' | ')} |`,
