@@ -142,7 +142,7 @@ export async function runW9(ctx, profile) {
       // virtual) machine's speed between rounds cancels out; the median of those ratios is the figure judged.
       for (const mode of modes.slice(1)) {
         const ratios = spread(samples[mode].map((result, round) => result.throughput / samples.off[round].throughput));
-        row[`${mode}Ratio`] = Math.round(ratios.median * 1000) / 1000;
+        row[`${mode}Ratio`] = round3(ratios.median);
         row[`${mode}RatioRange`] = [ratios.min, ratios.max].map((ratio) => Math.round(ratio * 100) / 100);
       }
       rows.push(row);

@@ -7,7 +7,7 @@ import type { Logger } from '../observability/logger.js';
 import type { AuditRecordWriter, AuditWriterOptions, Store } from '../store/store.js';
 import { toRow, type ChainPosition } from './chain.js';
 import { prepareRecord, type PreparedRecord } from './prepare.js';
-import { canonicalBody, GENESIS_HASH, sha256Hex, type AuditInput, type StoredAuditRecord } from './record.js';
+import { canonicalBody, GENESIS_HASH, linkHash, type AuditInput, type StoredAuditRecord } from './record.js';
 import { SessionSpans, type SessionSpan } from './session-spans.js';
 
 export type { SessionSpan } from './session-spans.js';
@@ -258,9 +258,9 @@ export class AuditLog {
   #place(prepared: PreparedRecord): Placed {
     const tail = this.#tail ?? { seq: 0, hash: GENESIS_HASH };
     const record: { -readonly [K in keyof StoredAuditRecord]: StoredAuditRecord[K] } = { chainId: this.chainId, seq: tail.seq + 1, ...prepared, prevHash: tail.hash, hash: '' };
-    // The link rule of `hashRecordBody`, over the record itself; the body text is kept for the writer.
+    // The body text is kept for the writer, which journals it as it is.
     const body = canonicalBody(record);
-    record.hash = sha256Hex(record.prevHash + body);
+    record.hash = linkHash(record.prevHash, body);
     Object.freeze(record);
     this.#tail = { seq: record.seq, hash: record.hash };
     if (record.seq === 1) this.#firstHash = record.hash;

@@ -177,9 +177,17 @@ export function argumentsHash(args: unknown): string {
   return sha256Hex(canonicalJson(args));
 }
 
-/** A record's link: covers `prevHash` twice (prefix and body), so neither can be cut from the other. */
+/**
+ * A record's link, given the canonical JSON of its body (which holds `prevHash` too): `prevHash` is covered
+ * twice (prefix and body), so neither can be cut from the other.
+ */
+export function linkHash(prevHash: string, canonicalBodyText: string): string {
+  return sha256Hex(prevHash + canonicalBodyText);
+}
+
+/** `linkHash` of a body. */
 export function hashRecordBody(body: AuditRecordBody): string {
-  return sha256Hex(body.prevHash + canonicalBody(body));
+  return linkHash(body.prevHash, canonicalBody(body));
 }
 
 /**
@@ -247,7 +255,6 @@ export function canonicalBody(body: AuditRecordBody | Omit<StoredAuditRecord, 'h
   return `{${text.slice(1)}}`;
 }
 
-/** A value JSON.stringify writes as canonicalJson does, with no nested keys to sort (or absent). */
 /** The time of the previous call to `isoTime` and its text: under load many records share a millisecond. */
 let lastTimeMs = Number.NaN;
 let lastTimeIso = '';
@@ -265,6 +272,7 @@ function isoTime(time: Date): string | null {
   return lastTimeIso;
 }
 
+/** A value JSON.stringify writes as canonicalJson does, with no nested keys to sort (or absent). */
 function flat(value: unknown): boolean {
   return value === undefined || typeof value === 'string' || typeof value === 'number' || value instanceof Date;
 }
