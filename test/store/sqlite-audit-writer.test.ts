@@ -26,6 +26,8 @@ async function write(writer: SqliteAuditWriter, rows: readonly AuditRecordRow[])
   assert.equal(await writer.ingest([{ file, from: 0, to: Buffer.byteLength(text), firstLine: 1 }], false), rows.length);
 }
 
+const line = (stored: AuditRecordRow): string => journalText([stored], undefined);
+
 async function fresh(): Promise<{ path: string; store: SqliteStore }> {
   const path = join(root, `run-${++counter}`, 'mcpgate.db');
   const store = new SqliteStore({ path });
@@ -69,6 +71,35 @@ describe('SQLite audit writer thread', () => {
     await store.close();
   });
 
+  it('reads a range in pieces: lines across piece boundaries, a line longer than a piece, a torn tail', async () => {
+    const { path, store } = await fresh();
+    const writer = new SqliteAuditWriter({ path, busyTimeoutMs: 1000 });
+    // About 600 lines of 200-odd bytes span several 64 KiB pieces; seq 300 carries 200 KiB of captured arguments.
+    const rows = Array.from({ length: 600 }, (_, index) => row('p', index + 1, index === 299 ? { args: JSON.stringify('y'.repeat(200_000)) } : { reason: `r${'z'.repeat(index % 97)}` }));
+    const text = journalText(rows, undefined) + line(row('p', 601)).slice(0, 50);
+    const file = join(root, `segment-${++counter}.jsonl`);
+    writeFileSync(file, text);
+    assert.equal(await writer.ingest([{ file, from: 0, to: Buffer.byteLength(text), firstLine: 1 }], false), 600);
+    assert.deepEqual(await store.listAuditRecords({ chainId: 'p', order: 'chain', limit: 1000 }), rows);
+    await writer.close();
+    await store.close();
+  });
+
+  it('names the line of a bad row past the first piece', async () => {
+    const { path, store } = await fresh();
+    const writer = new SqliteAuditWriter({ path, busyTimeoutMs: 1000 });
+    const text = `${journalText(Array.from({ length: 700 }, (_, index) => row('q', index + 1)), undefined)}not a row\n`;
+    const file = join(root, `segment-${++counter}.jsonl`);
+    writeFileSync(file, text);
+    await assert.rejects(
+      writer.ingest([{ file, from: 0, to: Buffer.byteLength(text), firstLine: 1 }], false),
+      (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_STORE_INVALID' && error.message.includes(`${file} line 701 `),
+    );
+    assert.equal((await store.listAuditChains({ chainId: 'q' })).length, 0, 'nothing of the range is stored');
+    await writer.close();
+    await store.close();
+  });
+
   it('fails with STORE_UNAVAILABLE while the file is missing, and writes once it is back', async () => {
     const dir = join(root, `missing-${++counter}`);
     const path = join(dir, 'mcpgate.db');
@@ -94,8 +125,6 @@ describe('SQLite audit writer thread', () => {
     await store.close();
   });
 });
-
-const line = (stored: AuditRecordRow): string => journalText([stored], undefined);
 
 /** A journal directory as a process that is gone would have left it. */
 function deadOwnerDir(path: string, segments: Record<string, string>): string {

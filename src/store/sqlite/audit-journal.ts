@@ -84,7 +84,7 @@ export function stoppedJournalRows(root: string): Map<string, number[]> {
     for (const file of segments) {
       let segment: SqlValue[][];
       try {
-        segment = parseJournal(readFileSync(file, 'utf8'), { file, firstLine: 1 });
+        segment = parseJournal(readFileSync(file), { file, firstLine: 1 });
       } catch {
         continue;
       }
