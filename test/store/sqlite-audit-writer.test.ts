@@ -100,6 +100,43 @@ describe('SQLite audit writer thread', () => {
     await store.close();
   });
 
+  it('a live ingest stores what the body says, escapes and all, as a parsed row would', async () => {
+    const { path, store } = await fresh();
+    const writer = new SqliteAuditWriter({ path, busyTimeoutMs: 1000 });
+    const odd = 'quote " backslash \\ tab \t newline \n control \u0001 é 😀 中文 \u2028';
+    const rows = [
+      row('e', 1, { reason: odd, keyId: `k ${odd}`, userId: 'u', teamId: 't', orgId: 'o', agentId: 'a', sessionId: 's', server: 'srv', argsHash: 'c'.repeat(64), args: JSON.stringify({ odd }), resultHash: 'd'.repeat(64), resultBytes: 2 ** 40, latencyMs: 0, evidence: 'tls-pinned' }),
+      row('e', 2, { time: new Date(Date.UTC(2026, 10, 30, 23, 59, 59, 999)) }),
+      row('e', 3, { time: new Date(0) }),
+    ];
+    await write(writer, rows);
+    assert.deepEqual(await store.listAuditRecords({ chainId: 'e', order: 'chain', limit: 10 }), rows);
+    await writer.close();
+    await store.close();
+  });
+
+  for (const [what, bad] of [
+    ['a body that is not JSON', `${'a'.repeat(64)}\t\t{"chainId":"b","seq":2,\n`],
+    ['a body without its seq', `${'a'.repeat(64)}\t\t${JSON.stringify({ chainId: 'b', time: '2026-11-30T00:00:00.000Z', kind: 'call', decision: 'allow', prevHash: 'a'.repeat(64) })}\n`],
+    ['a time without milliseconds', `${'a'.repeat(64)}\t\t${JSON.stringify({ chainId: 'b', seq: 2, time: '2026-11-30T00:00:00Z', kind: 'call', decision: 'allow', prevHash: 'a'.repeat(64) })}\n`],
+    ['a line without its separators', 'no separators here\n'],
+  ] as const) {
+    it(`a live ingest refuses ${what}: STORE_INVALID naming the line, nothing of the batch stored`, async () => {
+      const { path, store } = await fresh();
+      const writer = new SqliteAuditWriter({ path, busyTimeoutMs: 1000 });
+      const text = line(row('b', 1)) + bad + line(row('b', 3));
+      const file = join(root, `segment-${++counter}.jsonl`);
+      writeFileSync(file, text);
+      await assert.rejects(
+        writer.ingest([{ file, from: 0, to: Buffer.byteLength(text), firstLine: 1 }], false),
+        (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_STORE_INVALID' && error.message.includes(`${file} line 2 `),
+      );
+      assert.equal((await store.listAuditChains({ chainId: 'b' })).length, 0);
+      await writer.close();
+      await store.close();
+    });
+  }
+
   it('fails with STORE_UNAVAILABLE while the file is missing, and writes once it is back', async () => {
     const dir = join(root, `missing-${++counter}`);
     const path = join(dir, 'mcpgate.db');

@@ -8,7 +8,8 @@ import type { SqlDriver, SqlRow, SqlStatement, SqlValue } from './driver.js';
  * over a kind it does not know.
  */
 
-const COLUMNS = [
+/** The table's columns, in the order of every INSERT and of {@link auditRowValues}. */
+export const AUDIT_COLUMNS = [
   'chain_id',
   'seq',
   'time',
@@ -33,13 +34,13 @@ const COLUMNS = [
   'hash',
 ] as const;
 
-const SELECT = `SELECT ${COLUMNS.join(', ')} FROM audit_records`;
+const SELECT = `SELECT ${AUDIT_COLUMNS.join(', ')} FROM audit_records`;
 
 /** Where a row's hash sits in {@link auditRowValues}. */
-export const AUDIT_HASH_INDEX = COLUMNS.indexOf('hash');
+export const AUDIT_HASH_INDEX = AUDIT_COLUMNS.indexOf('hash');
 
 /** One row's INSERT, for a writer that prepares it once and runs it per row inside its own transaction. */
-export const AUDIT_INSERT_ONE = `INSERT INTO audit_records (${COLUMNS.join(', ')}) VALUES (${COLUMNS.map(() => '?').join(', ')})`;
+export const AUDIT_INSERT_ONE = `INSERT INTO audit_records (${AUDIT_COLUMNS.join(', ')}) VALUES (${AUDIT_COLUMNS.map(() => '?').join(', ')})`;
 
 /** Rows per INSERT: 22 parameters each stays far below SQLite's 32 766, and PostgreSQL gets few round trips. */
 const ROWS_PER_INSERT = 50;
@@ -110,11 +111,11 @@ export async function appendAuditRecords(driver: SqlDriver, records: readonly Au
   const values = auditRowsValues(records);
   if (values.length === 0) return;
   const statements: SqlStatement[] = [];
-  const placeholders = `(${COLUMNS.map(() => '?').join(', ')})`;
+  const placeholders = `(${AUDIT_COLUMNS.map(() => '?').join(', ')})`;
   for (let start = 0; start < values.length; start += ROWS_PER_INSERT) {
     const chunk = values.slice(start, start + ROWS_PER_INSERT);
     statements.push({
-      sql: `INSERT INTO audit_records (${COLUMNS.join(', ')}) VALUES ${chunk.map(() => placeholders).join(', ')}`,
+      sql: `INSERT INTO audit_records (${AUDIT_COLUMNS.join(', ')}) VALUES ${chunk.map(() => placeholders).join(', ')}`,
       params: chunk.flat(),
     });
   }

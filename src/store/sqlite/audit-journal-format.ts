@@ -1,5 +1,5 @@
 import { GatewayError } from '../../errors/gateway-error.js';
-import { auditRowValues } from '../sql/audit-sql.js';
+import { AUDIT_COLUMNS, auditRowValues } from '../sql/audit-sql.js';
 import type { SqlValue } from '../sql/driver.js';
 import type { AuditRecordRow } from '../store.js';
 
@@ -9,10 +9,13 @@ import type { AuditRecordRow } from '../store.js';
  * over, so journaling a record costs no second serialisation. `args` is the stored form of captured arguments
  * (their canonical JSON, empty when none were captured); the body's own `args` and any other member outside the
  * row's fields are not read. JSON escapes every TAB and LF, so the separators cannot occur inside a field.
- * Written on the event loop (`journalText`), read by the writer thread (`parseJournal`) and by `audit verify`.
+ * Written on the event loop (`journalText`). The writer thread inserts the lines of a live ingest with
+ * `INSERT_JOURNAL_LINE` (`splitJournal`), and parses and checks every row of a replay (`parseJournal`), as
+ * `audit verify` does.
  */
 
 const LF = 0x0a;
+const TAB = 0x09;
 
 /** A body as parsed: nothing in it is trusted until `auditRowValues` has checked the row built from it. */
 type Body = { readonly [K in Exclude<keyof AuditRecordRow, 'time' | 'args' | 'hash'>]?: AuditRecordRow[K] } & { readonly time?: unknown };
@@ -78,31 +81,84 @@ function rowOf(line: string): AuditRecordRow | undefined {
   };
 }
 
+/** The error for a line that is not a journal row: the file and line are what a person needs to find it. */
+export function badJournalLine(place: JournalPlace, index: number): GatewayError {
+  return new GatewayError(
+    'MCPGATE_ERR_STORE_INVALID',
+    `audit journal ${place.file} line ${place.firstLine + index} is not a journal row; move the file aside to start, then run mcpgate audit verify`,
+  );
+}
+
 /**
- * The rows of the complete lines of journal bytes, as `auditRowValues`. Bytes after the last LF are a torn write
- * (the process died inside it, before its caller was answered) and are left out. Lines are decoded one by one:
- * decoding a whole range into one string put it in V8's large-object space, fresh pages every ingest, and the
- * page faults cost the writer thread more than the decoding. LF never occurs inside a UTF-8 sequence.
+ * The complete lines of journal bytes, each decoded on its own: decoding a whole range into one string put it in
+ * V8's large-object space, fresh pages every ingest, whose page faults cost more than the decoding. Bytes after
+ * the last LF are a torn write (the process died inside it, before its caller was answered) and are left out.
+ * LF never occurs inside a UTF-8 sequence.
+ */
+function eachLine(bytes: Buffer, line: (start: number, end: number, index: number) => void): void {
+  let start = 0;
+  let index = 0;
+  for (let end = bytes.indexOf(LF, start); end >= 0; end = bytes.indexOf(LF, start)) {
+    line(start, end, index);
+    start = end + 1;
+    index += 1;
+  }
+}
+
+/**
+ * The rows of the complete lines of journal bytes, as `auditRowValues`: for a replay, whose files a process
+ * that is gone left behind, and for `audit verify`.
  * @throws GatewayError STORE_INVALID naming the file and line of the first line that is not a journal row.
  */
 export function parseJournal(bytes: Buffer, place: JournalPlace): SqlValue[][] {
   const rows: SqlValue[][] = [];
-  let start = 0;
-  for (let end = bytes.indexOf(LF, start); end >= 0; end = bytes.indexOf(LF, start)) {
+  eachLine(bytes, (start, end, index) => {
     const row = rowOf(bytes.toString('utf8', start, end));
-    start = end + 1;
     try {
       if (row !== undefined) {
         rows.push(auditRowValues(row));
-        continue;
+        return;
       }
     } catch {
-      // Reported below with the place, which is what a person needs to find the line.
+      // Reported below with the place.
     }
-    throw new GatewayError(
-      'MCPGATE_ERR_STORE_INVALID',
-      `audit journal ${place.file} line ${place.firstLine + rows.length} is not a journal row; move the file aside to start, then run mcpgate audit verify`,
-    );
-  }
+    throw badJournalLine(place, index);
+  });
   return rows;
 }
+
+/** A line's parameters for {@link INSERT_JOURNAL_LINE}: body, captured arguments (null: none), hash. */
+export type JournalLine = readonly [body: string, args: string | null, hash: string];
+
+/**
+ * The complete lines of journal bytes split at their separators, the body left unparsed (see
+ * {@link INSERT_JOURNAL_LINE}).
+ * @throws GatewayError STORE_INVALID naming the file and line of a line without its two separators.
+ */
+export function splitJournal(bytes: Buffer, place: JournalPlace): JournalLine[] {
+  const lines: JournalLine[] = [];
+  eachLine(bytes, (start, end, index) => {
+    const first = bytes.indexOf(TAB, start);
+    const second = first < 0 || first >= end ? -1 : bytes.indexOf(TAB, first + 1);
+    if (second < 0 || second >= end) throw badJournalLine(place, index);
+    lines.push([bytes.toString('utf8', second + 1, end), second === first + 1 ? null : bytes.toString('utf8', first + 1, second), bytes.toString('latin1', start, first)]);
+  });
+  return lines;
+}
+
+/** The body member behind each column; `args` and `hash` are the line's own fields, `time` is converted. */
+function columnValue(column: (typeof AUDIT_COLUMNS)[number]): string {
+  if (column === 'args' || column === 'hash') return column;
+  // ISO 8601 with milliseconds, as the log writes it, to epoch milliseconds in integers only; anything else is
+  // NULL, which the NOT NULL column refuses.
+  if (column === 'time') return "CASE WHEN length(body ->> 'time') = 24 AND substr(body ->> 'time', 20, 1) = '.' THEN unixepoch(body ->> 'time') * 1000 + CAST(substr(body ->> 'time', 21, 3) AS INTEGER) END";
+  return `body ->> '${column.replace(/_([a-z])/g, (_, letter: string) => letter.toUpperCase())}'`;
+}
+
+/**
+ * One journal line into the table, its body read by SQLite's JSON functions: for the lines of a live ingest,
+ * which this process wrote after `auditRowValues` checked each row (`JournaledAuditWriter`). Parsing the body
+ * in JavaScript and binding 22 values cost the writer thread about 4 µs more per row. A line that is not what
+ * the log writes fails its INSERT (malformed JSON, a required member missing), and the ingest with it.
+ */
+export const INSERT_JOURNAL_LINE = `INSERT INTO audit_records (${AUDIT_COLUMNS.join(', ')}) SELECT ${AUDIT_COLUMNS.map(columnValue).join(', ')} FROM (SELECT ? AS body, ? AS args, ? AS hash)`;

@@ -4,12 +4,14 @@ import Database from 'better-sqlite3';
 import { mapStoreError } from '../sql/map-error.js';
 import { AUDIT_HASH_INDEX, AUDIT_INSERT_ONE } from '../sql/audit-sql.js';
 import type { SqlValue } from '../sql/driver.js';
-import { parseJournal } from './audit-journal-format.js';
+import { badJournalLine, INSERT_JOURNAL_LINE, parseJournal, splitJournal, type JournalLine, type JournalPlace } from './audit-journal-format.js';
 import type { AuditWriterData, AuditWriterReply, AuditWriterRequest, JournalRange } from './audit-writer-protocol.js';
 
 /**
  * The body of the SQLite audit writer thread (see `audit-writer.ts`): reads journal ranges, and inserts their
- * rows through its own connection to the store's file, with one prepared INSERT and one transaction per batch.
+ * rows through its own connection to the store's file, in one transaction per batch. A live ingest inserts each
+ * line as it is (`INSERT_JOURNAL_LINE`); a replay parses and checks every row first (`parseJournal`), since the
+ * process that wrote it is gone.
  * Everything here blocks only this thread: the reads and parsing, the commit, the WAL write and the checkpoints
  * SQLite runs after a commit, which fsync.
  */
@@ -18,37 +20,60 @@ const port = parentPort;
 if (port === null) throw new Error('audit-writer-thread must run as a worker thread');
 const { path, busyTimeoutMs } = workerData as AuditWriterData;
 
-type Apply = (rows: readonly (readonly SqlValue[])[], idempotent: boolean) => void;
+/** The lines of one piece of a range, and where they start, to name a line whose INSERT fails. */
+interface Piece {
+  readonly place: JournalPlace;
+  readonly lines: readonly JournalLine[];
+}
 
-let apply: Apply | undefined;
+interface Connection {
+  readonly insertLines: (pieces: readonly Piece[]) => void;
+  readonly replayRows: (rows: readonly (readonly SqlValue[])[]) => void;
+}
+
+let connection: Connection | undefined;
 let db: Database.Database | undefined;
 
+/**
+ * What a line that is not what the log writes makes SQLite raise: malformed JSON, a required member missing, a
+ * value of the wrong type. Busy, I/O and full-disk errors have codes of their own and are retried.
+ */
+const LINE_ERRORS = new Set(['SQLITE_ERROR', 'SQLITE_CONSTRAINT_NOTNULL', 'SQLITE_MISMATCH', 'SQLITE_CONSTRAINT_CHECK']);
+
 /** Opened on the first batch and again after a failed open, so a store that comes back is picked up. */
-function open(): Apply {
-  if (apply !== undefined) return apply;
-  const connection = new Database(path, { fileMustExist: true });
+function open(): Connection {
+  if (connection !== undefined) return connection;
+  const opened = new Database(path, { fileMustExist: true });
   try {
     // The store's connection set WAL on the file; these two are per connection.
-    connection.pragma('synchronous = NORMAL');
-    connection.pragma(`busy_timeout = ${busyTimeoutMs}`);
-    const insert = connection.prepare(AUDIT_INSERT_ONE);
-    const insertIfAbsent = connection.prepare(`${AUDIT_INSERT_ONE} ON CONFLICT (chain_id, seq) DO NOTHING`);
-    const storedHash = connection.prepare('SELECT hash FROM audit_records WHERE chain_id = ? AND seq = ?').pluck();
-    const batch = connection.transaction((rows: readonly (readonly SqlValue[])[], idempotent: boolean) => {
+    opened.pragma('synchronous = NORMAL');
+    opened.pragma(`busy_timeout = ${busyTimeoutMs}`);
+    const insertLine = opened.prepare(INSERT_JOURNAL_LINE);
+    const insertIfAbsent = opened.prepare(`${AUDIT_INSERT_ONE} ON CONFLICT (chain_id, seq) DO NOTHING`);
+    const storedHash = opened.prepare('SELECT hash FROM audit_records WHERE chain_id = ? AND seq = ?').pluck();
+    const insertLines = opened.transaction((pieces: readonly Piece[]) => {
+      for (const { place, lines } of pieces) {
+        lines.forEach(([body, args, hash], index) => {
+          try {
+            insertLine.run(body, args, hash);
+          } catch (error) {
+            const code = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
+            throw typeof code === 'string' && LINE_ERRORS.has(code) ? badJournalLine(place, index) : error;
+          }
+        });
+      }
+    });
+    const replayRows = opened.transaction((rows: readonly (readonly SqlValue[])[]) => {
       for (const row of rows) {
-        if (!idempotent) {
-          insert.run(row);
-          continue;
-        }
         if (insertIfAbsent.run(row).changes === 1) continue;
         if (storedHash.get(row[0], row[1]) !== row[AUDIT_HASH_INDEX]) throw new AuditForkError();
       }
     });
-    db = connection;
-    apply = (rows, idempotent) => batch.immediate(rows, idempotent);
-    return apply;
+    db = opened;
+    connection = { insertLines: (pieces) => insertLines.immediate(pieces), replayRows: (rows) => replayRows.immediate(rows) };
+    return connection;
   } catch (error) {
-    connection.close();
+    opened.close();
     throw error;
   }
 }
@@ -82,8 +107,11 @@ function readAt(fd: number, into: Buffer, length: number, position: number): num
   return read;
 }
 
-/** A range's rows, appended to `rows`; a torn last line is left out, as `parseJournal` does. */
-function readRange(range: JournalRange, rows: SqlValue[][]): void {
+/**
+ * Calls `each` with the complete lines of a range, a piece at a time, and `each` says how many lines it took; a
+ * torn last line is left out.
+ */
+function readRange(range: JournalRange, each: (bytes: Buffer, place: JournalPlace) => number): void {
   const fd = openSync(range.file, 'r');
   try {
     let position = range.from;
@@ -101,9 +129,7 @@ function readRange(range: JournalRange, rows: SqlValue[][]): void {
         end = bytes.lastIndexOf(LF) + 1;
         if (end === 0) return;
       }
-      const parsed = parseJournal(bytes.subarray(0, end), { file: range.file, firstLine });
-      for (const row of parsed) rows.push(row);
-      firstLine += parsed.length;
+      firstLine += each(bytes.subarray(0, end), { file: range.file, firstLine });
       position += end;
     }
   } finally {
@@ -111,11 +137,35 @@ function readRange(range: JournalRange, rows: SqlValue[][]): void {
   }
 }
 
-/** The rows of every range, all parsed before any is inserted: a bad line stores nothing of the batch. */
-function readRanges(ranges: readonly JournalRange[]): SqlValue[][] {
-  const rows: SqlValue[][] = [];
-  for (const range of ranges) readRange(range, rows);
-  return rows;
+/**
+ * Stores every range in one transaction; every line is read, and a replay's rows all parsed and checked,
+ * before any is inserted, so a bad line stores nothing of the batch. Returns the number of rows.
+ */
+function ingest(ranges: readonly JournalRange[], replay: boolean): number {
+  if (replay) {
+    const rows: SqlValue[][] = [];
+    for (const range of ranges) {
+      readRange(range, (bytes, place) => {
+        const parsed = parseJournal(bytes, place);
+        for (const row of parsed) rows.push(row);
+        return parsed.length;
+      });
+    }
+    if (rows.length > 0) open().replayRows(rows);
+    return rows.length;
+  }
+  const pieces: Piece[] = [];
+  let count = 0;
+  for (const range of ranges) {
+    readRange(range, (bytes, place) => {
+      const lines = splitJournal(bytes, place);
+      pieces.push({ place, lines });
+      count += lines.length;
+      return lines.length;
+    });
+  }
+  if (count > 0) open().insertLines(pieces);
+  return count;
 }
 
 port.on('message', (request: AuditWriterRequest) => {
@@ -126,9 +176,7 @@ port.on('message', (request: AuditWriterRequest) => {
   }
   let reply: AuditWriterReply;
   try {
-    const rows = readRanges(request.ranges);
-    if (rows.length > 0) open()(rows, request.idempotent);
-    reply = { id: request.id, rows: rows.length };
+    reply = { id: request.id, rows: ingest(request.ranges, request.idempotent) };
   } catch (error) {
     const mapped = mapStoreError(error, 'SQLite audit writer');
     const cause = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
