@@ -14,7 +14,8 @@ import type { AuditRecordRow } from '../store.js';
  * `audit verify` does.
  */
 
-const LF = 0x0a;
+/** The byte that ends every journal line. */
+export const LF = 0x0a;
 const TAB = 0x09;
 
 /** A body as parsed: nothing in it is trusted until `auditRowValues` has checked the row built from it. */

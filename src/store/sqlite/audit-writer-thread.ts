@@ -4,7 +4,7 @@ import Database from 'better-sqlite3';
 import { mapStoreError } from '../sql/map-error.js';
 import { AUDIT_HASH_INDEX, AUDIT_INSERT_ONE } from '../sql/audit-sql.js';
 import type { SqlValue } from '../sql/driver.js';
-import { badJournalLine, INSERT_JOURNAL_LINE, parseJournal, splitJournal, type JournalLine, type JournalPlace } from './audit-journal-format.js';
+import { badJournalLine, INSERT_JOURNAL_LINE, LF, parseJournal, splitJournal, type JournalLine, type JournalPlace } from './audit-journal-format.js';
 import type { AuditWriterData, AuditWriterReply, AuditWriterRequest, JournalRange } from './audit-writer-protocol.js';
 
 /**
@@ -89,13 +89,12 @@ class AuditForkError extends Error {
 
 /**
  * Ranges are read in pieces of this size into one buffer reused across ingests. A buffer per range (about 1 MiB
- * for a full ingest) cost a page fault per 4 KiB touched, on every ingest, more than the read itself on this
- * machine's kind of VM; a small buffer stays mapped and in cache. A line longer than a piece (captured arguments
+ * for a full ingest) cost a page fault per 4 KiB touched, on every ingest, more than the read itself on the VM
+ * this was measured on (docs/decisions/0005); a small buffer stays mapped and in cache. A line longer than a piece (captured arguments
  * can make one) is read into a buffer of its own.
  */
 const PIECE = 64 * 1024;
 const piece = Buffer.allocUnsafeSlow(PIECE);
-const LF = 0x0a;
 
 function readAt(fd: number, into: Buffer, length: number, position: number): number {
   let read = 0;
