@@ -246,9 +246,9 @@ export class JournaledAuditWriter implements AuditRecordWriter {
       this.#open = { segment: { file, size: 0, lines: 0, ingestedSize: 0, ingestedLines: 0 }, fd: openSync(file, 'a'), openedAt: Date.now() };
     }
     const { segment, fd } = this.#open;
-    const data = Buffer.from(text, 'utf8');
-    const written = writeSync(fd, data);
-    if (written !== data.length) throw new Error(`short write: ${written} of ${data.length} bytes`);
+    const written = writeSync(fd, text);
+    const size = Buffer.byteLength(text);
+    if (written !== size) throw new Error(`short write: ${written} of ${size} bytes`);
     segment.size += written;
     segment.lines += lines;
   }
