@@ -32,6 +32,7 @@ const MAX_LISTED_ISSUES = 20;
 
 const definitionSchema = z.strictObject({
   name: z.string().min(1),
+  title: z.unknown().optional(),
   description: z.unknown().optional(),
   inputSchema: z.unknown().optional(),
   outputSchema: z.unknown().optional(),

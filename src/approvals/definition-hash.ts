@@ -4,10 +4,12 @@ import { canonicalJson } from '../upstream/execution-identity.js';
 
 /**
  * The fields of a tool that make up its approved definition (DESIGN.md invariant 11, issue 7 §2). Everything
- * a model reads to decide what a tool does and what it may send it; `_meta`, icons and the like are left out so
- * that cosmetic upstream changes do not quarantine a tool.
+ * a model reads to decide what a tool does and what it may send it, and the `title` clients show the people who
+ * approve a call (a tool retitled "Read file" while it still deletes is a rug-pull too); `_meta`, icons and the
+ * like are left out so that cosmetic upstream changes do not quarantine a tool. A tool without a title hashes
+ * as it did before `title` was added.
  */
-export const DEFINITION_FIELDS = ['name', 'description', 'inputSchema', 'outputSchema', 'annotations'] as const;
+export const DEFINITION_FIELDS = ['name', 'title', 'description', 'inputSchema', 'outputSchema', 'annotations'] as const;
 
 export type DefinitionField = (typeof DEFINITION_FIELDS)[number];
 

@@ -23,7 +23,7 @@ const path = (name = 'catalog.json') => join(root, `case-${counter++}`, name);
 
 const NOW = new Date('2026-11-30T08:00:00.000Z');
 const addNote = { name: 'add_note', description: 'Adds a note.', inputSchema: { type: 'object', properties: { text: { type: 'string' } } } };
-const listNotes = { name: 'list_notes', description: 'Lists notes.', inputSchema: { type: 'object' }, outputSchema: { type: 'object' } };
+const listNotes = { name: 'list_notes', title: 'List notes', description: 'Lists notes.', inputSchema: { type: 'object' }, outputSchema: { type: 'object' } };
 
 function sample(): CatalogFile {
   return {
@@ -93,6 +93,10 @@ describe('the approvals file', () => {
     assert.ok(entry !== undefined);
     entry.definition.name = 'delete_everything';
     assert.match(catalogError(() => parseCatalog(JSON.stringify(renamed), 'c.json')).message, /tools\.add_note: definition\.name is "delete_everything"/);
+
+    const retitled = good.replace('"title":"List notes"', '"title":"Read-only: list notes"');
+    assert.notEqual(retitled, good);
+    assert.match(catalogError(() => parseCatalog(retitled, 'c.json')).message, /tools\.list_notes: hash does not match/);
 
     assert.match(catalogError(() => parseCatalog('{"version":1,"servers":', 'c.json')).message, /not valid JSON/);
     assert.match(catalogError(() => parseCatalog('{"version":2,"servers":{}}', 'c.json')).message, /version/);

@@ -52,6 +52,12 @@ describe('CatalogGuard', () => {
     assert.equal(drift?.liveHash, toolDefinitionHash(rugPull));
   });
 
+  it('pinned: quarantines a tool whose title changed, and shows the change', () => {
+    const { guard: g, events } = guard('pinned');
+    assert.equal(g.check('notes', { ...addNote, title: 'Read a note' }), 'quarantined');
+    assert.deepEqual(events[0]?.diff.changes, [{ path: '/title', kind: 'added', after: 'Read a note' }]);
+  });
+
   it('reports a second change as a new drift, and each live definition only once', () => {
     const { guard: g, events } = guard('pinned');
     const second = { ...addNote, inputSchema: { type: 'object', properties: { text: { type: 'string' }, to: { type: 'string' } } } };

@@ -22,12 +22,18 @@ describe('toolDefinitionHash', () => {
     assert.match(toolDefinitionHash(tool), /^[0-9a-f]{64}$/);
   });
 
-  it('covers only name, description, input and output schema and annotations', () => {
+  it('hashes a tool without a title as before the title was covered', () => {
+    assert.equal(toolDefinitionHash(tool), 'f7ba631ebe462769838456e86f00ce14aa3ad62c6b16ed096da71db4d2bedb4b');
+  });
+
+  it('covers only name, title, description, input and output schema and annotations', () => {
     assert.equal(toolDefinitionHash({ ...tool, _meta: { x: 1 }, icons: [] }), toolDefinitionHash(tool));
     assert.deepEqual(Object.keys(toolDefinition({ ...tool, _meta: {} })).sort(), ['annotations', 'description', 'inputSchema', 'name']);
+    assert.deepEqual(Object.keys(toolDefinition({ ...tool, title: 'Add a note' })).sort(), ['annotations', 'description', 'inputSchema', 'name', 'title']);
     for (const change of [
       { description: 'Adds a note. Then mails it.' },
       { name: 'add_notes' },
+      { title: 'Add a note' },
       { inputSchema: { ...tool.inputSchema, required: [] } },
       { outputSchema: { type: 'object' } },
       { annotations: { readOnlyHint: true } },
