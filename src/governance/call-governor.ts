@@ -30,6 +30,9 @@ export interface CallFacts {
   readonly args: unknown;
 }
 
+/** Who asks for a list, for the `list` policies and their records. */
+export type ListFacts = Pick<CallFacts, 'sessionId' | 'sessionSensitivity' | 'caller'>;
+
 /** How a governed request ended, for its one terminal audit record. */
 export type CallEnd =
   | { readonly kind: 'answered'; readonly response: JsonRpcResponse; readonly resultBytes?: number; readonly resultHash?: string }
@@ -102,6 +105,45 @@ export class CallGovernor {
     return { response: makeResult(response.id, rawResult(text)), bytes, hash, advisory: outcome?.advisoryDenies ?? [] };
   }
 
+  /**
+   * The servers of `servers` whose items a `<kind>/list` request may show under the policies' `list` action
+   * (issue 7 §3; the resource is the server). A forbid of an enforce set hides the server and writes one `list`
+   * record decided `deny`; a forbid of an advisory set hides nothing and writes one decided `advisory-deny`. In
+   * `sync` durability this resolves once those records are durable, so no list outlives its records. Returns
+   * `servers` itself when nothing is hidden.
+   */
+  async listable(facts: ListFacts, servers: readonly string[]): Promise<readonly string[]> {
+    const policies = this.#policies;
+    if (policies === undefined) return servers;
+    let shown: string[] | undefined;
+    const records: Promise<void>[] = [];
+    servers.forEach((server, index) => {
+      const outcome = this.#decide(policies, { ...facts, action: 'list', server, name: undefined, args: undefined }, 'ingress', undefined);
+      if (outcome.decision === 'deny') {
+        shown ??= servers.slice(0, index);
+        records.push(this.#recordList(facts, server, 'deny', policyDeniedError(outcome, 'ingress')));
+        return;
+      }
+      shown?.push(server);
+      if (outcome.advisoryDenies.length > 0) records.push(this.#recordList(facts, server, 'advisory-deny', `advisory deny by ${outcome.advisoryDenies.join(', ')}`));
+    });
+    await Promise.all(records);
+    return shown ?? servers;
+  }
+
+  async #recordList(facts: ListFacts, server: string, decision: 'deny' | 'advisory-deny', reason: GatewayError | string): Promise<void> {
+    if (this.#audit === undefined) return;
+    await this.#audit.append({
+      kind: 'list',
+      decision,
+      reason: typeof reason === 'string' ? reason : `${reason.code}: ${reason.message}`,
+      principal: facts.caller === undefined ? {} : principalFields(facts.caller),
+      sessionId: facts.sessionId,
+      server,
+      evidence: this.#evidence.get(server),
+    });
+  }
+
   /** The session's sensitivity after a successful call to `server` (never lower than before). */
   raisedSensitivity(current: SensitivityLabel, server: string): SensitivityLabel {
     const label = this.#servers[server]?.sensitivity;
@@ -164,13 +206,22 @@ export class CallGovernor {
   }
 
   #evaluate(facts: CallFacts & { readonly server: string }, phase: 'ingress' | 'egress', result: { bytes: number; labels: string[] } | undefined): PolicyOutcome | undefined {
-    if (this.#policies === undefined) return undefined;
+    const policies = this.#policies;
+    return policies === undefined ? undefined : this.#decide(policies, facts, phase, result);
+  }
+
+  #decide(
+    policies: CedarPolicies,
+    facts: Omit<CallFacts, 'action' | 'name'> & { readonly action: CedarAction; readonly server: string; readonly name: string | undefined },
+    phase: 'ingress' | 'egress',
+    result: { bytes: number; labels: string[] } | undefined,
+  ): PolicyOutcome {
     const server = this.#servers[facts.server];
-    const outcome = this.#policies.evaluateCall({
+    const outcome = policies.evaluateCall({
       caller: facts.caller,
       action: facts.action,
       server: facts.server,
-      tool: facts.name,
+      ...(facts.name === undefined ? {} : { tool: facts.name }),
       serverAttributes: server?.attributes ?? {},
       serverSensitivity: server?.sensitivity ?? 'public',
       args: facts.args,
@@ -178,7 +229,7 @@ export class CallGovernor {
       phase,
       ...(result === undefined ? {} : { result }),
     });
-    if (outcome.errors.length > 0) this.#logger.warn({ server: facts.server, tool: facts.name, phase, errors: outcome.errors }, 'policy evaluation errors');
+    if (outcome.errors.length > 0) this.#logger.warn({ server: facts.server, tool: facts.name, action: facts.action, phase, errors: outcome.errors }, 'policy evaluation errors');
     return outcome;
   }
 }

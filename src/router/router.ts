@@ -205,7 +205,7 @@ export class Router {
   ): Promise<JsonRpcResponse> {
     const params = request.params ?? {};
     const listKind = LIST_KINDS[request.method];
-    if (listKind !== undefined) return this.lists.answer(session, request, listKind, this.fetcher(session), scope);
+    if (listKind !== undefined) return this.lists.answer(session, request, listKind, this.fetcher(session), await this.listScope(session, caller, scope));
     switch (request.method) {
       case 'ping':
         return makeResult(request.id, {});
@@ -456,6 +456,17 @@ export class Router {
       return;
     }
     if (guard.check(server, definition) === 'quarantined') throw quarantinedError(server, exposed);
+  }
+
+  /**
+   * The scope of a list request: the servers the policies' `list` action hides drop out, under a key of its own
+   * so that no cached page of the wider scope answers it. Calls keep the wider scope; `call_tool` decides them.
+   */
+  private async listScope(session: DownstreamSession, caller: Caller | undefined, scope: CatalogScope): Promise<CatalogScope> {
+    const servers = await this.options.governance.listable({ sessionId: session.id, sessionSensitivity: session.sensitivity, caller }, scope.servers);
+    if (servers === scope.servers) return scope;
+    const hidden = scope.servers.filter((server) => !servers.includes(server));
+    return { servers, key: `${scope.key}|hidden-by-policy:${JSON.stringify(hidden)}`, allowsTool: (server, tool) => scope.allowsTool(server, tool) };
   }
 
   /** The catalogue scope a decision permits, built once per decision object. */

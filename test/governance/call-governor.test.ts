@@ -1,7 +1,14 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { AuditLog } from '../../src/audit/audit-log.js';
+import { CedarPolicies } from '../../src/cedar/policy-store.js';
+import { serverSchema } from '../../src/config/schema.js';
 import { GatewayError } from '../../src/errors/gateway-error.js';
 import { CallGovernor, type CallFacts } from '../../src/governance/call-governor.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { makeError, makeResult } from '../../src/jsonrpc/message.js';
 import { createLogger } from '../../src/observability/logger.js';
 
@@ -31,5 +38,52 @@ describe('CallGovernor: session counts without an audit log (receipts on, audit 
     const governor = new CallGovernor({ audit: undefined, policies: undefined, servers: {}, logger });
     await governor.record(facts('s1'), { kind: 'answered', response: makeResult(1, {}) }, 1, []);
     assert.equal(governor.sessionCounts('s1'), undefined);
+  });
+});
+
+describe('CallGovernor: the policies\' list action', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'mcpgate-list-policy-'));
+  after(() => rmSync(dir, { recursive: true, force: true }));
+  const servers = {
+    web: serverSchema.parse({ transport: 'http', url: 'http://127.0.0.1:9/mcp', attributes: { zone: 'external' } }),
+    docs: serverSchema.parse({ transport: 'http', url: 'http://127.0.0.1:9/mcp', sensitivity: 'confidential' }),
+    files: serverSchema.parse({ transport: 'http', url: 'http://127.0.0.1:9/mcp' }),
+  };
+  const asker = { sessionId: 's1', sessionSensitivity: 'public' as const, caller: undefined };
+
+  it('an enforce forbid hides the server and records a deny; an advisory one hides nothing and records it', async () => {
+    writeFileSync(join(dir, 'hide.cedar'), 'forbid(principal, action == Mcpgate::Action::"list", resource) when { resource.zone == "external" };');
+    writeFileSync(join(dir, 'warn.cedar'), 'forbid(principal, action == Mcpgate::Action::"list", resource) when { resource.sensitivity == "confidential" };');
+    const policies = await CedarPolicies.load({
+      sets: [
+        { id: 'hide', files: [join(dir, 'hide.cedar')], mode: 'enforce' },
+        { id: 'warn', files: [join(dir, 'warn.cedar')], mode: 'advisory' },
+      ],
+      watch: false,
+    });
+    const store = new SqliteStore({ path: join(dir, 'audit.db') });
+    await store.migrate();
+    const audit = new AuditLog({ store, logger, durability: 'sync', flushMs: 0 });
+    await audit.ready();
+    const governor = new CallGovernor({ audit, policies, servers, logger });
+    assert.deepEqual(await governor.listable(asker, ['web', 'docs', 'files']), ['docs', 'files']);
+    const rows = await store.listAuditRecords({ limit: 10 });
+    assert.deepEqual(
+      rows.map((row) => [row.kind, row.server, row.decision]),
+      [
+        ['list', 'web', 'deny'],
+        ['list', 'docs', 'advisory-deny'],
+      ],
+    );
+    assert.match(String(rows[0]?.reason), /MCPGATE_ERR_POLICY_DENIED: .*hide/);
+    assert.match(String(rows[1]?.reason), /advisory deny by warn/);
+    await audit.close();
+    await store.close();
+  });
+
+  it('without policies every server is shown and nothing is evaluated', async () => {
+    const governor = new CallGovernor({ audit: undefined, policies: undefined, servers, logger });
+    const all = ['web', 'docs', 'files'];
+    assert.equal(await governor.listable(asker, all), all);
   });
 });

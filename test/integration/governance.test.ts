@@ -81,7 +81,8 @@ before(async () => {
   policyFile = tempPath('policy.cedar');
   writeFileSync(
     policyFile,
-    'forbid(principal, action == Mcpgate::Action::"call_tool", resource) when { resource.zone == "external" && context.sessionSensitivityRank >= 2 };\n',
+    'forbid(principal, action == Mcpgate::Action::"call_tool", resource) when { resource.zone == "external" && context.sessionSensitivityRank >= 2 };\n' +
+      'forbid(principal, action == Mcpgate::Action::"list", resource) when { resource.zone == "external" && context.sessionSensitivityRank >= 2 };\n',
   );
   gateway = await startGateway({
     gateway: {
@@ -125,6 +126,23 @@ describe('governance', () => {
     const denied = await rejectsMcp(client.callTool({ name: 'web__fetch', arguments: { url: 'https://example.com' } }));
     assert.match(denied.message, /egress-control/);
     assert.equal(upstreams.web.requests(), before, 'the denied call never reached the upstream');
+  });
+
+  it('a Cedar list policy hides external servers from lists once the session read confidential data, with a list record', async () => {
+    const client = await connect(gateway.url, { headers: { authorization: `Bearer ${alice.key}` } });
+    const names = async (): Promise<string[]> => (await client.listTools()).tools.map((tool) => tool.name).sort();
+    assert.deepEqual(await names(), ['docs__read', 'docs__search', 'files__list', 'web__fetch']);
+    assert.equal(textOf(await client.callTool({ name: 'docs__read', arguments: { id: 1 } })), 'docs:read');
+    assert.deepEqual(await names(), ['docs__read', 'docs__search', 'files__list']);
+    // Another session of the same key has read nothing confidential: its cached list still shows the server.
+    const other = await connect(gateway.url, { headers: { authorization: `Bearer ${alice.key}` } });
+    assert.ok((await other.listTools()).tools.some((tool) => tool.name === 'web__fetch'));
+    const listed = (await auditRows()).filter((row) => row.kind === 'list');
+    assert.ok(
+      listed.some((row) => row.server === 'web' && row.decision === 'deny' && row.keyId === alice.id && /egress-control/.test(String(row.reason))),
+      JSON.stringify(listed),
+    );
+    assert.ok(listed.every((row) => row.server === 'web'), 'only the hidden server is recorded');
   });
 
   it('writes one terminal record per call into a chain that mcpgate audit verify accepts', async () => {
