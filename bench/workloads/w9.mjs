@@ -204,7 +204,7 @@ export function renderW9(result) {
     }
   }
   // Saturated, throughput goes as 1 / CPU per call: on ≥ 0.9 × off leaves governance off's CPU per call / 9.
-  const budgets = result.rows.map((row) => `${Math.round((row.off.cpuUsPerCall / 9) * 10) / 10} µs at c=${row.concurrency}`);
+  const budgets = result.rows.map((row) => `${round1(row.off.cpuUsPerCall / 9)} µs at c=${row.concurrency}`);
   lines.push('', `Budget at 0.9×: governance may add off's CPU per call / 9 = ${budgets.join(', ')}.`);
   const path = result.auditPath;
   if (path !== undefined) {

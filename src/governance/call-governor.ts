@@ -121,27 +121,28 @@ export class CallGovernor {
       const outcome = this.#decide(policies, { ...facts, action: 'list', server, name: undefined, args: undefined }, 'ingress', undefined);
       if (outcome.decision === 'deny') {
         shown ??= servers.slice(0, index);
-        records.push(this.#recordList(facts, server, 'deny', policyDeniedError(outcome, 'ingress')));
+        records.push(this.#recordList(facts, server, 'deny', errorReason(policyDeniedError(outcome, 'ingress'))));
         return;
       }
       shown?.push(server);
-      if (outcome.advisoryDenies.length > 0) records.push(this.#recordList(facts, server, 'advisory-deny', `advisory deny by ${outcome.advisoryDenies.join(', ')}`));
+      if (outcome.advisoryDenies.length > 0) records.push(this.#recordList(facts, server, 'advisory-deny', advisoryReason(outcome.advisoryDenies)));
     });
     await Promise.all(records);
     return shown ?? servers;
   }
 
-  async #recordList(facts: ListFacts, server: string, decision: 'deny' | 'advisory-deny', reason: GatewayError | string): Promise<void> {
+  async #recordList(facts: ListFacts, server: string, decision: 'deny' | 'advisory-deny', reason: string): Promise<void> {
     if (this.#audit === undefined) return;
-    await this.#audit.append({
-      kind: 'list',
-      decision,
-      reason: typeof reason === 'string' ? reason : `${reason.code}: ${reason.message}`,
+    await this.#audit.append({ kind: 'list', decision, reason, ...this.#subject(facts, server) });
+  }
+
+  /** Who asked, in which session, of which server (with its evidence): the fields every record of a request has. */
+  #subject(facts: ListFacts, server: string | undefined): Pick<AuditInput, 'principal' | 'sessionId' | 'server' | 'evidence'> {
+    return {
       principal: facts.caller === undefined ? {} : principalFields(facts.caller),
       sessionId: facts.sessionId,
-      server,
-      evidence: this.#evidence.get(server),
-    });
+      ...(server === undefined ? {} : { server, evidence: this.#evidence.get(server) }),
+    };
   }
 
   /** The session's sensitivity after a successful call to `server` (never lower than before). */
@@ -164,9 +165,7 @@ export class CallGovernor {
       kind: reasonIsPin(end) ? 'pin-mismatch' : 'call',
       decision,
       ...(reason === undefined ? {} : { reason }),
-      principal: facts.caller === undefined ? {} : principalFields(facts.caller),
-      sessionId: facts.sessionId,
-      ...(facts.server === undefined ? {} : { server: facts.server, evidence: this.#evidence.get(facts.server) }),
+      ...this.#subject(facts, facts.server),
       tool: facts.name,
       argsHash: argumentsHash(facts.args ?? null),
       args: facts.args ?? null,
@@ -244,6 +243,16 @@ export function principalFields(caller: Caller): AuditPrincipal & { readonly key
   };
 }
 
+/** A record's reason for a refusal: the stable code, then the message. */
+function errorReason(error: GatewayError): string {
+  return `${error.code}: ${error.message}`;
+}
+
+/** A record's reason when only advisory sets would have denied: which ones. */
+function advisoryReason(sets: readonly string[]): string {
+  return `advisory deny by ${sets.join(', ')}`;
+}
+
 function codeOf(error: unknown): string | undefined {
   return GatewayError.is(error) ? error.code : undefined;
 }
@@ -254,10 +263,10 @@ function reasonIsPin(end: CallEnd): boolean {
 }
 
 function describe(end: CallEnd, advisory: readonly string[]): { decision: AuditDecision; reason: string | undefined } {
-  const advised = advisory.length > 0 ? `advisory deny by ${advisory.join(', ')}` : undefined;
+  const advised = advisory.length > 0 ? advisoryReason(advisory) : undefined;
   switch (end.kind) {
     case 'refused':
-      return { decision: end.decision, reason: `${end.error.code}: ${end.error.message}` };
+      return { decision: end.decision, reason: errorReason(end.error) };
     case 'answered': {
       if ('error' in end.response) return { decision: 'error', reason: `upstream error ${end.response.error.code}: ${end.response.error.message}` };
       return { decision: advised === undefined ? 'allow' : 'advisory-deny', reason: advised };
@@ -267,7 +276,7 @@ function describe(end: CallEnd, advisory: readonly string[]): { decision: AuditD
       if (end.cancelled || code === 'MCPGATE_ERR_CANCELLED') return { decision: 'cancelled', reason: code };
       if (code === 'MCPGATE_ERR_UPSTREAM_TIMEOUT') return { decision: 'timeout', reason: code };
       if (code === 'MCPGATE_ERR_POLICY_DENIED' || code === 'MCPGATE_ERR_RESULT_SECRET') {
-        return { decision: 'deny', reason: `${code}: ${(end.error as GatewayError).message}` };
+        return { decision: 'deny', reason: errorReason(end.error as GatewayError) };
       }
       const message = end.error instanceof Error ? end.error.message : String(end.error);
       return { decision: 'error', reason: code === undefined ? message : `${code}: ${message}` };

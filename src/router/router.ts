@@ -466,7 +466,7 @@ export class Router {
     const servers = await this.options.governance.listable({ sessionId: session.id, sessionSensitivity: session.sensitivity, caller }, scope.servers);
     if (servers === scope.servers) return scope;
     const hidden = scope.servers.filter((server) => !servers.includes(server));
-    return { servers, key: `${scope.key}|hidden-by-policy:${JSON.stringify(hidden)}`, allowsTool: (server, tool) => scope.allowsTool(server, tool) };
+    return { ...scope, servers, key: `${scope.key}|hidden-by-policy:${JSON.stringify(hidden)}` };
   }
 
   /** The catalogue scope a decision permits, built once per decision object. */

@@ -6,6 +6,7 @@ import { after, describe, it } from 'node:test';
 import { GatewayError } from '../../src/errors/gateway-error.js';
 import { JournaledAuditWriter, processIdentity } from '../../src/store/sqlite/audit-journal.js';
 import { journalText } from '../../src/store/sqlite/audit-journal-format.js';
+import type { JournalRange } from '../../src/store/sqlite/audit-writer-protocol.js';
 import { SqliteAuditWriter } from '../../src/store/sqlite/audit-writer.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { AuditRecordRow } from '../../src/store/store.js';
@@ -18,12 +19,16 @@ function row(chainId: string, seq: number, extra: Partial<AuditRecordRow> = {}):
   return { chainId, seq, time: new Date(1_700_000_000_000 + seq), kind: 'call', decision: 'allow', tool: `t${seq}`, prevHash: 'a'.repeat(64), hash: 'b'.repeat(64), ...extra };
 }
 
+/** A segment file holding `text`, as the one range that ingests it whole. */
+function segment(text: string): JournalRange {
+  const file = join(root, `segment-${++counter}.jsonl`);
+  writeFileSync(file, text);
+  return { file, from: 0, to: Buffer.byteLength(text), firstLine: 1 };
+}
+
 /** Rows through the thread writer as the journal hands them over: a segment of their lines, ingested whole. */
 async function write(writer: SqliteAuditWriter, rows: readonly AuditRecordRow[]): Promise<void> {
-  const file = join(root, `segment-${++counter}.jsonl`);
-  const text = journalText(rows, undefined);
-  writeFileSync(file, text);
-  assert.equal(await writer.ingest([{ file, from: 0, to: Buffer.byteLength(text), firstLine: 1 }], false), rows.length);
+  assert.equal(await writer.ingest([segment(journalText(rows, undefined))], false), rows.length);
 }
 
 const line = (stored: AuditRecordRow): string => journalText([stored], undefined);
@@ -77,9 +82,7 @@ describe('SQLite audit writer thread', () => {
     // About 600 lines of 200-odd bytes span several 64 KiB pieces; seq 300 carries 200 KiB of captured arguments.
     const rows = Array.from({ length: 600 }, (_, index) => row('p', index + 1, index === 299 ? { args: JSON.stringify('y'.repeat(200_000)) } : { reason: `r${'z'.repeat(index % 97)}` }));
     const text = journalText(rows, undefined) + line(row('p', 601)).slice(0, 50);
-    const file = join(root, `segment-${++counter}.jsonl`);
-    writeFileSync(file, text);
-    assert.equal(await writer.ingest([{ file, from: 0, to: Buffer.byteLength(text), firstLine: 1 }], false), 600);
+    assert.equal(await writer.ingest([segment(text)], false), 600);
     assert.deepEqual(await store.listAuditRecords({ chainId: 'p', order: 'chain', limit: 1000 }), rows);
     await writer.close();
     await store.close();
@@ -89,11 +92,10 @@ describe('SQLite audit writer thread', () => {
     const { path, store } = await fresh();
     const writer = new SqliteAuditWriter({ path, busyTimeoutMs: 1000 });
     const text = `${journalText(Array.from({ length: 700 }, (_, index) => row('q', index + 1)), undefined)}not a row\n`;
-    const file = join(root, `segment-${++counter}.jsonl`);
-    writeFileSync(file, text);
+    const range = segment(text);
     await assert.rejects(
-      writer.ingest([{ file, from: 0, to: Buffer.byteLength(text), firstLine: 1 }], false),
-      (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_STORE_INVALID' && error.message.includes(`${file} line 701 `),
+      writer.ingest([range], false),
+      (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_STORE_INVALID' && error.message.includes(`${range.file} line 701 `),
     );
     assert.equal((await store.listAuditChains({ chainId: 'q' })).length, 0, 'nothing of the range is stored');
     await writer.close();
@@ -125,11 +127,10 @@ describe('SQLite audit writer thread', () => {
       const { path, store } = await fresh();
       const writer = new SqliteAuditWriter({ path, busyTimeoutMs: 1000 });
       const text = line(row('b', 1)) + bad + line(row('b', 3));
-      const file = join(root, `segment-${++counter}.jsonl`);
-      writeFileSync(file, text);
+      const range = segment(text);
       await assert.rejects(
-        writer.ingest([{ file, from: 0, to: Buffer.byteLength(text), firstLine: 1 }], false),
-        (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_STORE_INVALID' && error.message.includes(`${file} line 2 `),
+        writer.ingest([range], false),
+        (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_STORE_INVALID' && error.message.includes(`${range.file} line 2 `),
       );
       assert.equal((await store.listAuditChains({ chainId: 'b' })).length, 0);
       await writer.close();
