@@ -66,9 +66,14 @@ function hex(value: unknown, what: string): string | undefined {
 
 function amount(value: unknown, what: string): number | undefined {
   if (value === undefined) return undefined;
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) throw bad(`${what} must be a finite number ≥ 0`);
-  return Math.round(value);
+  const rounded = typeof value === 'number' ? Math.round(value) : Number.NaN;
+  if (!Number.isSafeInteger(rounded) || rounded < 0) throw bad(`${what} must be a number from 0 to 2^53 - 1`);
+  return rounded;
 }
+
+/** The instants the body's ISO 8601 form (`YYYY-MM-DDTHH:mm:ss.sssZ`) can hold: years 0000 to 9999. */
+const MIN_TIME_MS = Date.parse('0000-01-01T00:00:00.000Z');
+const MAX_TIME_MS = Date.parse('9999-12-31T23:59:59.999Z');
 
 function oneOf<T extends string>(value: unknown, allowed: readonly T[], what: string): T {
   if (!(allowed as readonly unknown[]).includes(value)) throw bad(`${what} must be one of ${allowed.join(', ')}`);
@@ -85,7 +90,7 @@ function capturedArgs(args: unknown): unknown {
 export function prepareRecord(input: AuditInput, options: { readonly captureArguments: boolean; readonly now: () => Date }): PreparedRecord {
   if (typeof input !== 'object' || input === null) throw bad('the input must be an object');
   const time = input.time ?? options.now();
-  if (!(time instanceof Date) || Number.isNaN(time.getTime())) throw bad('time must be a valid Date');
+  if (!(time instanceof Date) || !(time.getTime() >= MIN_TIME_MS && time.getTime() <= MAX_TIME_MS)) throw bad('time must be a valid Date in the years 0000 to 9999');
   const principal = input.principal ?? {};
   let argsHash = hex(input.argsHash, 'argsHash');
   let args: unknown;

@@ -200,6 +200,8 @@ export interface AuditRecordWriter {
    * `bodies[i]`, when given, is record i as a JSON object (`time` in ISO 8601; `args` and `hash` are not read
    * from it): the audit log passes the canonical JSON its hash was computed over, and a journal writes that text
    * instead of serialising the record again. It must describe the same record; the row stored is read from it.
+   * Records with bodies are the log's own, each checked when it was appended (`prepareRecord`), and are not
+   * checked again; records without are, and a malformed one rejects the batch with STORE_INVALID.
    */
   appendAuditRecords(records: readonly AuditRecordRow[], bodies?: readonly string[]): Promise<void>;
   /** Resolves once records an earlier process left on the way to the table are in it; call before reading the chain. */

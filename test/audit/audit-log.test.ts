@@ -96,6 +96,12 @@ describe('AuditLog: the chain', () => {
       { kind: 'call', decision: 'allow', tool: 7 },
       { kind: 'call', decision: 'allow', args: { n: 1n } },
       { kind: 'call', decision: 'allow', time: new Date(Number.NaN) },
+      { kind: 'call', decision: 'allow', resultBytes: 2 ** 60 },
+      { kind: 'call', decision: 'allow', latencyMs: 1e300 },
+      { kind: 'call', decision: 'allow', latencyMs: '5' },
+      // The body's ISO 8601 form has four-digit years; others would be refused by the store, failing the log.
+      { kind: 'call', decision: 'allow', time: new Date('+010000-01-01T00:00:00.000Z') },
+      { kind: 'call', decision: 'allow', time: new Date('-000001-12-31T23:59:59.999Z') },
     ];
     for (const input of bad) {
       await assert.rejects(log.append(input as unknown as AuditInput), (e: unknown) => GatewayError.is(e) && e.code === 'MCPGATE_ERR_STORE_INVALID');
@@ -337,6 +343,36 @@ describe('AuditLog: with the SQLite journal writer', () => {
     await log.flush();
     assert.equal((await raw.listAuditChains({ chainId: 'journal' }))[0]?.count, 50);
     assert.equal((await verifyAudit(raw, { chainId: 'journal' })).ok, true);
+    await log.close();
+  });
+
+  it('an input the store could not hold fails its own append, not the batch or the log; the edge years reach the table', async () => {
+    const { raw, logger } = await fixture();
+    const log = new AuditLog({ store: raw, writer: raw.openAuditWriter(), logger, chainId: 'edges', durability: 'sync' });
+    await log.ready();
+    const outcomes = await Promise.allSettled([
+      log.append(call(1, { time: new Date('0000-01-01T00:00:00.000Z') })),
+      log.append(call(2, { resultBytes: Number.MAX_SAFE_INTEGER + 2 })),
+      log.append(call(3, { time: new Date('+010000-01-01T00:00:00.000Z') })),
+      log.append(call(4, { time: new Date('9999-12-31T23:59:59.999Z'), resultBytes: Number.MAX_SAFE_INTEGER })),
+      log.append(call(5, { time: new Date('1969-12-31T23:59:59.500Z') })),
+    ]);
+    assert.deepEqual(
+      outcomes.map((outcome) => (outcome.status === 'fulfilled' ? outcome.value.seq : GatewayError.is(outcome.reason) && outcome.reason.code)),
+      [1, 'MCPGATE_ERR_STORE_INVALID', 'MCPGATE_ERR_STORE_INVALID', 2, 3],
+    );
+    await log.flush();
+    const stored = await raw.listAuditRecords({ chainId: 'edges', order: 'chain', limit: 10 });
+    assert.deepEqual(
+      stored.map((row) => [row.time.toISOString(), row.resultBytes]),
+      [
+        ['0000-01-01T00:00:00.000Z', undefined],
+        ['9999-12-31T23:59:59.999Z', Number.MAX_SAFE_INTEGER],
+        ['1969-12-31T23:59:59.500Z', undefined],
+      ],
+    );
+    assert.equal((await verifyAudit(raw, { chainId: 'edges' })).ok, true);
+    assert.equal((await log.append(call(6))).seq, 4, 'the log keeps working');
     await log.close();
   });
 
