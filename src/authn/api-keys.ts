@@ -46,8 +46,11 @@ export function generateApiKey(secret: string | Buffer): GeneratedApiKey {
 
 /** Checks a presented key against a stored hash in constant time (the comparison never short-circuits). */
 export function verifyApiKey(secret: string | Buffer, key: string, storedHash: string): boolean {
-  if (!HASH_PATTERN.test(storedHash)) return false;
-  const expected = Buffer.from(storedHash, 'hex');
-  const actual = Buffer.from(hashApiKey(secret, key), 'hex');
-  return timingSafeEqual(actual, expected);
+  return sameKeyHash(hashApiKey(secret, key), storedHash);
+}
+
+/** Whether a key's hash (from `hashApiKey`) is a stored hash, compared in constant time. */
+export function sameKeyHash(keyHash: string, storedHash: string): boolean {
+  if (!HASH_PATTERN.test(storedHash) || !HASH_PATTERN.test(keyHash)) return false;
+  return timingSafeEqual(Buffer.from(keyHash, 'hex'), Buffer.from(storedHash, 'hex'));
 }

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { generateApiKey } from '../../src/authn/api-keys.js';
+import { generateApiKey, hashApiKey } from '../../src/authn/api-keys.js';
 import { Authenticator, WWW_AUTHENTICATE, type AuthResult } from '../../src/authn/authenticator.js';
 import { ErrorCatalogue } from '../../src/errors/codes.js';
 import { createStore } from '../../src/store/create-store.js';
@@ -146,6 +146,18 @@ describe('Authenticator on SQLite', () => {
     assert.equal((await uncached.authenticate({ 'x-mcpgate-key': third.key })).ok, true);
     await f.store.revokeKey(third.id);
     refused(await uncached.authenticate({ 'x-mcpgate-key': third.key }), 401, 'revoked');
+    await f.store.close();
+  });
+
+  it('refuses a key whose record a store matched loosely (another hash, or one in capitals)', async () => {
+    const f = await fixture();
+    const genuine = await f.store.findKeyByHash(hashApiKey(SECRET, f.key));
+    assert.ok(genuine !== undefined);
+    for (const hash of [hashApiKey(SECRET, generateApiKey(SECRET).key), genuine.hash.toUpperCase(), genuine.hash.slice(1)]) {
+      const loose = withMethod(f.store, 'findKeyByHash', () => Promise.resolve({ ...genuine, hash }));
+      refused(await new Authenticator({ store: loose, secret: SECRET, keyCacheMs: 0 }).authenticate({ 'x-mcpgate-key': f.key }), 401, 'unknown');
+    }
+    assert.equal((await new Authenticator({ store: f.store, secret: SECRET }).authenticate({ 'x-mcpgate-key': f.key })).ok, true);
     await f.store.close();
   });
 
