@@ -158,7 +158,7 @@ function columnValue(column: (typeof AUDIT_COLUMNS)[number]): string {
 
 /**
  * One journal line into the table, its body read by SQLite's JSON functions: for the lines of a live ingest,
- * which this process wrote after `auditRowValues` checked each row (`JournaledAuditWriter`). Parsing the body
+ * which this process wrote from records checked as they were appended (`prepareRecord`). Parsing the body
  * in JavaScript and binding 22 values cost the writer thread about 4 µs more per row. A line that is not what
  * the log writes fails its INSERT (malformed JSON, a required member missing), and the ingest with it.
  */
