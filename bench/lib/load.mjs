@@ -5,7 +5,7 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import hdr from 'hdr-histogram-js';
-import { cpuMicros, mainThreadCpuMicros, memory, resetPeak, treeCpuMicros } from './proc.mjs';
+import { cpuMicros, mainThreadCpuMicros, memory, namedThreadsCpuMicros, resetPeak, treeCpuMicros } from './proc.mjs';
 
 const CALL_TIMEOUT_MS = 30_000;
 const DRAIN_TIMEOUT_MS = 10_000;
@@ -68,7 +68,7 @@ export async function closedLoop(options) {
   const begin = () => {
     measuring = true;
     t0 = performance.now();
-    before = { cpu: sum(pids.map(cpuMicros)), main: sum(pids.map(mainThreadCpuMicros)), tree: sum(treePids.map(treeCpuMicros)) };
+    before = { cpu: sum(pids.map(cpuMicros)), main: sum(pids.map(mainThreadCpuMicros)), audit: sum(pids.map(auditThreadCpu)), tree: sum(treePids.map(treeCpuMicros)) };
     for (const pid of pids) resetPeak(pid);
     loopDelay.reset();
   };
@@ -76,7 +76,7 @@ export async function closedLoop(options) {
     if (stopped) return;
     stopped = true;
     t1 = performance.now();
-    after = { cpu: sum(pids.map(cpuMicros)), main: sum(pids.map(mainThreadCpuMicros)), tree: sum(treePids.map(treeCpuMicros)), eld: Math.max(0, loopDelay.percentile(99) / 1e6 - ELD_RESOLUTION_MS) };
+    after = { cpu: sum(pids.map(cpuMicros)), main: sum(pids.map(mainThreadCpuMicros)), audit: sum(pids.map(auditThreadCpu)), tree: sum(treePids.map(treeCpuMicros)), eld: Math.max(0, loopDelay.percentile(99) / 1e6 - ELD_RESOLUTION_MS) };
   };
   const warmTimer = warmupMs > 0 ? setTimeout(begin, warmupMs) : undefined;
   if (warmupMs === 0) begin();
@@ -147,6 +147,8 @@ export async function closedLoop(options) {
     cpuUsPerCall: pids.length > 0 && calls > 0 ? round(cpuUs / calls, 1) : undefined,
     // The main threads alone: what limits calls/s when helper threads (GC, thread pool, workers) have other cores.
     cpuMainUsPerCall: pids.length > 0 && calls > 0 ? round((after.main - before.main) / calls, 1) : undefined,
+    // mcpgate's audit writer thread (named `mcpgate-audit`): 0 for a process without one.
+    cpuAuditUsPerCall: pids.length > 0 && calls > 0 ? round((after.audit - before.audit) / calls, 1) : undefined,
     cpuTreeUsPerCall: treePids.length > 0 && calls > 0 ? round(treeUs / calls, 1) : undefined,
     cpuUtil: pids.length > 0 ? round(cpuUs / 1e6 / seconds, 3) : undefined,
     cpuUsPerMB: pids.length > 0 && bytes > 0 ? round(cpuUs / (bytes / 1e6), 1) : undefined,
@@ -155,6 +157,8 @@ export async function closedLoop(options) {
     loadgenEldP99Ms: round(after.eld, 2),
   };
 }
+
+const auditThreadCpu = (pid) => namedThreadsCpuMicros(pid, 'mcpgate-audit');
 
 function sum(values) {
   return values.reduce((total, value) => total + (value ?? 0), 0);

@@ -201,6 +201,28 @@ export function mainThreadCpuMicros(pid) {
   return statCpuMicros(`/proc/${pid}/task/${pid}/stat`);
 }
 
+/**
+ * utime+stime of a process's threads named `name` (their `comm`), in microseconds: 0 when it has none. The audit
+ * writer thread names itself `mcpgate-audit`.
+ */
+export function namedThreadsCpuMicros(pid, name) {
+  let total = 0;
+  let tids;
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return 0;
+  }
+  for (const tid of tids) {
+    try {
+      if (readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim() === name) total += statCpuMicros(`/proc/${pid}/task/${tid}/stat`) ?? 0;
+    } catch {
+      // The thread ended while we looked.
+    }
+  }
+  return total;
+}
+
 /** utime+stime of one thread of this process, in microseconds; undefined once it has gone. */
 export function threadCpuMicros(tid) {
   return statCpuMicros(`/proc/self/task/${tid}/stat`);

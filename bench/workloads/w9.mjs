@@ -134,6 +134,7 @@ export async function runW9(ctx, profile) {
         p99: round3(median(list.map((result) => result.latencyMs.p99))),
         cpuUsPerCall: round1(median(list.map((result) => result.cpuUsPerCall ?? NaN))),
         cpuMainUsPerCall: round1(median(list.map((result) => result.cpuMainUsPerCall ?? NaN))),
+        cpuAuditUsPerCall: round1(median(list.map((result) => result.cpuAuditUsPerCall ?? NaN))),
         errors: list.reduce((sum, result) => sum + result.errors, 0),
       });
       const row = { concurrency };
@@ -174,8 +175,10 @@ export function renderW9(result) {
     '',
     '×off is the median of per-round ratios (each round measures every mode back to back), with their range.',
     '',
-    '| c | mode | calls/s | ×off | p50 / p99 ms | CPU µs/call | of it event loop | errors |',
-    '|---|---|---|---|---|---|---|---|',
+    "CPU µs/call is the whole process: the event loop, the audit writer thread (`mcpgate-audit`), and the rest (V8's GC and compiler threads, libuv's pool).",
+    '',
+    '| c | mode | calls/s | ×off | p50 / p99 ms | CPU µs/call | event loop | audit writer | rest | errors |',
+    '|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const row of result.rows) {
     for (const mode of result.modes ?? W9_MODES) {
@@ -183,7 +186,11 @@ export function renderW9(result) {
       const ratio = row[`${mode}Ratio`];
       const range = row[`${mode}RatioRange`];
       const shown = ratio === undefined ? '–' : `×${ratio.toFixed(2)}${range === undefined ? '' : ` (${range[0].toFixed(2)}–${range[1].toFixed(2)})`}`;
-      lines.push(`| ${row.concurrency} | ${MODE_LABELS[mode]} | ${value.throughput} | ${shown} | ${value.p50} / ${value.p99} | ${value.cpuUsPerCall} | ${value.cpuMainUsPerCall ?? '–'} | ${value.errors} |`);
+      const rest = round1(value.cpuUsPerCall - (value.cpuMainUsPerCall ?? NaN) - (value.cpuAuditUsPerCall ?? 0));
+      const shownNumber = (number) => (Number.isFinite(number) ? number : '–');
+      lines.push(
+        `| ${row.concurrency} | ${MODE_LABELS[mode]} | ${value.throughput} | ${shown} | ${value.p50} / ${value.p99} | ${value.cpuUsPerCall} | ${shownNumber(value.cpuMainUsPerCall)} | ${shownNumber(value.cpuAuditUsPerCall)} | ${shownNumber(rest)} | ${value.errors} |`,
+      );
     }
   }
   const pairedRows = result.rows.filter((row) => row.paired !== undefined);

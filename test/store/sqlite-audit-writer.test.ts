@@ -65,6 +65,18 @@ describe('SQLite audit writer thread', () => {
     await store.close();
   });
 
+  it('the writer thread is named mcpgate-audit, so top -H and the bench can tell it from the event loop', { skip: process.platform !== 'linux' }, async () => {
+    const { store } = await fresh();
+    const names = (): string[] => readdirSync('/proc/self/task').map((tid) => readFileSync(`/proc/self/task/${tid}/comm`, 'utf8').trim());
+    assert.ok(!names().includes('mcpgate-audit'));
+    const writer = store.openAuditWriter();
+    await writer.appendAuditRecords([row('c', 1)]);
+    await writer.flush();
+    assert.ok(names().includes('mcpgate-audit'), names().join(', '));
+    await writer.close();
+    await store.close();
+  });
+
   it('the journal refuses a malformed row before it writes anything', async () => {
     const { path, store } = await fresh();
     const writer = store.openAuditWriter();

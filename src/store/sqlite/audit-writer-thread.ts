@@ -1,4 +1,4 @@
-import { closeSync, openSync, readSync } from 'node:fs';
+import { closeSync, openSync, readSync, writeFileSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import { mapStoreError } from '../sql/map-error.js';
@@ -19,6 +19,15 @@ import type { AuditWriterData, AuditWriterReply, AuditWriterRequest, JournalRang
 const port = parentPort;
 if (port === null) throw new Error('audit-writer-thread must run as a worker thread');
 const { path, busyTimeoutMs } = workerData as AuditWriterData;
+
+/** The thread's name in `top -H`, `ps -L` and /proc (every thread of a Node process is otherwise `node`). */
+const AUDIT_THREAD_NAME = 'mcpgate-audit';
+try {
+  // Linux lets a thread rename itself here; elsewhere the name is only cosmetic, so a failure is ignored.
+  writeFileSync('/proc/thread-self/comm', AUDIT_THREAD_NAME);
+} catch {
+  // Not Linux, or /proc not mounted.
+}
 
 /** The lines of one piece of a range, and where they start, to name a line whose INSERT fails. */
 interface Piece {
