@@ -165,6 +165,8 @@ export async function runW9(ctx, profile) {
 
 const MODE_LABELS = { off: 'off', on: 'on (sync)', queued: 'on (queue)', auditOnly: 'audit only (sync)', policyOnly: 'policies only' };
 
+const shownNumber = (number) => (Number.isFinite(number) ? number : '–');
+
 export function renderW9(result) {
   if (result.error) return `### W9: governance on vs off\n\nFailed: ${result.error}`;
   const verdict = result.met === undefined ? 'not judged (mode "on" not run)' : result.met ? 'met' : 'NOT met';
@@ -187,7 +189,6 @@ export function renderW9(result) {
       const range = row[`${mode}RatioRange`];
       const shown = ratio === undefined ? '–' : `×${ratio.toFixed(2)}${range === undefined ? '' : ` (${range[0].toFixed(2)}–${range[1].toFixed(2)})`}`;
       const rest = round1(value.cpuUsPerCall - (value.cpuMainUsPerCall ?? NaN) - (value.cpuAuditUsPerCall ?? 0));
-      const shownNumber = (number) => (Number.isFinite(number) ? number : '–');
       lines.push(
         `| ${row.concurrency} | ${MODE_LABELS[mode]} | ${value.throughput} | ${shown} | ${value.p50} / ${value.p99} | ${value.cpuUsPerCall} | ${shownNumber(value.cpuMainUsPerCall)} | ${shownNumber(value.cpuAuditUsPerCall)} | ${shownNumber(rest)} | ${value.errors} |`,
       );

@@ -90,7 +90,8 @@ function capturedArgs(args: unknown): unknown {
 export function prepareRecord(input: AuditInput, options: { readonly captureArguments: boolean; readonly now: () => Date }): PreparedRecord {
   if (typeof input !== 'object' || input === null) throw bad('the input must be an object');
   const time = input.time ?? options.now();
-  if (!(time instanceof Date) || !(time.getTime() >= MIN_TIME_MS && time.getTime() <= MAX_TIME_MS)) throw bad('time must be a valid Date in the years 0000 to 9999');
+  const ms = time instanceof Date ? time.getTime() : Number.NaN;
+  if (!(ms >= MIN_TIME_MS && ms <= MAX_TIME_MS)) throw bad('time must be a valid Date in the years 0000 to 9999');
   const principal = input.principal ?? {};
   let argsHash = hex(input.argsHash, 'argsHash');
   let args: unknown;
@@ -105,7 +106,7 @@ export function prepareRecord(input: AuditInput, options: { readonly captureArgu
   // Members are added only when present, never deleted afterwards: `delete` would turn every record into a
   // slow dictionary-mode object, and each record is read field by field again to hash and store it.
   const record: Record<string, unknown> = {
-    time: new Date(time.getTime()),
+    time: new Date(ms),
     kind: oneOf(input.kind, AUDIT_KINDS, 'kind'),
     decision: oneOf(input.decision, AUDIT_DECISIONS, 'decision'),
   };

@@ -220,7 +220,7 @@ export class CallGovernor {
       caller: facts.caller,
       action: facts.action,
       server: facts.server,
-      ...(facts.name === undefined ? {} : { tool: facts.name }),
+      tool: facts.name,
       serverAttributes: server?.attributes ?? {},
       serverSensitivity: server?.sensitivity ?? 'public',
       args: facts.args,

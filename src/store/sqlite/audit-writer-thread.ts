@@ -99,8 +99,8 @@ class AuditForkError extends Error {
 /**
  * Ranges are read in pieces of this size into one buffer reused across ingests. A buffer per range (about 1 MiB
  * for a full ingest) cost a page fault per 4 KiB touched, on every ingest, more than the read itself on the VM
- * this was measured on (docs/decisions/0005); a small buffer stays mapped and in cache. A line longer than a piece (captured arguments
- * can make one) is read into a buffer of its own.
+ * this was measured on (docs/decisions/0005); a small buffer stays mapped and in cache. A line longer than a
+ * piece (captured arguments can make one) is read into a buffer of its own.
  */
 const PIECE = 64 * 1024;
 const piece = Buffer.allocUnsafeSlow(PIECE);
