@@ -265,3 +265,28 @@ export async function directStdio(ctx) {
   };
   return value;
 }
+
+/**
+ * The Cedar policy set of a governed contender: deny-list style, so every bench call passes, but both decision
+ * points (ingress and egress) are evaluated on every call as they would be in a deployment.
+ */
+const GOVERNANCE_POLICY = `// Deny-list style: each rule names what is refused; everything else passes.
+forbid(principal, action == Mcpgate::Action::"call_tool", resource)
+when { resource has zone && resource.zone == "external" && context.sessionSensitivityRank >= 2 };
+forbid(principal, action, resource)
+when { context.phase == "egress" && context has result && context.result.bytes > 10000000 };
+`;
+
+/**
+ * The gateway-section lines of full governance, once its policy file is written to the work dir: audit in `sync`
+ * durability (each answer waits until its record is durable), the policy set above enforced, receipts and
+ * result scanning at their defaults. W1's "mcpgate (governed)" and W9's "on" are this configuration.
+ */
+export function governanceLines(ctx, { durability = 'sync' } = {}) {
+  const file = join(ctx.workDir, 'governance-policy.cedar');
+  writeFileSync(file, GOVERNANCE_POLICY);
+  return {
+    audit: `  audit: { enabled: true, durability: ${durability} }`,
+    policies: `  policies: [{ id: bench, files: [${JSON.stringify(file)}], mode: enforce }]`,
+  };
+}

@@ -11,6 +11,9 @@ export const W1_CONTENDERS = {
   direct: { start: (ctx) => starters.directHttp(ctx), levels: 'core' },
   bare: { start: (ctx) => starters.bareForwarder(ctx), levels: 'core' },
   mcpgate: { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl] }), levels: 'core' },
+  // Audit (sync, as by default) plus a Cedar policy set at both decision points: issue 7's governance whole,
+  // against the bare forwarder and the peers in the same run (W9 splits its cost against governance off).
+  'mcpgate (governed)': { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (governed)', extraGateway: governedGateway(ctx) }), levels: 'peer' },
   'bare+rewrite': { start: (ctx) => starters.bareForwarder(ctx, { rewrite: true }), levels: 'peer' },
   'mcpgate (legacy SSE)': { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], transport: 'sse', name: 'mcpgate (legacy SSE)' }), levels: 'peer' },
   'mcp-hub': { start: (ctx) => starters.mcpHub(ctx), levels: 'peer' },
@@ -22,6 +25,11 @@ export const W1_CONTENDERS = {
   // One node process per request: concurrency is capped so that it cannot fork-bomb a shared 2-core machine.
   supergateway: { start: (ctx) => starters.supergateway(ctx), levels: 'spawn' },
 };
+
+function governedGateway(ctx) {
+  const { audit, policies } = starters.governanceLines(ctx);
+  return `${audit}\n${policies}`;
+}
 
 const TOOL_ARGS = '{}';
 

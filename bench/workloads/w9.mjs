@@ -14,12 +14,10 @@
 // The scheduler's split of the core between them does not enter: each one's CPU is divided by its own calls.
 // Pairing does favour a mode that answers in batches (sync audit) over one that answers at once (decision 0006).
 
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { cpus } from 'node:os';
-import { GATEWAY_CORE, startMcpgate } from '../lib/contenders.mjs';
+import { GATEWAY_CORE, governanceLines, startMcpgate } from '../lib/contenders.mjs';
 import { canPin } from '../lib/proc.mjs';
 import { median, spread } from '../lib/stats.mjs';
 import { point } from './w1.mjs';
@@ -76,24 +74,18 @@ async function pairedRatios(contenders, concurrency, profile, rounds) {
 const round3 = (value) => Math.round(value * 1000) / 1000;
 const round1 = (value) => Math.round(value * 10) / 10;
 
-const POLICY = `// Deny-list style: each rule names what is refused; everything else passes.
-forbid(principal, action == Mcpgate::Action::"call_tool", resource)
-when { resource has zone && resource.zone == "external" && context.sessionSensitivityRank >= 2 };
-forbid(principal, action, resource)
-when { context.phase == "egress" && context has result && context.result.bytes > 10000000 };
-`;
-
 /** Each mode's gateway section; `off` is the baseline every ratio is taken against. */
-function modeConfigs(policyFile) {
-  const policies = `  policies: [{ id: w9, files: [${JSON.stringify(policyFile)}], mode: enforce }]`;
+function modeConfigs(ctx) {
+  const sync = governanceLines(ctx);
+  const { audit: queueAudit } = governanceLines(ctx, { durability: 'queue' });
   const noAudit = '  audit: { enabled: false }\n  receipts: { enabled: false }';
   return {
     off: { name: 'mcpgate (governance off)', gateway: noAudit },
-    on: { name: 'mcpgate (governance on)', gateway: `  audit: { enabled: true, durability: sync }\n${policies}` },
-    queued: { name: 'mcpgate (governance on, queue)', gateway: `  audit: { enabled: true, durability: queue }\n${policies}` },
+    on: { name: 'mcpgate (governance on)', gateway: `${sync.audit}\n${sync.policies}` },
+    queued: { name: 'mcpgate (governance on, queue)', gateway: `${queueAudit}\n${sync.policies}` },
     // The parts alone, so a regression can be pinned on one of them.
-    auditOnly: { name: 'mcpgate (audit only)', gateway: '  audit: { enabled: true, durability: sync }' },
-    policyOnly: { name: 'mcpgate (policies only)', gateway: `${noAudit}\n${policies}` },
+    auditOnly: { name: 'mcpgate (audit only)', gateway: sync.audit },
+    policyOnly: { name: 'mcpgate (policies only)', gateway: `${noAudit}\n${sync.policies}` },
   };
 }
 
@@ -101,9 +93,7 @@ export async function runW9(ctx, profile) {
   const settings = { ...W9_DEFAULTS, ...profile.w9 };
   if (settings.pin !== 'process' && settings.pin !== 'event-loop') throw new Error(`W9: pin must be process or event-loop, not ${settings.pin}`);
   const modes = ['off', ...settings.modes.filter((mode) => mode !== 'off')];
-  const policyFile = join(ctx.workDir, 'w9-policy.cedar');
-  writeFileSync(policyFile, POLICY);
-  const configs = modeConfigs(policyFile);
+  const configs = modeConfigs(ctx);
   const contenders = [];
   const rows = [];
   try {
@@ -176,6 +166,8 @@ export function renderW9(result) {
     '### W9: governance on vs off (audit sync + Cedar policy + result scanning)',
     '',
     `Goal: ${result.goal} — ${verdict}. Pinned: ${result.pin === 'event-loop' ? 'the event loop on the gateway core, helper threads free' : 'the whole gateway process on the gateway core'}.`,
+    '',
+    'W1\'s "mcpgate (governed)" is the "on" configuration below, measured against the bare forwarder and the peers.',
     '',
     '×off is the median of per-round ratios (each round measures every mode back to back), with their range.',
     '',
