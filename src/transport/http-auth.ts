@@ -51,7 +51,8 @@ export class HttpAuth {
     const { authenticator, trustedProxies, logger } = this.#options;
     if (authenticator === undefined) return { refused: false, caller: undefined, inbound: undefined, keyInOwnHeader: false };
     const clientIp = clientIpOf(request.socket.remoteAddress, request.headers['x-forwarded-for'], trustedProxies);
-    const result = await authenticator.authenticate(request.headers);
+    // The socket: a key presented again on a keep-alive connection is not hashed again.
+    const result = await authenticator.authenticate(request.headers, request.socket);
     if (result.ok) {
       return {
         refused: false,

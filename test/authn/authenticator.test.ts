@@ -149,6 +149,42 @@ describe('Authenticator on SQLite', () => {
     await f.store.close();
   });
 
+  it('reuses a hash only for the very key last presented on the same connection, by the same authenticator', async () => {
+    const f = await fixture();
+    const bob = generateApiKey(SECRET);
+    const bobRecord = await f.store.createKey({ principalId: f.principalId, prefix: bob.prefix, hash: bob.hash, label: 'bob' });
+    const looked: string[] = [];
+    const spied = withMethod(f.store, 'findKeyByHash', (hash: string) => {
+      looked.push(hash);
+      return f.store.findKeyByHash(hash);
+    });
+    const auth = new Authenticator({ store: spied, secret: SECRET, keyCacheMs: 0 });
+    const one = {};
+    const two = {};
+    const keyIdOf = async (key: string, connection: object): Promise<string | undefined> => {
+      const result = await auth.authenticate({ 'x-mcpgate-key': key }, connection);
+      return result.ok ? result.caller.keyId : undefined;
+    };
+    assert.equal(await keyIdOf(f.key, one), f.keyId);
+    assert.equal(await keyIdOf(f.key, one), f.keyId);
+    assert.equal(await keyIdOf(bob.key, one), bobRecord.id, 'another key on the same connection is its own');
+    assert.equal(await keyIdOf(f.key, two), f.keyId);
+    assert.equal(await keyIdOf(bob.key, two), bobRecord.id);
+    assert.equal(await keyIdOf(f.key, one), f.keyId);
+    const nearMiss = `${f.key.slice(0, -1)}${f.key.endsWith('A') ? 'B' : 'A'}`;
+    refused(await auth.authenticate({ 'x-mcpgate-key': nearMiss }, one), 401, 'unknown');
+    const expected = [f.key, f.key, bob.key, f.key, bob.key, f.key, nearMiss].map((key) => hashApiKey(SECRET, key));
+    assert.deepEqual(looked, expected, 'every request looked up the hash of the key it presented');
+
+    await f.store.revokeKey(f.keyId);
+    refused(await auth.authenticate({ 'x-mcpgate-key': f.key }, two), 401, 'revoked');
+
+    // Another secret, another authenticator: the connection's memo from the first one does not carry over.
+    const otherSecret = new Authenticator({ store: f.store, secret: randomBytes(32).toString('hex'), keyCacheMs: 0 });
+    refused(await otherSecret.authenticate({ 'x-mcpgate-key': bob.key }, one), 401, 'unknown');
+    await f.store.close();
+  });
+
   it('refuses a key whose record a store matched loosely (another hash, or one in capitals)', async () => {
     const f = await fixture();
     const genuine = await f.store.findKeyByHash(hashApiKey(SECRET, f.key));

@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
+import { Agent } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { AccessStore, TEST_KEY_SECRET, type IssuedKey } from '../fixtures/integration/access-store.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../fixtures/integration/recording-upstream.js';
-import { allToolNames, cleanup, connect, mcpHeaders, raw, rejectsMcp, startGateway, tempPath, textOf, waitFor, type Gateway } from './harness.js';
+import { allToolNames, cleanup, connect, mcpHeaders, raw, rejectsMcp, startGateway, tempPath, textOf, waitFor, type Gateway, type RawResponse } from './harness.js';
 
 /**
  * Issue 5 §3-§7 through the real gateway with a real SQLite store: lists and calls filtered by one decision,
@@ -155,6 +156,47 @@ describe('who may use what', () => {
       'the refusal logged with its reason',
     );
     assert.ok(!gateway.stderrText().includes(doomed.key), 'the key never reaches the log');
+  });
+
+  it('keys presented one after another on one keep-alive connection are each checked as their own', async () => {
+    // The authenticator reuses a key's hash on the connection it was presented on; another key, a near miss or
+    // a revocation on that same connection must still be told apart.
+    const sessionId = await rawSessionWith(alice);
+    const list = JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' });
+    const oneSocket = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      const on = (key: string): Promise<RawResponse> =>
+        raw(gateway.url, { headers: { ...mcpHeaders(sessionId, '2025-11-25'), authorization: `Bearer ${key}` }, body: list, agent: oneSocket });
+      assert.equal((await on(alice.key)).status, 200);
+      const other = await on(bob.key);
+      assert.ok(other.reusedSocket, 'bob’s request shares alice’s connection');
+      assert.equal(other.status, 404, 'bob is not taken for alice on her connection');
+      const again = await on(alice.key);
+      assert.ok(again.reusedSocket);
+      assert.equal(again.status, 200);
+      const last = alice.key.at(-1) === 'A' ? 'B' : 'A';
+      const nearMiss = await on(`${alice.key.slice(0, -1)}${last}`);
+      assert.ok(nearMiss.reusedSocket);
+      assert.equal(nearMiss.status, 401, 'a key one character off alice’s is unknown');
+    } finally {
+      oneSocket.destroy();
+    }
+
+    const fleeting = await access.key({ org: 'acme', team: 'ops', name: 'fleeting' });
+    const ownSession = await rawSessionWith(fleeting);
+    const ownSocket = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      const probe = (): Promise<RawResponse> => raw(gateway.url, { headers: { ...mcpHeaders(ownSession, '2025-11-25'), ...bearer(fleeting) }, body: list, agent: ownSocket });
+      assert.equal((await probe()).status, 200);
+      await access.store.revokeKey(fleeting.id);
+      const refused = await waitFor(async () => {
+        const response = await probe();
+        return response.status === 401 ? response : undefined;
+      }, 'the revoked key refused on its open connection', 3000);
+      assert.ok(refused.reusedSocket, 'refused on the connection that presented the key before');
+    } finally {
+      ownSocket.destroy();
+    }
   });
 
   it('permission edits reach callers within a second (the decision memo’s TTL)', async () => {

@@ -65,7 +65,7 @@ describe('bad inputs on the Streamable HTTP endpoint', () => {
         res.on('data', (chunk: Buffer) => chunks.push(chunk));
         res.on('end', () => {
           const text = Buffer.concat(chunks).toString('utf8');
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text, json: () => JSON.parse(text) as Record<string, unknown> });
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text, reusedSocket: request.reusedSocket, json: () => JSON.parse(text) as Record<string, unknown> });
         });
       });
       request.on('error', reject);

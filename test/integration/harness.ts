@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
+import { request as httpRequest, type Agent, type IncomingHttpHeaders } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -315,13 +315,19 @@ export interface RawResponse {
   status: number;
   headers: IncomingHttpHeaders;
   body: string;
+  /** The request went over a connection an earlier request had used (keep-alive). */
+  reusedSocket: boolean;
   json(): Record<string, unknown>;
 }
 
-/** One HTTP request with exactly the headers given (node:http, so Host can be set too). */
-export function raw(url: string, init: { method?: string; headers?: Record<string, string>; body?: string | Buffer } = {}): Promise<RawResponse> {
+/**
+ * One HTTP request with exactly the headers given (node:http, so Host can be set too); `agent` picks the
+ * connection pool, e.g. one keep-alive socket for requests that must share a connection.
+ */
+export function raw(url: string, init: { method?: string; headers?: Record<string, string>; body?: string | Buffer; agent?: Agent } = {}): Promise<RawResponse> {
   return new Promise((resolve, reject) => {
-    const request = httpRequest(url, { method: init.method ?? 'POST', headers: init.headers ?? {} }, (response) => {
+    const options = { method: init.method ?? 'POST', headers: init.headers ?? {}, ...(init.agent === undefined ? {} : { agent: init.agent }) };
+    const request = httpRequest(url, options, (response) => {
       const chunks: Buffer[] = [];
       response.on('data', (chunk: Buffer) => chunks.push(chunk));
       response.on('end', () => {
@@ -330,6 +336,7 @@ export function raw(url: string, init: { method?: string; headers?: Record<strin
           status: response.statusCode ?? 0,
           headers: response.headers,
           body,
+          reusedSocket: request.reusedSocket,
           json: () => JSON.parse(body) as Record<string, unknown>,
         });
       });

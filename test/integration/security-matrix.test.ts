@@ -67,7 +67,7 @@ function rawRepeated(url: string, headers: Record<string, string | string[]>, bo
       response.on('data', (chunk: Buffer) => chunks.push(chunk));
       response.on('end', () => {
         const text = Buffer.concat(chunks).toString('utf8');
-        resolve({ status: response.statusCode ?? 0, headers: response.headers, body: text, json: () => JSON.parse(text) as Record<string, unknown> });
+        resolve({ status: response.statusCode ?? 0, headers: response.headers, body: text, reusedSocket: req.reusedSocket, json: () => JSON.parse(text) as Record<string, unknown> });
       });
     });
     req.on('error', reject);
