@@ -95,11 +95,29 @@ export async function bareForwarder(ctx, { rewrite = false } = {}) {
 
 /** The bench's API-key secret: fixed, so a key made by `gatewayKey` verifies in the gateway that reads the config. */
 const BENCH_KEY_SECRET = 'bench-key-secret-0123456789abcdef0123456789abcdef';
+const BENCH_ADMIN_TOKEN = 'bench-admin-token-0123456789abcdef0123456789abcdef';
 
 /** The YAML lines that turn API-key authentication on against a per-config SQLite store in the work dir. */
 export function authLines(ctx, name) {
   const store = join(ctx.workDir, `${name.replace(/\W+/g, '-')}-${process.hrtime.bigint()}.db`);
-  return [`  store: ${JSON.stringify(store)}`, `  auth: { mode: apiKey, keySecret: ${JSON.stringify(BENCH_KEY_SECRET)} }`];
+  return [
+    `  store: ${JSON.stringify(store)}`,
+    `  auth: { mode: apiKey, keySecret: ${JSON.stringify(BENCH_KEY_SECRET)} }`,
+    `  admin: { token: ${JSON.stringify(BENCH_ADMIN_TOKEN)} }`,
+  ];
+}
+
+/**
+ * The gateway's status in detail (sessions, upstream states, process heap), from the admin API: in production
+ * mode `/readyz` says only ready or draining. `base` is the gateway's origin; undefined when it cannot be read.
+ */
+export async function gatewayStatus(base) {
+  try {
+    const response = await fetch(`${base}/admin/v1/status`, { headers: { authorization: `Bearer ${BENCH_ADMIN_TOKEN}` } });
+    return response.ok ? await response.json() : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**

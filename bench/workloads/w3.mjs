@@ -1,5 +1,5 @@
-// W3: memory per idle session — the slope of the gateway's RSS (from /proc) and heap (from /readyz, when it
-// reports it) over 0, 100, 1,000 and 10,000 open sessions. Three series, each on a fresh gateway:
+// W3: memory per idle session — the slope of the gateway's RSS (from /proc) and heap (from the admin API's
+// status, when it reports it) over 0, 100, 1,000 and 10,000 open sessions. Three series, each on a fresh gateway:
 //   streamable       — 2025-era sessionful sessions (Mcp-Session-Id): initialize + initialized, then idle
 //   + upstream       — the same after one tools/call, so each holds its own upstream session (sessionful mock)
 //   legacy HTTP+SSE  — 2024-11-05 sessions: an open GET /sse stream each, initialized, then idle
@@ -7,7 +7,7 @@
 // after a pause: a floor, not a peak.
 
 import { setTimeout as sleep } from 'node:timers/promises';
-import { startMcpgate } from '../lib/contenders.mjs';
+import { gatewayStatus, startMcpgate } from '../lib/contenders.mjs';
 import { memory } from '../lib/proc.mjs';
 import { round } from '../lib/load.mjs';
 import { slope } from '../lib/stats.mjs';
@@ -17,12 +17,8 @@ const SETTLE_MS = 1_500;
 const SAMPLES = 5;
 
 async function heapOf(gateway) {
-  try {
-    const body = await (await fetch(gateway.url.replace(/\/mcp$/, '/readyz'))).json();
-    return { heap: body.process?.heapUsedBytes, sessions: body.sessions };
-  } catch {
-    return {};
-  }
+  const body = await gatewayStatus(gateway.url.replace(/\/mcp$/, ''));
+  return { heap: body?.process?.heapUsedBytes, sessions: body?.sessions };
 }
 
 async function measure(gateway) {

@@ -3,9 +3,9 @@
 // sessionful mock, so every session churn also opens and ends an upstream session (and its GET stream).
 // Each of the 32 workers owns a session and replaces it (DELETE, then initialize) every `churnEvery` calls;
 // that replacement is part of the call it precedes, so the latency figures include session set-up.
-// Growth is the least-squares slope of RSS (and heap, if /readyz reports it) after the first minute.
+// Growth is the least-squares slope of RSS (and heap, if the admin API's status reports it) after the first minute.
 
-import { startMcpgate } from '../lib/contenders.mjs';
+import { gatewayStatus, startMcpgate } from '../lib/contenders.mjs';
 import { closedLoop, round } from '../lib/load.mjs';
 import { memory } from '../lib/proc.mjs';
 import { slope } from '../lib/stats.mjs';
@@ -25,13 +25,10 @@ export async function runW6(ctx, profile) {
     const counts = owned.map(() => 0);
     let churned = 0;
     const samples = [];
-    const readyz = gateway.url.replace(/\/mcp$/, '/readyz');
+    const base = gateway.url.replace(/\/mcp$/, '');
     const sample = (elapsedMs) => {
       const rss = memory(gateway.pids[0]).rss;
-      fetch(readyz)
-        .then((response) => response.json())
-        .then((body) => samples.push({ t: elapsedMs / 1000, rss, heap: body.process?.heapUsedBytes, sessions: body.sessions }))
-        .catch(() => samples.push({ t: elapsedMs / 1000, rss }));
+      void gatewayStatus(base).then((body) => samples.push({ t: elapsedMs / 1000, rss, heap: body?.process?.heapUsedBytes, sessions: body?.sessions }));
     };
     const result = await closedLoop({
       concurrency: settings.concurrency,

@@ -10,7 +10,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { HttpClient } from '../lib/client.mjs';
-import { authLines, GATEWAY_CORE, gatewayKeyHeaders, mcpgateArgs } from '../lib/contenders.mjs';
+import { authLines, GATEWAY_CORE, gatewayKeyHeaders, gatewayStatus, mcpgateArgs } from '../lib/contenders.mjs';
 import { closedLoop } from '../lib/load.mjs';
 import { freePort, startProcess, waitForHealthy } from '../lib/proc.mjs';
 import { fmt } from '../lib/stats.mjs';
@@ -50,13 +50,8 @@ function writeConfig(ctx, settings, healthyUrls, hungUrl, port) {
   return file;
 }
 
-async function readyz(base) {
-  try {
-    const response = await fetch(`${base}/readyz`);
-    return (await response.json()).servers?.hung?.bulkhead;
-  } catch {
-    return undefined;
-  }
+async function hungBulkhead(base) {
+  return (await gatewayStatus(base))?.servers?.hung?.bulkhead;
 }
 
 /** Keeps the hung upstream's slots and queue full until stopped; counts how its calls ended. */
@@ -132,15 +127,15 @@ export async function runW7(ctx, profile) {
     pressure = startPressure(`${base}/mcp`, settings, headers);
     const full = (state) => state !== undefined && state.active === settings.maxConcurrent && state.queued === settings.maxQueued;
     const deadline = Date.now() + 10_000;
-    let bulkhead = await readyz(base);
+    let bulkhead = await hungBulkhead(base);
     while (!full(bulkhead) && Date.now() < deadline) {
       await sleep(20);
-      bulkhead = await readyz(base);
+      bulkhead = await hungBulkhead(base);
     }
     if (!full(bulkhead)) throw new Error(`the hung upstream's budget never filled: ${JSON.stringify(bulkhead)}`);
     const busyBefore = pressure.outcomes.busy;
     const saturated = await measure();
-    const bulkheadAfter = await readyz(base);
+    const bulkheadAfter = await hungBulkhead(base);
     ctx.log(`W7 saturated: p50 ${saturated.latencyMs.p50} ms, p99 ${saturated.latencyMs.p99} ms, ${saturated.throughput}/s; hung refused ${pressure.outcomes.busy - busyBefore} calls busy`);
     return {
       healthyUpstreams: settings.healthy,

@@ -11,7 +11,7 @@ import type { PermissionEngine } from '../policy/permission-engine.js';
 import type { Store } from '../store/store.js';
 import { readBody } from '../transport/read-body.js';
 import type { Vault } from '../vault/vault.js';
-import { buildRoutes, type Handler, type HttpMethod, type Route } from './routes.js';
+import { buildRoutes, type AdminMount, type Handler, type HttpMethod, type Route } from './routes.js';
 import { queryObject } from './schemas.js';
 
 /** Sent with every 401: a realm of its own, so a client never offers its gateway key here by habit. */
@@ -88,9 +88,10 @@ export class AdminApi {
 
   /**
    * Answers one request. `path` is what follows `/admin/v1` (query string optional; it is also read from
-   * `request.url`). Never rejects: every failure becomes a JSON error answer.
+   * `request.url`); `mount` is the listener's view (`GET /status`). Never rejects: every failure becomes a JSON
+   * error answer.
    */
-  async handle(request: IncomingMessage, response: ServerResponse, path: string): Promise<void> {
+  async handle(request: IncomingMessage, response: ServerResponse, path: string, mount: AdminMount = {}): Promise<void> {
     try {
       // Disabled answers before any credential check: without a token there is nothing to guess, and no route to learn.
       if (this.#tokenDigest === undefined) throw new GatewayError('MCPGATE_ERR_ADMIN_NOT_FOUND', 'not found');
@@ -100,7 +101,7 @@ export class AdminApi {
       const pathname = question < 0 ? path : path.slice(0, question);
       const query = queryObject(question < 0 ? url.searchParams : new URLSearchParams(path.slice(question + 1)));
       const { handler, params } = this.#match(pathname, request.method ?? 'GET');
-      const result = await handler({ params, query, body: () => this.#readJson(request) });
+      const result = await handler({ params, query, body: () => this.#readJson(request), mount });
       if (result.audit !== undefined) this.#logger.info({ adminAction: result.audit.action, ...result.audit.fields }, 'admin action');
       else this.#logger.debug({ adminRead: `${request.method ?? 'GET'} ${pathname}` }, 'admin read');
       send(response, result.status, result.body);

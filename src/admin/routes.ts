@@ -32,6 +32,17 @@ export interface RouteContext {
   readonly query: Readonly<Record<string, string>>;
   /** The parsed JSON body, `undefined` when the request has none. Read only by routes that take one. */
   body(): Promise<unknown>;
+  /** What the listener that mounts the API knows at request time. */
+  readonly mount: AdminMount;
+}
+
+/**
+ * The running listener's view, handed in with each request: it exists only once the listener does, after the
+ * API is built.
+ */
+export interface AdminMount {
+  /** The readiness detail that `/readyz` shows only in dev mode (upstream states and errors, sessions, process). */
+  readonly status?: () => unknown;
 }
 
 export interface RouteResult {
@@ -232,6 +243,13 @@ export function buildRoutes(control: ControlPlane, extras: RouteExtras = {}): Ro
         if (record === undefined) throw receiptNotFound(sessionId);
         // Parsed from the canonical file form, so the answer's JSON is byte for byte what `receipt verify` checks.
         return ok(JSON.parse(storedReceiptFile(record)));
+      },
+    }),
+    route('/status', {
+      GET: async (c) => {
+        parseWith(noQuery, c.query, 'query');
+        if (c.mount.status === undefined) throw new GatewayError('MCPGATE_ERR_ADMIN_NOT_FOUND', 'no listener status here');
+        return ok(c.mount.status());
       },
     }),
     route('/catalog/drift', {

@@ -28,7 +28,7 @@ export interface HttpServerOptions {
   passthrough: PassthroughGate | undefined;
   /** `/v1/secrets`: a principal's own per-user secrets, after authentication (issue 6 §2); absent without a vault. */
   selfService: SelfServiceSecrets | undefined;
-  /** Snapshot of upstream states for /readyz. */
+  /** Snapshot of upstream states, for `/readyz` in dev mode and `GET /admin/v1/status`. */
   readiness: () => Record<string, unknown>;
   logger: Logger;
 }
@@ -109,6 +109,16 @@ export class GatewayHttpServer {
     });
   }
 
+  /** The listener's readiness in detail: its state, sessions, each upstream's state and last error, process figures. */
+  private status(): Record<string, unknown> {
+    return {
+      status: this.draining ? 'draining' : 'ready',
+      sessions: this.options.sessions.size,
+      servers: this.options.readiness(),
+      process: processFigures(),
+    };
+  }
+
   private async route(request: IncomingMessage, response: ServerResponse): Promise<void> {
     const url = new URL(request.url ?? '/', 'http://gateway.invalid');
     const path = url.pathname;
@@ -117,12 +127,11 @@ export class GatewayHttpServer {
       return;
     }
     if (path === '/readyz' && request.method === 'GET') {
-      sendJson(response, this.draining ? 503 : 200, {
-        status: this.draining ? 'draining' : 'ready',
-        sessions: this.options.sessions.size,
-        servers: this.options.readiness(),
-        process: processFigures(),
-      });
+      // Unauthenticated and unguarded, so that any probe can reach it: in production it says ready or draining and
+      // nothing else. Upstream names, addresses and errors, and process figures, are for the admin (`GET
+      // /admin/v1/status`); dev mode shows them here too, as it relaxes the other production checks.
+      const status = this.draining ? 'draining' : 'ready';
+      sendJson(response, this.draining ? 503 : 200, this.options.gateway.mode === 'dev' ? this.status() : { status });
       return;
     }
     const serverMetadata = PER_SERVER_METADATA.exec(path)?.[1];
@@ -144,7 +153,7 @@ export class GatewayHttpServer {
     if (isUnder(path, ADMIN_PREFIX) && this.options.admin !== undefined) {
       // The Host/Origin guard applies: a browser page must not reach the admin API through DNS rebinding.
       this.checkHostAndOrigin(request);
-      await this.options.admin.handle(request, response, path.slice(ADMIN_PREFIX.length));
+      await this.options.admin.handle(request, response, path.slice(ADMIN_PREFIX.length), { status: () => this.status() });
       return;
     }
     const selfService = isUnder(path, SECRETS_PREFIX) ? this.options.selfService : undefined;

@@ -245,6 +245,12 @@ describe('AdminApi', () => {
     assert.equal(errorCode(wrong), 'MCPGATE_ERR_ADMIN_METHOD_NOT_ALLOWED');
   });
 
+  it('answers GET /status 404 when no listener mounts the API with its status', async () => {
+    const status = await h.call('GET', '/status');
+    assert.equal(status.status, 404);
+    assert.equal(errorCode(status), 'MCPGATE_ERR_ADMIN_NOT_FOUND');
+  });
+
   describe('with an org, a team and a user', () => {
     let orgId: string;
     let teamId: string;

@@ -1,0 +1,116 @@
+/**
+ * What the gateway tells about itself, and to whom: in production `/readyz` (unauthenticated, for probes) says
+ * ready or draining and nothing more; upstream names, states, addresses and errors, sessions and process figures
+ * are for the admin credential at `GET /admin/v1/status`. A real production-mode gateway with a real store, one
+ * working upstream and one that refuses connections.
+ */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { AccessStore, TEST_KEY_SECRET, type IssuedKey } from '../fixtures/integration/access-store.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../fixtures/integration/recording-upstream.js';
+import { cleanup, mcpHeaders, raw, startGateway, tempPath, type Gateway } from './harness.js';
+
+const ADMIN_TOKEN = randomBytes(32).toString('hex');
+
+let access: AccessStore;
+let upstream: RecordingUpstream;
+let gateway: Gateway;
+let key: IssuedKey;
+/** A loopback port nothing listens on: the broken upstream's address, which must not leak. */
+let deadPort: number;
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  if (address === null || typeof address === 'string') throw new Error('no port');
+  return address.port;
+}
+
+/** Opens a session with the key and lists tools, so that the gateway contacts both upstreams. */
+async function listTools(): Promise<void> {
+  const bearer = { authorization: `Bearer ${key.key}` };
+  const init = await raw(gateway.url, {
+    headers: { ...mcpHeaders(), ...bearer },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' } } }),
+  });
+  assert.equal(init.status, 200, init.body);
+  const session = String(init.headers['mcp-session-id']);
+  const headers = { ...mcpHeaders(session, '2025-11-25'), ...bearer };
+  assert.equal((await raw(gateway.url, { headers, body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) })).status, 202);
+  const list = await raw(gateway.url, { headers, body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' }) });
+  assert.equal(list.status, 200, list.body);
+}
+
+before(async () => {
+  upstream = await startRecordingUpstream({ label: 'files' });
+  deadPort = await freePort();
+  access = await AccessStore.open(tempPath('readiness.db'));
+  await access.org('acme');
+  key = await access.key({ org: 'acme', name: 'user' });
+  gateway = await startGateway({
+    gateway: {
+      mode: 'production',
+      store: access.path,
+      auth: { mode: 'apiKey', keySecret: TEST_KEY_SECRET },
+      admin: { token: ADMIN_TOKEN },
+    },
+    servers: {
+      files: { transport: 'http', url: upstream.url },
+      broken: { transport: 'http', url: `http://127.0.0.1:${deadPort}/mcp` },
+    },
+  });
+  await listTools();
+});
+
+after(async () => {
+  await cleanup();
+  await access.close();
+  await upstream.close();
+});
+
+describe('readiness in production mode', () => {
+  it('/readyz answers an unauthenticated probe with its state alone: no upstream, address, error or process figure', async () => {
+    const ready = await raw(`${gateway.origin}/readyz`, { method: 'GET' });
+    assert.equal(ready.status, 200);
+    assert.deepEqual(ready.json(), { status: 'ready' });
+    for (const secret of ['broken', 'files', String(deadPort), 'ECONNREFUSED', 'rssBytes']) assert.ok(!ready.body.includes(secret), `/readyz shows ${secret}`);
+    // A gateway key buys nothing more: the detail is the admin's.
+    const withKey = await raw(`${gateway.origin}/readyz`, { method: 'GET', headers: { authorization: `Bearer ${key.key}` } });
+    assert.deepEqual(withKey.json(), { status: 'ready' });
+  });
+
+  it('GET /admin/v1/status gives the detail to the admin credential only', async () => {
+    const status = `${gateway.origin}/admin/v1/status`;
+    const anonymous = await raw(status, { method: 'GET' });
+    assert.equal(anonymous.status, 401);
+    assert.ok(!anonymous.body.includes('broken'));
+    const wrong = await raw(status, { method: 'GET', headers: { authorization: `Bearer ${randomBytes(32).toString('hex')}` } });
+    assert.equal(wrong.status, 401);
+    const gatewayKey = await raw(status, { method: 'GET', headers: { authorization: `Bearer ${key.key}` } });
+    assert.equal(gatewayKey.status, 403);
+    assert.ok(!gatewayKey.body.includes('broken'));
+
+    const admin = await raw(status, { method: 'GET', headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    assert.equal(admin.status, 200, admin.body);
+    assert.equal(admin.headers['cache-control'], 'no-store');
+    const body = admin.json() as { status: string; sessions: number; servers: Record<string, { state: string; lastError?: string }>; process: Record<string, number> };
+    assert.equal(body.status, 'ready');
+    assert.ok(body.sessions >= 1, `sessions ${body.sessions}`);
+    assert.equal(body.servers.broken?.state, 'failed');
+    assert.match(body.servers.broken?.lastError ?? '', /ECONNREFUSED|refused/i);
+    assert.notEqual(body.servers.files?.state, 'failed');
+    assert.ok(typeof body.process.rssBytes === 'number' && body.process.rssBytes > 0);
+  });
+
+  it('GET /admin/v1/status refuses a query string and other methods, like every admin read', async () => {
+    const headers = { authorization: `Bearer ${ADMIN_TOKEN}` };
+    assert.equal((await raw(`${gateway.origin}/admin/v1/status?verbose=1`, { method: 'GET', headers })).status, 400);
+    const post = await raw(`${gateway.origin}/admin/v1/status`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: '{}' });
+    assert.equal(post.status, 405);
+    assert.equal(post.headers.allow, 'GET');
+  });
+});
