@@ -139,7 +139,7 @@ function estimateSeconds(profile) {
     W6: profile.w6.seconds + 6,
     W7: 2 * (profile.w7.seconds + profile.warmupSeconds) + 8,
     // Seeding SQLite and PostgreSQL, then per store and round 4 configurations of warm-up, sequential and c=64 phases.
-    W9: 10 + profile.w9.concurrency.length * profile.w9.rounds * profile.w9.modes.length * (profile.pointSeconds + profile.warmupSeconds) + profile.w9.concurrency.length * profile.w9.pairedRounds * (profile.w9.modes.length - 1) * (profile.pointSeconds + profile.warmupSeconds) + profile.w9.pathRuns * 6,
+    W9: 10 + profile.w9.concurrency.length * profile.w9.rounds * profile.w9.modes.length * (profile.pointSeconds + profile.warmupSeconds) + profile.w9.concurrency.length * profile.w9.pairedRounds * (profile.w9.modes.length - 1) * (profile.pointSeconds + profile.warmupSeconds) + profile.w9.pathRuns * 6 + profile.w9.storeWriteSeconds + 2,
     W8: 15 + profile.w8.keys / 250 + profile.w8.rounds * 8 * (profile.w8.maxPhaseSeconds * 1.5 + 1),
   };
   return Math.round(profile.workloads.reduce((sum, name) => sum + (parts[name] ?? 0), 0));

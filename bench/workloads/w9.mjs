@@ -28,9 +28,10 @@ export const W9_MODES = ['off', 'on', 'queued', 'auditOnly', 'policyOnly'];
  * CPU cost. `event-loop`: only the main thread stays there once the gateway is warm; its helper threads (V8's GC
  * and compiler threads, libuv's pool, the audit writer thread) may run on any core, as they do when deployed.
  */
-export const W9_DEFAULTS = { concurrency: [8, 32], rounds: 5, modes: W9_MODES, pin: 'process', pathRecords: 100_000, pathRuns: 3, pairedRounds: 3 };
+export const W9_DEFAULTS = { concurrency: [8, 32], rounds: 5, modes: W9_MODES, pin: 'process', pathRecords: 100_000, pathRuns: 3, pairedRounds: 3, storeWriteRate: 16_000, storeWriteSeconds: 5 };
 
 const AUDIT_PATH = fileURLToPath(new URL('../lib/audit-path.mjs', import.meta.url));
+const STORE_BESIDE_WRITER = fileURLToPath(new URL('../lib/store-beside-writer.mjs', import.meta.url));
 
 /**
  * The audit path alone (`bench/lib/audit-path.mjs`), whole process on the gateway core: the CPU one record costs
@@ -46,6 +47,18 @@ function auditPath(ctx, settings) {
   }
   const of = (key) => median(runs.map((run) => run[key]));
   return { records: settings.pathRecords, runs: runs.length, cpuUsPerRecord: of('cpuUsPerRecord'), mainUsPerRecord: of('mainUsPerRecord'), otherThreadsUsPerRecord: of('otherThreadsUsPerRecord') };
+}
+
+/**
+ * Store writes beside the audit writer (`bench/lib/store-beside-writer.mjs`): how long a write on the store's own
+ * connection (a key touch, a receipt) holds the event loop while the writer thread ingests `storeWriteRate`
+ * records per second. `storeWriteSeconds=0` skips it.
+ */
+function storeBesideWriter(ctx, settings) {
+  if (settings.storeWriteSeconds <= 0) return undefined;
+  const args = [STORE_BESIDE_WRITER, ctx.root, ctx.workDir, String(settings.storeWriteRate), String(settings.storeWriteSeconds)];
+  const output = canPin() ? execFileSync('taskset', ['-c', String(GATEWAY_CORE), process.execPath, ...args]) : execFileSync(process.execPath, args);
+  return JSON.parse(output.toString('utf8').trim());
 }
 
 /**
@@ -150,9 +163,11 @@ export async function runW9(ctx, profile) {
   }
   const path = settings.pathRuns > 0 ? auditPath(ctx, settings) : undefined;
   if (path !== undefined) ctx.log(`W9: audit path alone ${path.cpuUsPerRecord} µs CPU per record (event loop ${path.mainUsPerRecord}, other threads ${path.otherThreadsUsPerRecord})`);
+  const storeWrites = storeBesideWriter(ctx, settings);
+  if (storeWrites !== undefined) ctx.log(`W9: store writes beside the audit writer hold the event loop ${storeWrites.eventLoopMs.p99} ms at p99, ${storeWrites.eventLoopMs.max} ms at most`);
   const judged = modes.includes('on') ? rows.every((row) => row.onRatio >= 0.9) : undefined;
   const pairedMet = modes.includes('on') && settings.pairedRounds > 0 ? rows.every((row) => row.paired.on.cpu.median >= 0.9) : undefined;
-  return { goal: 'on (sync) ≥ 0.9 × off throughput', met: judged, pairedMet, modes, pin: settings.pin, rows, auditPath: path };
+  return { goal: 'on (sync) ≥ 0.9 × off throughput', met: judged, pairedMet, modes, pin: settings.pin, rows, auditPath: path, storeWrites };
 }
 
 const MODE_LABELS = { off: 'off', on: 'on (sync)', queued: 'on (queue)', auditOnly: 'audit only (sync)', policyOnly: 'policies only' };
@@ -213,6 +228,14 @@ export function renderW9(result) {
       '',
       `Audit path alone (AuditLog sync → SQLite journal → writer thread, 8 appenders, ${path.records} records, median of ${path.runs} runs, whole process on the gateway core): ` +
         `**${path.cpuUsPerRecord} µs CPU per record**: event loop ${path.mainUsPerRecord} µs, other threads (writer, V8 helpers) ${path.otherThreadsUsPerRecord} µs.`,
+    );
+  }
+  const writes = result.storeWrites;
+  if (writes !== undefined) {
+    lines.push(
+      '',
+      `Store writes beside the audit writer (${writes.writes} writes on the store's own connection, one every 5 ms, while the writer thread ingests ${writes.rate} records/s; whole process on the gateway core): ` +
+        `the event loop held ${writes.eventLoopMs.p50} / ${writes.eventLoopMs.p99} / ${writes.eventLoopMs.max} ms (p50 / p99 / max), done after ${writes.doneMs.p50} / ${writes.doneMs.p99} / ${writes.doneMs.max} ms.`,
     );
   }
   return lines.join('\n');

@@ -1,5 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'better-sqlite3';
 import { GatewayError } from '../../errors/gateway-error.js';
 import type { SqlDriver, SqlExecutor, SqlRow, SqlStatement, SqlValue } from '../sql/driver.js';
@@ -33,16 +35,46 @@ function checkOptions(options: SqliteStoreOptions): Required<SqliteStoreOptions>
  */
 const migrationQueues = new Map<string, Promise<void>>();
 
-/** better-sqlite3 is synchronous; the driver wraps each statement so the Store stays async like PostgreSQL's. */
+/** Pauses between attempts while another connection holds the lock: short at first, as most holds are. */
+const FIRST_PAUSE_MS = 1;
+const LONGEST_PAUSE_MS = 16;
+
+/** A connection of this process that may hold the file's write lock, and can be asked to let go of it. */
+export interface LockHolder {
+  readonly busy: boolean;
+  /** Starts nothing new until the returned function is called; resolves once it holds no lock. */
+  yieldLock(): Promise<() => void>;
+}
+
+/** SQLite's answers for a lock another connection holds (`SQLITE_BUSY`, `SQLITE_BUSY_SNAPSHOT`, …). */
+function isBusy(error: unknown): boolean {
+  const code = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
+  return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
+}
+
+/**
+ * better-sqlite3 is synchronous; the driver wraps each statement so the Store stays async like PostgreSQL's.
+ *
+ * A lock held by another connection is waited for between attempts, never inside SQLite: SQLite's own
+ * `busy_timeout` sleeps in the calling thread, and on this connection that thread is the event loop. Beside a
+ * busy audit writer a single key touch or receipt stalled every call of the gateway for 8 ms at the median and
+ * up to 180 ms (docs/benchmarks.md, "Store writes beside the audit writer"). A failed attempt changed nothing,
+ * so it is run again, until `busyTimeoutMs`: when this process's own writer thread holds the lock, as soon as
+ * the thread has ended its batch, with its next batch held back until the write is done; when another process
+ * holds it, after a pause that grows from 1 to 16 ms.
+ */
 class SqliteDriver implements SqlDriver {
   readonly dialect = 'sqlite';
   readonly #db: Database.Database;
   readonly #statements = new Map<string, Database.Statement>();
   readonly #path: string;
+  readonly #busyTimeoutMs: number;
+  readonly #holders = new Set<LockHolder>();
   #closed = false;
 
   constructor(options: Required<SqliteStoreOptions>) {
     this.#path = options.path;
+    this.#busyTimeoutMs = options.busyTimeoutMs;
     try {
       if (options.path !== ':memory:') mkdirSync(dirname(options.path), { recursive: true });
       this.#db = new Database(options.path);
@@ -53,18 +85,19 @@ class SqliteDriver implements SqlDriver {
       // killed (the audit crash test), without an fsync per commit blocking the event loop for milliseconds
       // (better-sqlite3 is synchronous). Power loss can lose the last commits; PostgreSQL is the store for that.
       this.#db.pragma('synchronous = NORMAL');
-      this.#db.pragma(`busy_timeout = ${options.busyTimeoutMs}`);
+      // Opening may wait in SQLite (better-sqlite3's default 5 s): it happens once, before anything is served.
+      this.#db.pragma('busy_timeout = 0');
     } catch (error) {
       throw mapStoreError(error, `open SQLite store at ${options.path}`);
     }
   }
 
-  async all(sql: string, params: readonly SqlValue[] = []): Promise<SqlRow[]> {
-    return this.#execute(sql, (statement) => statement.all(...params) as SqlRow[]);
+  all(sql: string, params: readonly SqlValue[] = []): Promise<SqlRow[]> {
+    return this.#whenUnlocked('SQLite store', () => this.#prepare(sql).all(...params) as SqlRow[]);
   }
 
-  async run(sql: string, params: readonly SqlValue[] = []): Promise<number> {
-    return this.#execute(sql, (statement) => statement.run(...params).changes);
+  run(sql: string, params: readonly SqlValue[] = []): Promise<number> {
+    return this.#whenUnlocked('SQLite store', () => this.#prepare(sql).run(...params).changes);
   }
 
   withMigrationLock(fn: (tx: SqlExecutor) => Promise<void>): Promise<void> {
@@ -82,9 +115,8 @@ class SqliteDriver implements SqlDriver {
   }
 
   async #migrateLocked(fn: (tx: SqlExecutor) => Promise<void>): Promise<void> {
-    this.#checkOpen();
-    // IMMEDIATE takes the write lock now, so a second process waits (busy_timeout) instead of racing.
-    this.#db.exec('BEGIN IMMEDIATE');
+    // IMMEDIATE takes the write lock now, so a second process waits instead of racing.
+    await this.#whenUnlocked('migrate SQLite store', () => this.#db.exec('BEGIN IMMEDIATE'));
     try {
       await fn(this);
       this.#db.exec('COMMIT');
@@ -94,8 +126,7 @@ class SqliteDriver implements SqlDriver {
     }
   }
 
-  async batch(statements: readonly SqlStatement[]): Promise<void> {
-    this.#checkOpen();
+  batch(statements: readonly SqlStatement[]): Promise<void> {
     // better-sqlite3 runs the whole function synchronously, so nothing else on this connection interleaves.
     const apply = this.#db.transaction(() => {
       for (const statement of statements) {
@@ -103,11 +134,8 @@ class SqliteDriver implements SqlDriver {
         if (statement.expectChanges !== undefined && changes !== statement.expectChanges) throw batchConflict('SQLite store');
       }
     });
-    try {
-      apply.immediate();
-    } catch (error) {
-      throw mapStoreError(error, 'SQLite store');
-    }
+    // BEGIN IMMEDIATE is where a held lock shows: before any statement ran.
+    return this.#whenUnlocked('SQLite store', () => apply.immediate());
   }
 
   /** SQLite `wal_autocheckpoint` of this connection: the WAL size, in pages, at which its commits checkpoint. */
@@ -135,13 +163,53 @@ class SqliteDriver implements SqlDriver {
     return statement;
   }
 
-  #execute<T>(sql: string, use: (statement: Database.Statement) => T): T {
-    this.#checkOpen();
+  /** Runs `operation`, again after a pause while another connection holds the lock; errors as the store's codes. */
+  async #whenUnlocked<T>(action: string, operation: () => T): Promise<T> {
+    const deadline = performance.now() + this.#busyTimeoutMs;
+    let resume: (() => void) | undefined;
     try {
-      return use(this.#prepare(sql));
-    } catch (error) {
-      throw mapStoreError(error, 'SQLite store');
+      for (let pause = FIRST_PAUSE_MS; ; pause = Math.min(pause * 2, LONGEST_PAUSE_MS)) {
+        this.#checkOpen();
+        try {
+          return operation();
+        } catch (error) {
+          const left = deadline - performance.now();
+          if (!isBusy(error) || left <= 0) throw mapStoreError(error, action);
+          resume?.();
+          resume = await this.#unlocked(pause, left);
+        }
+      }
+    } finally {
+      resume?.();
     }
+  }
+
+  /**
+   * Asks this process's writer threads that are in a batch to let go of the lock and waits until they have (at
+   * most `left` ms); returns what lets them go on. With none in a batch, another process holds the lock: waits
+   * `pause` ms.
+   */
+  async #unlocked(pause: number, left: number): Promise<(() => void) | undefined> {
+    const busy = [...this.#holders].filter((holder) => holder.busy);
+    if (busy.length === 0) {
+      await sleep(Math.min(pause, left));
+      return undefined;
+    }
+    const yielded = Promise.all(busy.map((holder) => holder.yieldLock()));
+    const resumeAll = (): void => void yielded.then((resumes) => resumes.forEach((resume) => resume()));
+    const timeout = new AbortController();
+    try {
+      await Promise.race([yielded, sleep(left, undefined, { signal: timeout.signal })]);
+    } finally {
+      timeout.abort();
+    }
+    return resumeAll;
+  }
+
+  /** Registers a connection of this process whose batches `#whenUnlocked` waits for; returns its removal. */
+  holdsLocks(holder: LockHolder): () => void {
+    this.#holders.add(holder);
+    return () => this.#holders.delete(holder);
   }
 }
 
@@ -176,9 +244,11 @@ export class SqliteStore extends SqlStore {
   override openAuditWriter(options: AuditWriterOptions = {}): AuditRecordWriter {
     if (this.#options.path === ':memory:') return super.openAuditWriter();
     const writer = new SqliteAuditWriter({ path: this.#options.path, busyTimeoutMs: this.#options.busyTimeoutMs });
+    const released = this.#driver.holdsLocks(writer);
     this.#openWriters += 1;
     if (this.#openWriters === 1) this.#driver.autocheckpoint(CHECKPOINT_PAGES_BESIDE_WRITER);
     const onClose = (): void => {
+      released();
       this.#openWriters -= 1;
       if (this.#openWriters === 0) this.#driver.autocheckpoint(CHECKPOINT_PAGES);
     };
