@@ -49,7 +49,8 @@ async function serve(options: { config: string; port?: string; host?: string }):
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'shutting down');
-    const force = setTimeout(() => process.exit(1), 10_000);
+    // The calls in flight get their grace; what follows (sessions, receipts, children's TERM → KILL) 10 s more.
+    const force = setTimeout(() => process.exit(1), config.gateway.limits.shutdownGraceMs + 10_000);
     force.unref();
     gateway.close().then(
       () => process.exit(0),

@@ -104,6 +104,11 @@ const limitsSchema = z.strictObject({
   callTimeoutMs: integer(z.number().int().positive()).default(60_000),
   /** Largest single message accepted from an upstream (stdio line or HTTP body). */
   maxUpstreamMessageBytes: integer(z.number().int().positive()).default(8 * 1024 * 1024),
+  /**
+   * On SIGTERM or SIGINT, how long calls in flight may take to finish: the listener stops accepting at once,
+   * server→client streams end, and what is still open after this long is cut. 0 cuts at once.
+   */
+  shutdownGraceMs: integer(z.number().int().nonnegative().max(600_000)).default(5_000),
 });
 
 const securitySchema = z.strictObject({

@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { GatewayConfig } from '../config/schema.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { AdminApi } from '../admin/admin-api.js';
@@ -100,13 +101,29 @@ export class GatewayHttpServer {
     return (this.server.address() as AddressInfo | null)?.port ?? 0;
   }
 
-  async close(): Promise<void> {
+  /**
+   * Stops accepting connections and ends the long-lived streams (GET and legacy SSE) at once; calls in flight
+   * get `graceMs` to finish, each connection closing once it is idle; then what is left is cut.
+   */
+  async close(graceMs = 0): Promise<void> {
     this.draining = true;
     this.legacy.closeAll();
-    await new Promise<void>((resolve) => {
-      this.server.close(() => resolve());
-      this.server.closeAllConnections();
-    });
+    this.streamable.closeStreams();
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    if (graceMs > 0) {
+      // A keep-alive connection goes idle once its answer is sent; closing idle ones as they appear lets the
+      // wait end as soon as the last call has its answer.
+      const sweep = setInterval(() => this.server.closeIdleConnections(), DRAIN_SWEEP_MS);
+      const timeout = new AbortController();
+      try {
+        await Promise.race([closed, sleep(graceMs, undefined, { signal: timeout.signal })]);
+      } finally {
+        clearInterval(sweep);
+        timeout.abort();
+      }
+    }
+    this.server.closeAllConnections();
+    await closed;
   }
 
   /** The listener's readiness in detail: its state, sessions, each upstream's state and last error, process figures. */
@@ -120,6 +137,8 @@ export class GatewayHttpServer {
   }
 
   private async route(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    // A request that arrives on a kept-alive connection during a shutdown is served, on a connection that then closes.
+    if (this.draining) response.shouldKeepAlive = false;
     const url = new URL(request.url ?? '/', 'http://gateway.invalid');
     const path = url.pathname;
     if (path === '/healthz' && request.method === 'GET') {
@@ -193,6 +212,9 @@ export class GatewayHttpServer {
     response.writeHead(405).end();
   }
 }
+
+/** How often a shutdown closes the connections that went idle, while calls in flight finish. */
+const DRAIN_SWEEP_MS = 20;
 
 const ADMIN_PREFIX = '/admin/v1';
 

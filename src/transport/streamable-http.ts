@@ -28,6 +28,8 @@ const VERSION_HEADER = 'mcp-protocol-version';
  */
 export class StreamableHttpEndpoint {
   private readonly options: StreamableHttpOptions;
+  /** Open GET streams: they never end on their own, so a shutdown ends them before it waits for calls. */
+  private readonly streams = new Set<SseStream>();
 
   constructor(options: StreamableHttpOptions) {
     this.options = options;
@@ -123,10 +125,18 @@ export class StreamableHttpEndpoint {
     const stream = new SseStream(response, { 'Mcp-Session-Id': session.id }).keepAlive();
     const channel = { send: (message: Parameters<SseStream['send']>[0]) => stream.send(message) };
     session.channel = channel;
+    this.streams.add(stream);
     stream.onClose(() => {
+      this.streams.delete(stream);
       if (session.channel === channel) session.channel = undefined;
     });
     session.onClose(() => stream.end());
+  }
+
+  /** Ends every open GET stream (a client reconnects it, elsewhere once this gateway is gone). */
+  closeStreams(): void {
+    for (const stream of this.streams) stream.end();
+    this.streams.clear();
   }
 
   private delete(request: IncomingMessage, response: ServerResponse, identity: RequestIdentity): void {

@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { connect as tcpConnect } from 'node:net';
 import { after, describe, it } from 'node:test';
 import { startStreamableFixture, type HttpFixture } from '../fixtures/integration/http-fixtures.js';
-import { cleanup, connect, isAlive, jsonOf, readEvents, startGateway, stdioFixture, waitFor } from './harness.js';
+import { cleanup, connect, isAlive, jsonOf, mcpHeaders, raw, readEvents, startGateway, stdioFixture, waitFor, type Gateway } from './harness.js';
 
 /**
  * The state letter of a process from /proc/<pid>/stat (R, S, Z, …), or undefined once it is gone. A zombie (Z)
@@ -26,6 +27,26 @@ function childrenOf(parent: number): number[] {
   } catch {
     return [];
   }
+}
+
+/** Whether a new TCP connection to the port is accepted. */
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = tcpConnect({ host: '127.0.0.1', port });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+/** Sends SIGTERM once the gateway logged that it is shutting down; resolves with the time it was sent. */
+async function terminate(gateway: Gateway): Promise<number> {
+  const sent = Date.now();
+  process.kill(gateway.pid, 'SIGTERM');
+  await waitFor(() => gateway.logLines().some((line) => line.msg === 'shutting down'), 'the gateway to start shutting down', 5_000);
+  return sent;
 }
 
 describe('shutdown', () => {
@@ -73,6 +94,43 @@ describe('shutdown', () => {
     );
     // The gateway said goodbye to its HTTP upstream before exiting.
     assert.equal(http.liveSessions(), 0);
+  });
+
+  it('after SIGTERM a call in flight still gets its answer, new connections are refused, open GET streams end, and the exit does not wait out the grace', async () => {
+    const gateway = await startGateway({ gateway: { limits: { shutdownGraceMs: 20_000 } }, servers: { a: stdioFixture('a') } });
+    const client = await connect(gateway.url);
+    // A GET stream open for the whole test: it never ends on its own, so a drain that waited for it would take 20 s.
+    const init = await raw(gateway.url, {
+      headers: mcpHeaders(),
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'get', version: '1' } } }),
+    });
+    const session = String(init.headers['mcp-session-id']);
+    const stream = raw(gateway.url, { method: 'GET', headers: { ...mcpHeaders(session, '2025-11-25'), accept: 'text/event-stream' } });
+    // About a second upstream (50 steps of 20 ms).
+    const call = client.callTool({ name: 'a__slow_progress', arguments: { steps: 50 } });
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    const sent = await terminate(gateway);
+    assert.equal(await accepts(gateway.port), false, 'the listener still accepts connections');
+    assert.equal((await stream).status, 200, 'the GET stream ended');
+    assert.equal(jsonOf(await call).tool, 'slow_progress');
+    const { code } = await gateway.exited;
+    assert.equal(code, 0, gateway.stderrText());
+    assert.ok(Date.now() - sent < 15_000, `the exit took ${Date.now() - sent} ms: it waited out the grace`);
+  });
+
+  it('a call longer than shutdownGraceMs is cut when the grace ends, and the gateway exits 0', async () => {
+    const gateway = await startGateway({ gateway: { limits: { shutdownGraceMs: 300 } }, servers: { a: stdioFixture('a') } });
+    const client = await connect(gateway.url);
+    const call = client.callTool({ name: 'a__hang', arguments: {} }).then(
+      () => 'answered',
+      () => 'cut',
+    );
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    const sent = await terminate(gateway);
+    assert.equal(await call, 'cut');
+    assert.ok(Date.now() - sent >= 300, 'the call was cut before its grace ended');
+    const { code } = await gateway.exited;
+    assert.equal(code, 0, gateway.stderrText());
   });
 
   it('a child that crashes is reaped while the gateway runs (no zombie), and after SIGINT the gateway exits 0 with no child left', async () => {
