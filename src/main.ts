@@ -327,7 +327,7 @@ export async function startHttpGateway(config: GatewayConfig, logger: Logger): P
     url,
     port: server.port,
     async close() {
-      await server.close(config.gateway.limits.shutdownGraceMs);
+      await server.close(config.gateway.limits.shutdownGraceMs, config.gateway.limits.shutdownDelayMs);
       await passthrough.close();
       await parts.close();
     },

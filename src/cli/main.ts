@@ -49,8 +49,10 @@ async function serve(options: { config: string; port?: string; host?: string }):
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'shutting down');
-    // The calls in flight get their grace; what follows (sessions, receipts, children's TERM → KILL) 10 s more.
-    const force = setTimeout(() => process.exit(1), config.gateway.limits.shutdownGraceMs + 10_000);
+    // The delay and the calls' grace are the configuration's; what follows (sessions, receipts, children's TERM →
+    // KILL) gets 10 s more.
+    const { shutdownDelayMs, shutdownGraceMs } = config.gateway.limits;
+    const force = setTimeout(() => process.exit(1), shutdownDelayMs + shutdownGraceMs + 10_000);
     force.unref();
     gateway.close().then(
       () => process.exit(0),

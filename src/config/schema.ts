@@ -109,6 +109,12 @@ const limitsSchema = z.strictObject({
    * server→client streams end, and what is still open after this long is cut. 0 cuts at once.
    */
   shutdownGraceMs: integer(z.number().int().nonnegative().max(600_000)).default(5_000),
+  /**
+   * On SIGTERM or SIGINT, how long the gateway first goes on accepting and serving while `/readyz` answers 503,
+   * so that load balancers stop sending before the listener closes (a pod leaves its Service's endpoints some
+   * time after it is told to stop). 0: the drain starts at once.
+   */
+  shutdownDelayMs: integer(z.number().int().nonnegative().max(600_000)).default(0),
 });
 
 const securitySchema = z.strictObject({

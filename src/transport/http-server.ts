@@ -44,7 +44,10 @@ export class GatewayHttpServer {
   private readonly streamable: StreamableHttpEndpoint;
   private readonly legacy: LegacySseEndpoint;
   private guard: RequestGuard | undefined;
+  /** Shutting down: `/readyz` answers 503 and no connection is kept alive. */
   private draining = false;
+  /** Past the shutdown delay: new MCP requests are refused (MCPGATE_ERR_SHUTTING_DOWN). */
+  private closing = false;
 
   constructor(options: HttpServerOptions) {
     this.options = options;
@@ -102,11 +105,14 @@ export class GatewayHttpServer {
   }
 
   /**
-   * Stops accepting connections and ends the long-lived streams (GET and legacy SSE) at once; calls in flight
-   * get `graceMs` to finish, each connection closing once it is idle; then what is left is cut.
+   * `/readyz` answers 503 from the start, while the listener goes on serving for `delayMs`. Then it stops
+   * accepting connections and ends the long-lived streams (GET and legacy SSE); calls in flight get `graceMs`
+   * to finish, each connection closing once it is idle; then what is left is cut.
    */
-  async close(graceMs = 0): Promise<void> {
+  async close(graceMs = 0, delayMs = 0): Promise<void> {
     this.draining = true;
+    if (delayMs > 0) await sleep(delayMs);
+    this.closing = true;
     this.legacy.closeAll();
     this.streamable.closeStreams();
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
@@ -178,7 +184,7 @@ export class GatewayHttpServer {
     const selfService = isUnder(path, SECRETS_PREFIX) ? this.options.selfService : undefined;
     if (selfService !== undefined) {
       this.checkHostAndOrigin(request);
-      if (this.draining) throw new GatewayError('MCPGATE_ERR_SHUTTING_DOWN', 'The gateway is shutting down');
+      if (this.closing) throw new GatewayError('MCPGATE_ERR_SHUTTING_DOWN', 'The gateway is shutting down');
       const outcome = await this.options.auth.check(request, response);
       if (outcome.refused) return;
       if (outcome.caller === undefined) throw new GatewayError('MCPGATE_ERR_UNAUTHENTICATED', 'personal secrets need an authenticated caller');
@@ -190,7 +196,7 @@ export class GatewayHttpServer {
       return;
     }
     this.checkHostAndOrigin(request);
-    if (this.draining) throw new GatewayError('MCPGATE_ERR_SHUTTING_DOWN', 'The gateway is shutting down');
+    if (this.closing) throw new GatewayError('MCPGATE_ERR_SHUTTING_DOWN', 'The gateway is shutting down');
     const outcome = await this.options.auth.check(request, response);
     if (outcome.refused) return;
     if (request.method === 'POST' && this.options.passthrough !== undefined) {

@@ -118,6 +118,20 @@ describe('shutdown', () => {
     assert.ok(Date.now() - sent < 15_000, `the exit took ${Date.now() - sent} ms: it waited out the grace`);
   });
 
+  it('during shutdownDelayMs new connections are still served while /readyz answers 503 draining; then the listener closes', async () => {
+    const gateway = await startGateway({ gateway: { limits: { shutdownDelayMs: 1_500 } }, servers: { a: stdioFixture('a') } });
+    await terminate(gateway);
+    const ready = await raw(`${gateway.origin}/readyz`, { method: 'GET' });
+    assert.equal(ready.status, 503);
+    assert.equal(ready.json().status, 'draining');
+    assert.equal(ready.headers.connection, 'close', 'a connection opened while draining is not kept alive');
+    const client = await connect(gateway.url);
+    assert.equal(jsonOf(await client.callTool({ name: 'a__echo', arguments: {} })).label, 'a');
+    await waitFor(async () => !(await accepts(gateway.port)), 'the listener to close after the delay', 10_000);
+    const { code } = await gateway.exited;
+    assert.equal(code, 0, gateway.stderrText());
+  });
+
   it('a call longer than shutdownGraceMs is cut when the grace ends, and the gateway exits 0', async () => {
     const gateway = await startGateway({ gateway: { limits: { shutdownGraceMs: 300 } }, servers: { a: stdioFixture('a') } });
     const client = await connect(gateway.url);
