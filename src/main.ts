@@ -14,6 +14,7 @@ import { UpstreamMetadataResolver } from './credentials/upstream-metadata.js';
 import { GatewayError } from './errors/gateway-error.js';
 import type { AuditLog } from './audit/audit-log.js';
 import { buildGovernance, type Governance } from './governance/build-governance.js';
+import { governanceStatus } from './governance/governance-status.js';
 import type { GatewayConfig } from './config/schema.js';
 import { LATEST_PROTOCOL_VERSION } from './jsonrpc/protocol-versions.js';
 import type { Logger } from './observability/logger.js';
@@ -316,6 +317,7 @@ export async function startHttpGateway(config: GatewayConfig, logger: Logger): P
     passthrough: passthrough.active ? passthrough : undefined,
     selfService,
     readiness: () => core.registry.snapshot() as Record<string, unknown>,
+    governance: () => governanceStatus(governance),
     logger,
   });
   const url = await server.listen().catch(async (error: unknown) => {

@@ -181,6 +181,11 @@ export class AuditLog {
     return this.#tail?.seq ?? 0;
   }
 
+  /** Why the log stopped taking records (a refused batch, a forked chain); undefined while it works. */
+  get failure(): GatewayError | undefined {
+    return this.#failure;
+  }
+
   /** Records appended and not yet committed. */
   get pending(): number {
     return this.#pending + this.#waiters.length;

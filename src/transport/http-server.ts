@@ -31,6 +31,8 @@ export interface HttpServerOptions {
   selfService: SelfServiceSecrets | undefined;
   /** Snapshot of upstream states, for `/readyz` in dev mode and `GET /admin/v1/status`. */
   readiness: () => Record<string, unknown>;
+  /** The audit log's, policies' and catalog's state, for the same two. */
+  governance: () => Record<string, unknown>;
   logger: Logger;
 }
 
@@ -138,6 +140,7 @@ export class GatewayHttpServer {
       status: this.draining ? 'draining' : 'ready',
       sessions: this.options.sessions.size,
       servers: this.options.readiness(),
+      governance: this.options.governance(),
       process: processFigures(),
     };
   }

@@ -6,11 +6,12 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { AccessStore, TEST_KEY_SECRET, type IssuedKey } from '../fixtures/integration/access-store.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../fixtures/integration/recording-upstream.js';
-import { cleanup, mcpHeaders, raw, startGateway, tempPath, type Gateway } from './harness.js';
+import { cleanup, mcpHeaders, raw, startGateway, tempPath, waitFor, type Gateway } from './harness.js';
 
 const ADMIN_TOKEN = randomBytes(32).toString('hex');
 
@@ -20,6 +21,7 @@ let gateway: Gateway;
 let key: IssuedKey;
 /** A loopback port nothing listens on: the broken upstream's address, which must not leak. */
 let deadPort: number;
+let policyFile: string;
 
 async function freePort(): Promise<number> {
   const server = createServer();
@@ -30,8 +32,8 @@ async function freePort(): Promise<number> {
   return address.port;
 }
 
-/** Opens a session with the key and lists tools, so that the gateway contacts both upstreams. */
-async function listTools(): Promise<void> {
+/** Opens a session with the key, lists tools (so that the gateway contacts both upstreams) and makes one call. */
+async function listToolsAndCall(): Promise<void> {
   const bearer = { authorization: `Bearer ${key.key}` };
   const init = await raw(gateway.url, {
     headers: { ...mcpHeaders(), ...bearer },
@@ -43,6 +45,27 @@ async function listTools(): Promise<void> {
   assert.equal((await raw(gateway.url, { headers, body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) })).status, 202);
   const list = await raw(gateway.url, { headers, body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' }) });
   assert.equal(list.status, 200, list.body);
+  const call = await raw(gateway.url, { headers, body: JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'files__whoami', arguments: {} } }) });
+  assert.equal(call.status, 200, call.body);
+  assert.ok(!call.body.includes('"error"'), call.body);
+}
+
+interface Status {
+  status: string;
+  sessions: number;
+  servers: Record<string, { state: string; lastError?: string }>;
+  governance: {
+    audit: { enabled: boolean; chainId?: string; durability?: string; lastSeq?: number; pending?: number; failure?: unknown };
+    policies: Array<{ id: string; policyCount: number; lastError?: string }>;
+    catalog: { mode: string; drifts: number };
+  };
+  process: Record<string, number>;
+}
+
+async function adminStatus(): Promise<Status> {
+  const admin = await raw(`${gateway.origin}/admin/v1/status`, { method: 'GET', headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+  assert.equal(admin.status, 200, admin.body);
+  return admin.json() as unknown as Status;
 }
 
 before(async () => {
@@ -51,19 +74,22 @@ before(async () => {
   access = await AccessStore.open(tempPath('readiness.db'));
   await access.org('acme');
   key = await access.key({ org: 'acme', name: 'user' });
+  policyFile = tempPath('guard.cedar');
+  writeFileSync(policyFile, 'forbid(principal, action, resource) when { resource.zone == "nowhere" };\n');
   gateway = await startGateway({
     gateway: {
       mode: 'production',
       store: access.path,
       auth: { mode: 'apiKey', keySecret: TEST_KEY_SECRET },
       admin: { token: ADMIN_TOKEN },
+      policies: [{ id: 'guard', files: [policyFile], mode: 'enforce' }],
     },
     servers: {
       files: { transport: 'http', url: upstream.url },
       broken: { transport: 'http', url: `http://127.0.0.1:${deadPort}/mcp` },
     },
   });
-  await listTools();
+  await listToolsAndCall();
 });
 
 after(async () => {
@@ -97,13 +123,34 @@ describe('readiness in production mode', () => {
     const admin = await raw(status, { method: 'GET', headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
     assert.equal(admin.status, 200, admin.body);
     assert.equal(admin.headers['cache-control'], 'no-store');
-    const body = admin.json() as { status: string; sessions: number; servers: Record<string, { state: string; lastError?: string }>; process: Record<string, number> };
+    const body = admin.json() as unknown as Status;
     assert.equal(body.status, 'ready');
     assert.ok(body.sessions >= 1, `sessions ${body.sessions}`);
     assert.equal(body.servers.broken?.state, 'failed');
     assert.match(body.servers.broken?.lastError ?? '', /ECONNREFUSED|refused/i);
     assert.notEqual(body.servers.files?.state, 'failed');
     assert.ok(typeof body.process.rssBytes === 'number' && body.process.rssBytes > 0);
+  });
+
+  it("GET /admin/v1/status shows governance: the audit log's chain and health, each policy set and a failed reload, the catalog", async () => {
+    const before = await adminStatus();
+    const { audit, policies, catalog } = before.governance;
+    assert.equal(audit.enabled, true);
+    assert.match(audit.chainId ?? '', /\S/);
+    assert.equal(audit.durability, 'sync');
+    assert.ok((audit.lastSeq ?? 0) >= 1, `lastSeq ${audit.lastSeq}: the call has its record`);
+    assert.equal(audit.failure, undefined);
+    assert.deepEqual(
+      policies.map((set) => [set.id, set.policyCount, set.lastError]),
+      [['guard', 1, undefined]],
+    );
+    assert.deepEqual(catalog, { mode: 'off', drifts: 0 });
+
+    // An edit that does not parse: the old policies stay in force, and the status says why.
+    writeFileSync(policyFile, 'forbid(principal, action, resource) when { resource.zone == };\n');
+    const failed = await waitFor(async () => (await adminStatus()).governance.policies[0]?.lastError, 'the failed reload to show', 10_000);
+    assert.match(failed, /guard\.cedar/);
+    assert.equal((await adminStatus()).governance.policies[0]?.policyCount, 1);
   });
 
   it('GET /admin/v1/status refuses a query string and other methods, like every admin read', async () => {

@@ -1,0 +1,27 @@
+import type { Governance } from './build-governance.js';
+
+/**
+ * What an operator needs to know of governance at a glance, for `GET /admin/v1/status`: whether the audit log
+ * still takes records (a stopped log refuses every call) and how far its chain is, whether each policy set's
+ * latest change was applied (a failed reload leaves the old policies in force and says so only here and in the
+ * log), and the catalog's mode and drift count. Names and counts only: no record, policy text or key.
+ */
+export function governanceStatus(governance: Governance): Record<string, unknown> {
+  const { audit, policies, catalog } = governance;
+  const failure = audit?.failure;
+  return {
+    audit:
+      audit === undefined
+        ? { enabled: false }
+        : {
+            enabled: true,
+            chainId: audit.chainId,
+            durability: audit.durability,
+            lastSeq: audit.lastSeq,
+            pending: audit.pending,
+            ...(failure === undefined ? {} : { failure: { code: failure.code, message: failure.message } }),
+          },
+    policies: policies?.status() ?? [],
+    catalog: { mode: catalog.mode, drifts: catalog.drifts().length },
+  };
+}
