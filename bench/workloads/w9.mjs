@@ -33,6 +33,12 @@ export const W9_DEFAULTS = { concurrency: [8, 32], rounds: 5, modes: W9_MODES, p
 const AUDIT_PATH = fileURLToPath(new URL('../lib/audit-path.mjs', import.meta.url));
 const STORE_BESIDE_WRITER = fileURLToPath(new URL('../lib/store-beside-writer.mjs', import.meta.url));
 
+/** Runs one of W9's in-process harnesses (`node <args>`), the whole process on the gateway core; its JSON line. */
+function onGatewayCore(args) {
+  const output = canPin() ? execFileSync('taskset', ['-c', String(GATEWAY_CORE), process.execPath, ...args]) : execFileSync(process.execPath, args);
+  return JSON.parse(output.toString('utf8').trim());
+}
+
 /**
  * The audit path alone (`bench/lib/audit-path.mjs`), whole process on the gateway core: the CPU one record costs
  * with no HTTP around it, split into the event loop and the other threads (the writer thread, V8's helpers).
@@ -41,9 +47,7 @@ const STORE_BESIDE_WRITER = fileURLToPath(new URL('../lib/store-beside-writer.mj
 function auditPath(ctx, settings) {
   const runs = [];
   for (let run = 0; run < settings.pathRuns; run += 1) {
-    const args = [AUDIT_PATH, ctx.root, ctx.workDir, String(settings.pathRecords), '8'];
-    const output = canPin() ? execFileSync('taskset', ['-c', String(GATEWAY_CORE), process.execPath, ...args]) : execFileSync(process.execPath, args);
-    runs.push(JSON.parse(output.toString('utf8').trim()));
+    runs.push(onGatewayCore([AUDIT_PATH, ctx.root, ctx.workDir, String(settings.pathRecords), '8']));
   }
   const of = (key) => median(runs.map((run) => run[key]));
   return { records: settings.pathRecords, runs: runs.length, cpuUsPerRecord: of('cpuUsPerRecord'), mainUsPerRecord: of('mainUsPerRecord'), otherThreadsUsPerRecord: of('otherThreadsUsPerRecord') };
@@ -56,9 +60,7 @@ function auditPath(ctx, settings) {
  */
 function storeBesideWriter(ctx, settings) {
   if (settings.storeWriteSeconds <= 0) return undefined;
-  const args = [STORE_BESIDE_WRITER, ctx.root, ctx.workDir, String(settings.storeWriteRate), String(settings.storeWriteSeconds)];
-  const output = canPin() ? execFileSync('taskset', ['-c', String(GATEWAY_CORE), process.execPath, ...args]) : execFileSync(process.execPath, args);
-  return JSON.parse(output.toString('utf8').trim());
+  return onGatewayCore([STORE_BESIDE_WRITER, ctx.root, ctx.workDir, String(settings.storeWriteRate), String(settings.storeWriteSeconds)]);
 }
 
 /**

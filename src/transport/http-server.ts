@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { waitAtMost } from '../util/wait-at-most.js';
 import type { GatewayConfig } from '../config/schema.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { AdminApi } from '../admin/admin-api.js';
@@ -122,22 +123,24 @@ export class GatewayHttpServer {
       // A keep-alive connection goes idle once its answer is sent; closing idle ones as they appear lets the
       // wait end as soon as the last call has its answer.
       const sweep = setInterval(() => this.server.closeIdleConnections(), DRAIN_SWEEP_MS);
-      const timeout = new AbortController();
       try {
-        await Promise.race([closed, sleep(graceMs, undefined, { signal: timeout.signal })]);
+        await waitAtMost(closed, graceMs);
       } finally {
         clearInterval(sweep);
-        timeout.abort();
       }
     }
     this.server.closeAllConnections();
     await closed;
   }
 
+  private get state(): 'ready' | 'draining' {
+    return this.draining ? 'draining' : 'ready';
+  }
+
   /** The listener's readiness in detail: its state, sessions, each upstream's state and last error, process figures. */
   private status(): Record<string, unknown> {
     return {
-      status: this.draining ? 'draining' : 'ready',
+      status: this.state,
       sessions: this.options.sessions.size,
       servers: this.options.readiness(),
       governance: this.options.governance(),
@@ -146,7 +149,8 @@ export class GatewayHttpServer {
   }
 
   private async route(request: IncomingMessage, response: ServerResponse): Promise<void> {
-    // A request that arrives on a kept-alive connection during a shutdown is served, on a connection that then closes.
+    // A request that arrives during a shutdown is answered (served during the delay, refused after it) on a
+    // connection that then closes.
     if (this.draining) response.shouldKeepAlive = false;
     const url = new URL(request.url ?? '/', 'http://gateway.invalid');
     const path = url.pathname;
@@ -158,8 +162,7 @@ export class GatewayHttpServer {
       // Unauthenticated and unguarded, so that any probe can reach it: in production it says ready or draining and
       // nothing else. Upstream names, addresses and errors, and process figures, are for the admin (`GET
       // /admin/v1/status`); dev mode shows them here too, as it relaxes the other production checks.
-      const status = this.draining ? 'draining' : 'ready';
-      sendJson(response, this.draining ? 503 : 200, this.options.gateway.mode === 'dev' ? this.status() : { status });
+      sendJson(response, this.draining ? 503 : 200, this.options.gateway.mode === 'dev' ? this.status() : { status: this.state });
       return;
     }
     const serverMetadata = PER_SERVER_METADATA.exec(path)?.[1];

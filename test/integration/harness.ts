@@ -370,10 +370,10 @@ export function mcpHeaders(sessionId?: string, protocolVersion?: string): Record
   return headers;
 }
 
-/** Opens a session by hand (initialize + initialized) at `protocolVersion`; returns its id. */
-export async function rawSession(url: string, protocolVersion: string): Promise<string> {
+/** Opens a session by hand (initialize + initialized) at `protocolVersion`, `headers` on both (a credential); returns its id. */
+export async function rawSession(url: string, protocolVersion: string, headers: Record<string, string> = {}): Promise<string> {
   const init = await raw(url, {
-    headers: mcpHeaders(),
+    headers: { ...mcpHeaders(), ...headers },
     body: JSON.stringify({
       jsonrpc: '2.0',
       id: 1,
@@ -386,7 +386,7 @@ export async function rawSession(url: string, protocolVersion: string): Promise<
   const sessionId = init.headers['mcp-session-id'];
   assert.ok(typeof sessionId === 'string' && sessionId !== '');
   const initialized = await raw(url, {
-    headers: mcpHeaders(sessionId, protocolVersion),
+    headers: { ...mcpHeaders(sessionId, protocolVersion), ...headers },
     body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }),
   });
   assert.equal(initialized.status, 202, initialized.body);

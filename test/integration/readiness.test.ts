@@ -11,7 +11,7 @@ import { createServer } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { AccessStore, TEST_KEY_SECRET, type IssuedKey } from '../fixtures/integration/access-store.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../fixtures/integration/recording-upstream.js';
-import { cleanup, mcpHeaders, raw, startGateway, tempPath, waitFor, type Gateway } from './harness.js';
+import { cleanup, mcpHeaders, raw, rawSession, startGateway, tempPath, waitFor, type Gateway } from './harness.js';
 
 const ADMIN_TOKEN = randomBytes(32).toString('hex');
 
@@ -35,14 +35,8 @@ async function freePort(): Promise<number> {
 /** Opens a session with the key, lists tools (so that the gateway contacts both upstreams) and makes one call. */
 async function listToolsAndCall(): Promise<void> {
   const bearer = { authorization: `Bearer ${key.key}` };
-  const init = await raw(gateway.url, {
-    headers: { ...mcpHeaders(), ...bearer },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' } } }),
-  });
-  assert.equal(init.status, 200, init.body);
-  const session = String(init.headers['mcp-session-id']);
+  const session = await rawSession(gateway.url, '2025-11-25', bearer);
   const headers = { ...mcpHeaders(session, '2025-11-25'), ...bearer };
-  assert.equal((await raw(gateway.url, { headers, body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) })).status, 202);
   const list = await raw(gateway.url, { headers, body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' }) });
   assert.equal(list.status, 200, list.body);
   const call = await raw(gateway.url, { headers, body: JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'files__whoami', arguments: {} } }) });

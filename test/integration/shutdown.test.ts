@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { connect as tcpConnect } from 'node:net';
 import { after, describe, it } from 'node:test';
 import { startStreamableFixture, type HttpFixture } from '../fixtures/integration/http-fixtures.js';
-import { cleanup, connect, isAlive, jsonOf, mcpHeaders, raw, readEvents, startGateway, stdioFixture, waitFor, type Gateway } from './harness.js';
+import { cleanup, connect, isAlive, jsonOf, mcpHeaders, raw, rawSession, readEvents, startGateway, stdioFixture, waitFor, type Gateway } from './harness.js';
 
 /**
  * The state letter of a process from /proc/<pid>/stat (R, S, Z, …), or undefined once it is gone. A zombie (Z)
@@ -100,11 +100,7 @@ describe('shutdown', () => {
     const gateway = await startGateway({ gateway: { limits: { shutdownGraceMs: 20_000 } }, servers: { a: stdioFixture('a') } });
     const client = await connect(gateway.url);
     // A GET stream open for the whole test: it never ends on its own, so a drain that waited for it would take 20 s.
-    const init = await raw(gateway.url, {
-      headers: mcpHeaders(),
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'get', version: '1' } } }),
-    });
-    const session = String(init.headers['mcp-session-id']);
+    const session = await rawSession(gateway.url, '2025-11-25');
     const stream = raw(gateway.url, { method: 'GET', headers: { ...mcpHeaders(session, '2025-11-25'), accept: 'text/event-stream' } });
     // About a second upstream (50 steps of 20 ms).
     const call = client.callTool({ name: 'a__slow_progress', arguments: { steps: 50 } });

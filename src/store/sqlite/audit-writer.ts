@@ -36,7 +36,7 @@ interface Pending {
 export class SqliteAuditWriter {
   readonly #data: AuditWriterData;
   readonly #pending = new Map<number, Pending>();
-  /** Callers of `idle()` waiting for the batches in flight to end. */
+  /** `yieldLock` callers waiting for the batch in flight to end. */
   #idleWaiters: Array<() => void> = [];
   /** Store writes that asked the thread to let go of the lock (`yieldLock`); no batch starts while any is held. */
   #yielded = 0;

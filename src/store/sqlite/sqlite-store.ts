@@ -8,6 +8,7 @@ import type { SqlDriver, SqlExecutor, SqlRow, SqlStatement, SqlValue } from '../
 import { batchConflict, mapStoreError } from '../sql/map-error.js';
 import { SqlStore } from '../sql/sql-store.js';
 import type { AuditJournalBacklog, AuditRecordWriter, AuditWriterOptions } from '../store.js';
+import { waitAtMost } from '../../util/wait-at-most.js';
 import { JournaledAuditWriter, stoppedJournalRows } from './audit-journal.js';
 import { SqliteAuditWriter } from './audit-writer.js';
 
@@ -196,14 +197,8 @@ class SqliteDriver implements SqlDriver {
       return undefined;
     }
     const yielded = Promise.all(busy.map((holder) => holder.yieldLock()));
-    const resumeAll = (): void => void yielded.then((resumes) => resumes.forEach((resume) => resume()));
-    const timeout = new AbortController();
-    try {
-      await Promise.race([yielded, sleep(left, undefined, { signal: timeout.signal })]);
-    } finally {
-      timeout.abort();
-    }
-    return resumeAll;
+    await waitAtMost(yielded, left);
+    return () => void yielded.then((resumes) => resumes.forEach((resume) => resume()));
   }
 
   /** Registers a connection of this process whose batches `#whenUnlocked` waits for; returns its removal. */
