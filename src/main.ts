@@ -318,6 +318,7 @@ export async function startHttpGateway(config: GatewayConfig, logger: Logger): P
     selfService,
     readiness: () => core.registry.snapshot() as Record<string, unknown>,
     governance: () => governanceStatus(governance),
+    failed: () => governance.audit?.failure !== undefined,
     logger,
   });
   const url = await server.listen().catch(async (error: unknown) => {

@@ -67,6 +67,7 @@ export class CatalogGuard {
   readonly #hashes = new WeakMap<object, string>();
   #approved = new Map<string, Map<string, ApprovedTool>>();
   #snapshotHash = '';
+  #version = 0;
   /** server\0tool → live hash → the drift reported for it (insertion order = age, for eviction). */
   readonly #reported = new Map<string, Map<string, DriftRecord>>();
   /** server\0tool → the drift of its latest live definition, while it differs from the approval. */
@@ -78,6 +79,11 @@ export class CatalogGuard {
     this.#logger = options.logger;
     this.#now = options.now ?? (() => new Date());
     this.#setApprovals(options.approvals);
+  }
+
+  /** Counts the approvals put in force by {@link reload}: what `check` answers may differ from one to the next. */
+  get version(): number {
+    return this.#version;
   }
 
   /** SHA-256 of the approvals in force (canonical JSON), for session receipts. */
@@ -117,6 +123,7 @@ export class CatalogGuard {
    */
   reload(approvals: CatalogFile): void {
     this.#setApprovals(approvals);
+    this.#version += 1;
     for (const [key, byHash] of this.#reported) {
       for (const [live, record] of byHash) {
         if (this.#approved.get(record.server)?.get(record.tool)?.hash !== record.approvedHash) byHash.delete(live);

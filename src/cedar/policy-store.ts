@@ -1,6 +1,4 @@
 import { createHash } from 'node:crypto';
-import { watch, type FSWatcher } from 'node:fs';
-import { dirname } from 'node:path';
 import {
   preparsePolicySet,
   statefulIsAuthorized,
@@ -11,6 +9,7 @@ import {
 } from '@cedar-policy/cedar-wasm/nodejs';
 import type { PolicySetConfig } from '../config/governance-schema.js';
 import { GatewayError } from '../errors/gateway-error.js';
+import { watchFiles, type FileWatch } from '../util/watch-files.js';
 import { parsePolicySet, readPolicySet, type ParsedSet } from './policy-set.js';
 import { buildCedarRequest, CEDAR_ACTIONS, cedarContext, type CedarAction, type CedarRequest, type CedarRequestInput } from './request.js';
 
@@ -123,12 +122,10 @@ export class CedarPolicies {
   readonly #debounceMs: number;
   readonly #onReload: ((event: PolicyReloadEvent) => void) | undefined;
   readonly #instance = ++instances;
-  readonly #watchers: FSWatcher[] = [];
-  readonly #timers = new Map<string, NodeJS.Timeout>();
+  #watcher: FileWatch | undefined;
   #generation = 0;
   #snapshot: Snapshot;
   #queue: Promise<void> = Promise.resolve();
-  #closed = false;
 
   private constructor(parsed: readonly ParsedSet[], options: CedarPoliciesOptions, baseDir: string) {
     this.#baseDir = baseDir;
@@ -158,7 +155,7 @@ export class CedarPolicies {
     for (const set of parsed) {
       for (const warning of set.warnings) policies.#logger.warn({ set: set.config.id }, warning);
     }
-    if (options.watch) policies.#watch();
+    if (options.watch) policies.#startWatching();
     return policies;
   }
 
@@ -243,46 +240,16 @@ export class CedarPolicies {
    * object finish under the rules they started with.
    */
   close(): void {
-    this.#closed = true;
-    for (const watcher of this.#watchers.splice(0)) watcher.close();
-    for (const timer of this.#timers.values()) clearTimeout(timer);
-    this.#timers.clear();
+    this.#watcher?.close();
   }
 
-  #watch(): void {
-    // Directories, not files: editors and config-map updates replace a file by renaming a new one over it, after
-    // which a watch on the old file sees nothing more. Any event in the directory rereads its sets; an unchanged
-    // text is a no-op.
-    const byDir = new Map<string, Set<string>>();
-    for (const { parsed } of this.#sets.values()) {
-      for (const file of parsed.files) {
-        const dir = dirname(file.path);
-        const sets = byDir.get(dir) ?? new Set<string>();
-        sets.add(parsed.config.id);
-        byDir.set(dir, sets);
-      }
-    }
-    for (const [dir, sets] of byDir) {
-      const watcher = watch(dir, { persistent: false }, () => {
-        for (const set of sets) this.#schedule(set);
-      });
-      watcher.on('error', (error) => {
-        this.#logger.warn({ dir, err: error.message }, 'policy directory can no longer be watched; changes there are not applied until restart');
-      });
-      this.#watchers.push(watcher);
-    }
-  }
-
-  #schedule(set: string): void {
-    if (this.#closed) return;
-    const pending = this.#timers.get(set);
-    if (pending !== undefined) clearTimeout(pending);
-    const timer = setTimeout(() => {
-      this.#timers.delete(set);
-      void this.#enqueue([set]);
-    }, this.#debounceMs);
-    timer.unref();
-    this.#timers.set(set, timer);
+  #startWatching(): void {
+    const files = [...this.#sets.values()].flatMap(({ parsed }) => parsed.files.map((file) => [file.path, parsed.config.id] as const));
+    this.#watcher = watchFiles(files, {
+      debounceMs: this.#debounceMs,
+      onChange: (set) => void this.#enqueue([set]),
+      onError: (dir, error) => this.#logger.warn({ dir, err: error.message }, 'policy directory can no longer be watched; changes there are not applied until restart'),
+    });
   }
 
   /** Reloads run one at a time, so each builds on the state the previous one left. */

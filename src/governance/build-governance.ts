@@ -1,5 +1,8 @@
+import { resolve } from 'node:path';
 import { createCatalogGuard, type CatalogGuard } from '../approvals/catalog-guard.js';
+import { CatalogReloader } from '../approvals/catalog-reload.js';
 import { auditLogFromConfig, type AuditLog } from '../audit/audit-log.js';
+import type { AuditInput } from '../audit/record.js';
 import { CedarPolicies } from '../cedar/policy-store.js';
 import type { GatewayConfig } from '../config/schema.js';
 import type { Logger } from '../observability/logger.js';
@@ -16,6 +19,8 @@ export interface Governance {
   readonly audit: AuditLog | undefined;
   readonly policies: CedarPolicies | undefined;
   readonly catalog: CatalogGuard;
+  /** Puts a changed approvals file in force; absent with catalog mode off. */
+  readonly catalogFile: CatalogReloader | undefined;
   /** Signs and stores the receipt of a session that ended (issue 7 §5); never rejects. */
   sessionEnded(session: DownstreamSession): void;
   /** Records a refused authentication (issue 7 §1); never rejects, never waits. */
@@ -38,15 +43,47 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
   }
   const audit = store === undefined ? undefined : auditLogFromConfig(gateway.audit, { store, openWriter: (options) => store.openAuditWriter(options), logger });
   await audit?.ready();
-  const policies = gateway.policies.length === 0 ? undefined : await CedarPolicies.load({ sets: gateway.policies, logger, watch: true });
+  /** A record of something other than a call; never rejects, never waits. */
+  const note = (input: AuditInput, what: string): void => {
+    audit?.append(input).catch((error: unknown) => logger.error({ err: error, kind: input.kind, server: input.server, tool: input.tool }, `${what} record not written`));
+  };
+  // A change of the rules is recorded in the chain beside the decisions it governs, applied or refused: which
+  // policies and approvals were in force at each record can then be read from the log itself.
+  const policies =
+    gateway.policies.length === 0
+      ? undefined
+      : await CedarPolicies.load({
+          sets: gateway.policies,
+          logger,
+          watch: true,
+          onReload: (event) =>
+            note(
+              event.ok
+                ? { kind: 'policy', decision: 'allow', reason: `policy set ${event.set} reloaded; policy hash ${event.policyHash}` }
+                : { kind: 'policy', decision: 'refused', reason: `policy set ${event.set} not reloaded (${event.error ?? 'unknown error'}); policy hash ${event.policyHash} stays in force` },
+              'policy reload',
+            ),
+        });
   const catalog = await createCatalogGuard(gateway.catalog, {
     logger,
-    onDrift: (event) => {
-      audit
-        ?.append({ kind: 'drift', decision: 'drift', server: event.server, tool: event.tool, reason: `${event.kind}: live ${event.liveHash}, approved ${event.approvedHash ?? 'none'}` })
-        .catch((error: unknown) => logger.error({ err: error, server: event.server, tool: event.tool }, 'drift record not written'));
-    },
+    onDrift: (event) =>
+      note({ kind: 'drift', decision: 'drift', server: event.server, tool: event.tool, reason: `${event.kind}: live ${event.liveHash}, approved ${event.approvedHash ?? 'none'}` }, 'drift'),
   });
+  const catalogFile =
+    gateway.catalog.mode === 'off'
+      ? undefined
+      : new CatalogReloader(catalog, {
+          file: resolve(gateway.catalog.file),
+          logger,
+          watch: true,
+          onReload: (event) =>
+            note(
+              event.ok
+                ? { kind: 'catalog', decision: 'allow', reason: `approvals reloaded; snapshot hash ${event.snapshotHash}` }
+                : { kind: 'catalog', decision: 'refused', reason: `approvals not reloaded (${event.error ?? 'unknown error'}); snapshot hash ${event.snapshotHash} stays in force` },
+              'catalog reload',
+            ),
+        });
   let signer: ReceiptSigner | undefined;
   if (store !== undefined && gateway.receipts.enabled) {
     const key = await resolveReceiptKey({ ...(gateway.receipts.signingKey === undefined ? {} : { signingKey: gateway.receipts.signingKey }), ...(gateway.store === undefined ? {} : { store: gateway.store }) });
@@ -92,20 +129,20 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
     audit,
     policies,
     catalog,
+    catalogFile,
     sessionEnded(session) {
       const receipt = issue(session).catch((error: unknown) => logger.error({ err: error, session: session.id }, 'session receipt not issued'));
       pending.add(receipt);
       void receipt.finally(() => pending.delete(receipt));
     },
     authFailure(refusal) {
-      audit
-        ?.append({ kind: 'auth-failure', decision: 'refused', reason: `${refusal.code} (${refusal.reason}) from ${refusal.clientIp} on ${refusal.path ?? '?'}` })
-        .catch((error: unknown) => logger.error({ err: error }, 'auth-failure record not written'));
+      note({ kind: 'auth-failure', decision: 'refused', reason: `${refusal.code} (${refusal.reason}) from ${refusal.clientIp} on ${refusal.path ?? '?'}` }, 'auth-failure');
     },
     async close() {
       await Promise.all([...pending]);
-      await audit?.close();
       policies?.close();
+      catalogFile?.close();
+      await audit?.close();
     },
   };
 }

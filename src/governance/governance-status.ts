@@ -4,10 +4,11 @@ import type { Governance } from './build-governance.js';
  * What an operator needs to know of governance at a glance, for `GET /admin/v1/status`: whether the audit log
  * still takes records (a stopped log refuses every call) and how far its chain is, whether each policy set's
  * latest change was applied (a failed reload leaves the old policies in force and says so only here and in the
- * log), and the catalog's mode and drift count. Names and counts only: no record, policy text or key.
+ * log), and the catalog's mode, its approvals file (whether its latest change was applied) and drift count.
+ * Names, hashes and counts only: no record, policy text or key.
  */
 export function governanceStatus(governance: Governance): Record<string, unknown> {
-  const { audit, policies, catalog } = governance;
+  const { audit, policies, catalog, catalogFile } = governance;
   const failure = audit?.failure;
   return {
     audit:
@@ -22,6 +23,6 @@ export function governanceStatus(governance: Governance): Record<string, unknown
             ...(failure === undefined ? {} : { failure: { code: failure.code, message: failure.message } }),
           },
     policies: policies?.status() ?? [],
-    catalog: { mode: catalog.mode, drifts: catalog.drifts().length },
+    catalog: { mode: catalog.mode, ...catalogFile?.status(), snapshotHash: catalog.snapshotHash, drifts: catalog.drifts().length },
   };
 }

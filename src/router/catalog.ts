@@ -52,6 +52,11 @@ export interface CatalogOptions {
   /** Absent: every tool the filters permit is admitted. */
   admits?: ToolAdmission;
   /**
+   * Changes whenever what `admits` answers may change for a tool it has seen (new approvals in force): a first
+   * page built under another version is not served, so a list never shows a tool a call would now refuse.
+   */
+  admissionVersion?: () => number;
+  /**
    * Whether a server lists the same for every caller. A server reached with the caller's own credential
    * (per-user, token exchange, pass-through) may not: its pages are never cached or shared, and no merged
    * first page or name index that includes it is either. Absent: every server is shared.
@@ -82,7 +87,7 @@ export class CatalogView {
   private readonly owners = new Map<string, Map<string, string[]>>();
   private readonly nameIndex = new Map<string, { page: Page; names: Set<string> }>();
   /** Serialised first pages per (kind, scope key), valid for one generation (DESIGN.md §5). */
-  private readonly firstPages = new Map<string, { generation: number; json: string }>();
+  private readonly firstPages = new Map<string, { generation: number; admission: number; json: string }>();
   /** Bumped by every invalidation; a cached first page from an older generation is never served. */
   private generation = 0;
 
@@ -177,7 +182,7 @@ export class CatalogView {
    */
   cachedFirstPage(kind: ListKind, scope: CatalogScope): string | undefined {
     const entry = this.firstPages.get(scopedKey(kind, scope));
-    if (entry === undefined || entry.generation !== this.generation) return undefined;
+    if (entry === undefined || entry.generation !== this.generation || entry.admission !== this.admission()) return undefined;
     const now = this.now();
     for (const server of scope.servers) {
       const page = this.pages.get(pageKey(server, kind, undefined));
@@ -186,14 +191,21 @@ export class CatalogView {
     return entry.json;
   }
 
-  /** Current generation, to be read before building a first page and handed to {@link storeFirstPage}. */
-  get currentGeneration(): number {
-    return this.generation;
+  /**
+   * Current generation and admission version, to be read before building a first page and handed to
+   * {@link storeFirstPage}: a page built while either changed is not kept.
+   */
+  get currentGeneration(): { readonly generation: number; readonly admission: number } {
+    return { generation: this.generation, admission: this.admission() };
   }
 
-  storeFirstPage(kind: ListKind, scope: CatalogScope, generation: number, json: string): void {
-    if (generation !== this.generation || this.options.ttlMs <= 0 || !this.sharedScope(scope)) return;
-    boundedSet(this.firstPages, scopedKey(kind, scope), { generation, json });
+  storeFirstPage(kind: ListKind, scope: CatalogScope, built: { readonly generation: number; readonly admission: number }, json: string): void {
+    if (built.generation !== this.generation || built.admission !== this.admission() || this.options.ttlMs <= 0 || !this.sharedScope(scope)) return;
+    boundedSet(this.firstPages, scopedKey(kind, scope), { generation: built.generation, admission: built.admission, json });
+  }
+
+  private admission(): number {
+    return this.options.admissionVersion?.() ?? 0;
   }
 
   /** Drops one server's cached pages of `kind` (after list_changed), or of every kind. */

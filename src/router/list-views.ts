@@ -9,6 +9,7 @@ import type { Naming, ToolFilter } from './naming.js';
 export interface ListViewsOptions {
   filters: ReadonlyMap<string, ToolFilter>;
   admits?: ToolAdmission;
+  admissionVersion?: () => number;
   shared?: (server: string) => boolean;
   naming: Naming;
   ttlMs: number;
@@ -60,13 +61,13 @@ export class ListViews {
       const cached = view.cachedFirstPage(kind, scope);
       if (cached !== undefined) return makeResult(request.id, rawResult(cached));
     }
-    const generation = view.currentGeneration;
+    const built = view.currentGeneration;
     const { items, next } = await view.page(kind, fetcher, cursors, scope);
     const result: JsonObject = { [kind]: items };
     if (Object.keys(next).length > 0) result.nextCursor = this.cursors.encode({ kind, upstreams: next });
     if (cursors !== undefined) return makeResult(request.id, result);
     const json = JSON.stringify(result);
-    view.storeFirstPage(kind, scope, generation, json);
+    view.storeFirstPage(kind, scope, built, json);
     return makeResult(request.id, rawResult(json));
   }
 

@@ -91,7 +91,7 @@ export class Router {
       shared: (server: string) => !CALLER_CREDENTIAL_MODES.has(options.credentials.modeOf(server) ?? 'static'),
       ...(options.catalog === undefined || options.catalog.mode === 'off'
         ? {}
-        : { admits: (server: string, tool: JsonObject) => options.catalog?.check(server, tool) === 'ok' }),
+        : { admits: (server: string, tool: JsonObject) => options.catalog?.check(server, tool) === 'ok', admissionVersion: () => options.catalog?.version ?? 0 }),
       naming: options.naming,
       ttlMs: options.listCacheTtlMs,
       logger: options.logger,

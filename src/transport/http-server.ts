@@ -34,6 +34,12 @@ export interface HttpServerOptions {
   readiness: () => Record<string, unknown>;
   /** The audit log's, policies' and catalog's state, for the same two. */
   governance: () => Record<string, unknown>;
+  /**
+   * True once this instance refuses every call whatever the request (its audit log stopped for good: a forked
+   * chain, a refused record): `/readyz` then answers 503 `failed`, so that a load balancer sends calls to an
+   * instance that can answer them. Such a failure does not heal; a restart starts a new chain.
+   */
+  failed: () => boolean;
   logger: Logger;
 }
 
@@ -133,8 +139,9 @@ export class GatewayHttpServer {
     await closed;
   }
 
-  private get state(): 'ready' | 'draining' {
-    return this.draining ? 'draining' : 'ready';
+  private get state(): 'ready' | 'draining' | 'failed' {
+    if (this.draining) return 'draining';
+    return this.options.failed() ? 'failed' : 'ready';
   }
 
   /** The listener's readiness in detail: its state, sessions, each upstream's state and last error, process figures. */
@@ -162,7 +169,8 @@ export class GatewayHttpServer {
       // Unauthenticated and unguarded, so that any probe can reach it: in production it says ready or draining and
       // nothing else. Upstream names, addresses and errors, and process figures, are for the admin (`GET
       // /admin/v1/status`); dev mode shows them here too, as it relaxes the other production checks.
-      sendJson(response, this.draining ? 503 : 200, this.options.gateway.mode === 'dev' ? this.status() : { status: this.state });
+      const state = this.state;
+      sendJson(response, state === 'ready' ? 200 : 503, this.options.gateway.mode === 'dev' ? this.status() : { status: state });
       return;
     }
     const serverMetadata = PER_SERVER_METADATA.exec(path)?.[1];

@@ -51,7 +51,7 @@ interface Status {
   governance: {
     audit: { enabled: boolean; chainId?: string; durability?: string; lastSeq?: number; pending?: number; failure?: unknown };
     policies: Array<{ id: string; policyCount: number; lastError?: string }>;
-    catalog: { mode: string; drifts: number };
+    catalog: { mode: string; drifts: number; snapshotHash: string; file?: string; lastError?: string };
   };
   process: Record<string, number>;
 }
@@ -138,7 +138,8 @@ describe('readiness in production mode', () => {
       policies.map((set) => [set.id, set.policyCount, set.lastError]),
       [['guard', 1, undefined]],
     );
-    assert.deepEqual(catalog, { mode: 'off', drifts: 0 });
+    assert.deepEqual([catalog.mode, catalog.drifts, catalog.file, catalog.lastError], ['off', 0, undefined, undefined]);
+    assert.match(catalog.snapshotHash, /^[0-9a-f]{64}$/);
 
     // An edit that does not parse: the old policies stay in force, and the status says why.
     writeFileSync(policyFile, 'forbid(principal, action, resource) when { resource.zone == };\n');

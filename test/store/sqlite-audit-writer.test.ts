@@ -204,6 +204,34 @@ describe('SQLite audit journal', () => {
     await store.close();
   });
 
+  it('a background ingest refused by another writer of the chain is reported to the next append, never an unhandled rejection', async () => {
+    const { store } = await fresh();
+    // Another process took seq 2 of this chain before the journal's timed ingest gets to it.
+    await store.appendAuditRecords([row('fork', 2, { hash: 'c'.repeat(64) })]);
+    const writer = store.openAuditWriter();
+    await writer.ready();
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown): void => {
+      unhandled.push(reason);
+    };
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      // The thread started (under tsx it boots slowly), so that the timed ingest below runs within the wait.
+      await writer.appendAuditRecords([row('warm', 1)]);
+      await writer.flush();
+      await writer.appendAuditRecords([row('fork', 1), row('fork', 2)]);
+      // The timed ingest (50 ms) runs and is refused with nobody awaiting it.
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      assert.deepEqual(unhandled, []);
+      await assert.rejects(writer.appendAuditRecords([row('fork', 3)]), (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_STORE_CONFLICT');
+      await assert.rejects(writer.flush(), (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_STORE_CONFLICT');
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+      await writer.close().catch(() => undefined);
+      await store.close();
+    }
+  });
+
   it('replays what a dead process left: skips rows already stored, drops a torn last line, removes the directory', async () => {
     const { path, store } = await fresh();
     await store.appendAuditRecords([row('r', 1)]);

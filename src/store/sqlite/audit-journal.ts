@@ -276,13 +276,18 @@ export class JournaledAuditWriter implements AuditRecordWriter {
     }
     if (this.#running !== undefined) return this.#running;
     if (this.#waiting === 0 || this.#failure !== undefined) return Promise.resolve();
-    this.#running = this.#ingestOnce().finally(() => {
+    const running = this.#ingestOnce().finally(() => {
       this.#running = undefined;
       if (this.#failure !== undefined) return;
       if (this.#waiting > 0) this.#timer ??= setTimeout(() => void this.#ingest(), this.#ingestMs);
       else this.#tidyWhenIdle();
     });
-    return this.#running;
+    // Most ingests start from a timer or an append that does not wait for them: a refused one (another process
+    // wrote this chain) must not become an unhandled rejection, which ends the process. It is kept in
+    // `#failure`, and the next append or flush reports it to the audit log, which stops taking records.
+    running.catch(() => undefined);
+    this.#running = running;
+    return running;
   }
 
   /** Once nothing new arrived for a segment's lifetime, its rows are all ingested: it is closed and deleted. */
