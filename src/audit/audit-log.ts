@@ -30,6 +30,11 @@ export interface AuditLogOptions {
   readonly flushMs?: number;
   /** Records appended but not yet committed; at this many, `append` waits for room (both modes). Default 10 000. */
   readonly maxQueue?: number;
+  /**
+   * `sync`: longest an `append` waits for its record's commit; past it, it rejects with AUDIT_UNAVAILABLE while
+   * the record stays queued and is still written. Default 5000.
+   */
+  readonly maxWaitMs?: number;
   /** Store the redacted arguments, not only their hash. Default false. */
   readonly captureArguments?: boolean;
   readonly logger: Logger;
@@ -66,7 +71,12 @@ interface Batch {
   readonly bodies: string[];
   /** Taken by the writer, or full: later records go to a new batch. */
   closed: boolean;
+  /** Settled by the writer (or by `maxWaitMs`, for the callers waiting on it: see `#expire`). */
   readonly done: Deferred<void>;
+  /** `performance.now()` when the batch was opened: its records are at most this old. */
+  readonly openedAt: number;
+  /** Its callers were told it is late (`maxWaitMs`); it is still written. */
+  late: boolean;
 }
 
 interface Placed {
@@ -122,6 +132,7 @@ export class AuditLog {
   readonly #flushMs: number;
   readonly #maxQueue: number;
   readonly #maxBatch: number;
+  readonly #maxWaitMs: number;
   readonly #captureArguments: boolean;
   readonly #retryInitialMs: number;
   readonly #retryMaxMs: number;
@@ -132,6 +143,10 @@ export class AuditLog {
   #pending = 0;
   readonly #waiters: Waiter[] = [];
   #timer: (() => void) | undefined;
+  /** Fires when the oldest batch not yet late reaches `maxWaitMs` (sync only): one timer, not one per call. */
+  #deadline: NodeJS.Timeout | undefined;
+  /** Woken after every batch committed and when the log fails: `flush` waits on them. */
+  #commitWaiters: Array<() => void> = [];
   #writing = false;
   #closing = false;
   #failure: GatewayError | undefined;
@@ -155,6 +170,7 @@ export class AuditLog {
     this.#flushMs = integerOption(options.flushMs, 5, 'flushMs', 0);
     this.#maxQueue = integerOption(options.maxQueue, 10_000, 'maxQueue', 1);
     this.#maxBatch = integerOption(options.maxBatch, 1000, 'maxBatch', 1);
+    this.#maxWaitMs = integerOption(options.maxWaitMs, 5000, 'maxWaitMs', 1);
     this.#retryInitialMs = integerOption(options.retry?.initialMs, 25, 'retry.initialMs', 1);
     this.#retryMaxMs = integerOption(options.retry?.maxMs, 2000, 'retry.maxMs', this.#retryInitialMs);
     this.#captureArguments = options.captureArguments === true;
@@ -223,7 +239,9 @@ export class AuditLog {
       const last = this.#batches.at(-1);
       if (last !== undefined) {
         this.#writeNow();
-        await last.done.promise;
+        // Not `last.done`: a late batch's is rejected for its callers long before the batch is written.
+        while (this.#failure === undefined && this.#batches.includes(last)) await new Promise<void>((woken) => this.#commitWaiters.push(woken));
+        if (this.#failure !== undefined) throw this.#failure;
       }
       // A journaled writer has the records durable but perhaps not yet readable from the store.
       await this.#writer?.flush();
@@ -272,8 +290,9 @@ export class AuditLog {
     this.#sessions.track(record);
     let batch = this.#batches.at(-1);
     if (batch === undefined || batch.closed) {
-      batch = { records: [], bodies: [], closed: false, done: deferred<void>() };
+      batch = { records: [], bodies: [], closed: false, done: deferred<void>(), openedAt: performance.now(), late: false };
       this.#batches.push(batch);
+      if (this.durability === 'sync' && this.#deadline === undefined) this.#armDeadline();
     }
     batch.records.push(record);
     batch.bodies.push(body);
@@ -290,6 +309,43 @@ export class AuditLog {
       if (waiter === undefined) return;
       waiter.placed.resolve(this.#place(waiter.prepared));
     }
+  }
+
+  /** Arms the deadline of the oldest batch not yet late, if any. */
+  #armDeadline(): void {
+    const oldest = this.#batches.find((batch) => !batch.late);
+    if (oldest === undefined) return;
+    this.#deadline = setTimeout(() => this.#expire(), Math.max(0, oldest.openedAt + this.#maxWaitMs - performance.now()));
+    this.#deadline.unref();
+  }
+
+  /**
+   * Tells the callers of every batch older than `maxWaitMs` that their record is not durable in time (the store is
+   * down or stuck), so that their calls are answered with an error instead of hanging: an answer never leaves
+   * before its record is durable, and a wait is bounded (DESIGN.md invariant 9). The batches stay queued, in
+   * order, and are written once the store takes them; nothing is dropped.
+   */
+  #expire(): void {
+    this.#deadline = undefined;
+    const now = performance.now();
+    let late = 0;
+    for (const batch of this.#batches) {
+      if (now - batch.openedAt < this.#maxWaitMs) break;
+      if (batch.late) continue;
+      batch.late = true;
+      // Later records start a batch of their own, so that each call gets its whole wait.
+      batch.closed = true;
+      late += batch.records.length;
+      batch.done.reject(
+        new GatewayError('MCPGATE_ERR_AUDIT_UNAVAILABLE', `the audit record of this call was not durable within ${this.#maxWaitMs} ms (audit.maxWaitMs), so its answer is withheld; the record is kept and written once the store takes it`, {
+          data: { chainId: this.chainId },
+        }),
+      );
+    }
+    if (late > 0) {
+      this.#logger.error({ chainId: this.chainId, late, pending: this.pending, maxWaitMs: this.#maxWaitMs }, 'audit records not durable in time: their calls are answered with AUDIT_UNAVAILABLE; the records are kept');
+    }
+    this.#armDeadline();
   }
 
   #schedule(): void {
@@ -320,6 +376,7 @@ export class AuditLog {
         this.#batches.shift();
         this.#pending -= batch.records.length;
         batch.done.resolve();
+        this.#wakeFlushes();
         this.#admit();
       }
     } finally {
@@ -388,6 +445,14 @@ export class AuditLog {
     for (const batch of this.#batches.splice(0)) batch.done.reject(failure);
     for (const waiter of this.#waiters.splice(0)) waiter.placed.reject(failure);
     this.#pending = 0;
+    clearTimeout(this.#deadline);
+    this.#deadline = undefined;
+    this.#wakeFlushes();
+  }
+
+  #wakeFlushes(): void {
+    if (this.#commitWaiters.length === 0) return;
+    for (const woken of this.#commitWaiters.splice(0)) woken();
   }
 
   /** Finds where this chain ends in the store, retrying while the store cannot be read. */
@@ -452,6 +517,7 @@ export function auditLogFromConfig(
     durability: config.durability,
     flushMs: config.flushMs,
     maxQueue: config.maxQueue,
+    maxWaitMs: config.maxWaitMs,
     captureArguments: config.captureArguments,
     ...(config.chainId === undefined ? {} : { chainId: config.chainId }),
     ...(deps.now === undefined ? {} : { now: deps.now }),

@@ -31,6 +31,12 @@ export const auditSchema = z.strictObject({
   flushMs: integer(z.number().int().min(0).max(10_000)).default(0),
   /** Queue mode: records held before `append` waits for room. */
   maxQueue: integer(z.number().int().min(1).max(1_000_000)).default(10_000),
+  /**
+   * Sync mode: longest a call waits for its record to become durable (the store down or stuck). Past it the call
+   * is answered MCPGATE_ERR_AUDIT_UNAVAILABLE instead of its result, and the record is kept and written once the
+   * store takes it again.
+   */
+  maxWaitMs: integer(z.number().int().min(1).max(600_000)).default(5000),
   /** Store the (redacted) arguments themselves, not only their hash. */
   captureArguments: z.boolean().default(false),
   /** This instance's chain id; default a fresh id per process start (each instance writes its own chain). */

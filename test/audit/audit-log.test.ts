@@ -217,6 +217,65 @@ describe('AuditLog: durability', () => {
     await log.close();
   });
 
+  for (const [what, stall] of [
+    ['fails every write', (store: InstrumentedStore) => (store.failNext = 1_000_000)],
+    ['hangs', (store: InstrumentedStore) => store.hold()],
+  ] as const) {
+    it(`sync: while the store ${what}, appends reject AUDIT_UNAVAILABLE after maxWaitMs; the records are kept and written, in order, once it is back`, async () => {
+      const { store, raw, logger, lines } = await fixture();
+      const log = new AuditLog({ store, logger, chainId: `late-${what.length}`, flushMs: 0, maxWaitMs: 150, retry: { initialMs: 5, maxMs: 20 } });
+      await log.ready();
+      // The log's own timers do not keep a process alive (a gateway's listener does): a held store alone would not.
+      const alive = setInterval(() => undefined, 1000);
+      cleanups.push(async () => clearInterval(alive));
+      stall(store);
+      const started = performance.now();
+      const first = await Promise.allSettled([log.append(call(1)), log.append(call(2))]);
+      const waited = performance.now() - started;
+      assert.ok(waited >= 140 && waited < 2000, `waited ${waited} ms`);
+      for (const outcome of first) {
+        assert.equal(outcome.status, 'rejected');
+        assert.ok(GatewayError.is(outcome.reason) && outcome.reason.code === 'MCPGATE_ERR_AUDIT_UNAVAILABLE' && /maxWaitMs/.test(outcome.reason.message));
+      }
+      // A later call gets its own whole wait, not the first batch's verdict.
+      const third = performance.now();
+      await assert.rejects(log.append(call(3)), (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_AUDIT_UNAVAILABLE');
+      assert.ok(performance.now() - third >= 140, 'the third append waited its own maxWaitMs');
+      assert.equal(log.failure, undefined, 'late is not failed: the log still takes records');
+      assert.equal(log.pending, 3);
+      assert.ok(lines().some((line) => line.msg === 'audit records not durable in time: their calls are answered with AUDIT_UNAVAILABLE; the records are kept'));
+
+      // The store is back: everything queued is written, in order, and the next append is durable at once.
+      store.failNext = 0;
+      store.release();
+      assert.equal((await log.append(call(4))).seq, 4);
+      await log.flush();
+      assert.deepEqual((await raw.listAuditRecords({ chainId: log.chainId, order: 'chain', limit: 10 })).map((row) => row.tool), ['tool_1', 'tool_2', 'tool_3', 'tool_4']);
+      assert.equal((await verifyAudit(raw)).ok, true);
+      await log.close();
+    });
+  }
+
+  it('queue: a stalled store makes no append late (they resolve once queued) and flush waits for the real commit', async () => {
+    const { store, raw, logger } = await fixture();
+    const log = new AuditLog({ store, logger, chainId: 'late-queue', durability: 'queue', flushMs: 0, maxWaitMs: 50 });
+    await log.ready();
+    store.hold();
+    const alive = setInterval(() => undefined, 1000);
+    cleanups.push(async () => clearInterval(alive));
+    assert.equal((await log.append(call(1))).seq, 1);
+    let flushed = false;
+    const flush = log.flush().then(() => {
+      flushed = true;
+    });
+    await tick(200);
+    assert.equal(flushed, false, 'flush waits for the commit, past maxWaitMs');
+    store.release();
+    await flush;
+    assert.equal((await raw.listAuditRecords({ chainId: 'late-queue', limit: 10 })).length, 1);
+    await log.close();
+  });
+
   it('a write that committed but whose answer was lost is not written twice', async () => {
     const { store, raw, logger } = await fixture();
     const log = new AuditLog({ store, logger, chainId: 'lost', flushMs: 0, retry: { initialMs: 1, maxMs: 5 } });
