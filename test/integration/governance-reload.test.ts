@@ -17,7 +17,7 @@ import type { AuditRecordRow } from '../../src/store/store.js';
 import { createStore } from '../../src/store/create-store.js';
 import { AccessStore, TEST_KEY_SECRET, type IssuedKey } from '../fixtures/integration/access-store.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../fixtures/integration/recording-upstream.js';
-import { cleanup, connect, GATEWAY_BIN, raw, rejectsMcp, ROOT, startGateway, tempPath, textOf, waitFor, type Gateway } from './harness.js';
+import { adminStatus, cleanup, connect, GATEWAY_BIN, raw, rejectsMcp, ROOT, startGateway, tempPath, textOf, waitFor, type Gateway } from './harness.js';
 
 const ADMIN_TOKEN = randomBytes(32).toString('hex');
 
@@ -35,9 +35,7 @@ interface GovernanceStatus {
 }
 
 async function governance(): Promise<GovernanceStatus> {
-  const response = await raw(`${gateway.origin}/admin/v1/status`, { method: 'GET', headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
-  assert.equal(response.status, 200, response.body);
-  return (response.json() as unknown as { governance: GovernanceStatus }).governance;
+  return (await adminStatus<{ governance: GovernanceStatus }>(gateway.origin, ADMIN_TOKEN)).governance;
 }
 
 /** The chain's records as stored, once the table holds at least `seq` of them. */

@@ -347,6 +347,13 @@ export function raw(url: string, init: { method?: string; headers?: Record<strin
   });
 }
 
+/** `GET /admin/v1/status` with the admin token; fails the test unless it answers 200. */
+export async function adminStatus<T = Record<string, unknown>>(origin: string, adminToken: string): Promise<T> {
+  const response = await raw(`${origin}/admin/v1/status`, { method: 'GET', headers: { authorization: `Bearer ${adminToken}` } });
+  if (response.status !== 200) throw new Error(`GET /admin/v1/status answered ${response.status}: ${response.body}`);
+  return response.json() as T;
+}
+
 /** The JSON-RPC messages of an SSE body (`data:` lines of each event). */
 export function sseMessages(body: string): Array<Record<string, unknown>> {
   return body

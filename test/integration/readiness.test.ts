@@ -11,7 +11,7 @@ import { createServer } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { AccessStore, TEST_KEY_SECRET, type IssuedKey } from '../fixtures/integration/access-store.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../fixtures/integration/recording-upstream.js';
-import { cleanup, mcpHeaders, raw, rawSession, startGateway, tempPath, waitFor, type Gateway } from './harness.js';
+import { adminStatus, cleanup, mcpHeaders, raw, rawSession, startGateway, tempPath, waitFor, type Gateway } from './harness.js';
 
 const ADMIN_TOKEN = randomBytes(32).toString('hex');
 
@@ -56,11 +56,6 @@ interface Status {
   process: Record<string, number>;
 }
 
-async function adminStatus(): Promise<Status> {
-  const admin = await raw(`${gateway.origin}/admin/v1/status`, { method: 'GET', headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
-  assert.equal(admin.status, 200, admin.body);
-  return admin.json() as unknown as Status;
-}
 
 before(async () => {
   upstream = await startRecordingUpstream({ label: 'files' });
@@ -127,7 +122,7 @@ describe('readiness in production mode', () => {
   });
 
   it("GET /admin/v1/status shows governance: the audit log's chain and health, each policy set and a failed reload, the catalog", async () => {
-    const before = await adminStatus();
+    const before = await adminStatus<Status>(gateway.origin, ADMIN_TOKEN);
     const { audit, policies, catalog } = before.governance;
     assert.equal(audit.enabled, true);
     assert.match(audit.chainId ?? '', /\S/);
@@ -143,9 +138,9 @@ describe('readiness in production mode', () => {
 
     // An edit that does not parse: the old policies stay in force, and the status says why.
     writeFileSync(policyFile, 'forbid(principal, action, resource) when { resource.zone == };\n');
-    const failed = await waitFor(async () => (await adminStatus()).governance.policies[0]?.lastError, 'the failed reload to show', 10_000);
+    const failed = await waitFor(async () => (await adminStatus<Status>(gateway.origin, ADMIN_TOKEN)).governance.policies[0]?.lastError, 'the failed reload to show', 10_000);
     assert.match(failed, /guard\.cedar/);
-    assert.equal((await adminStatus()).governance.policies[0]?.policyCount, 1);
+    assert.equal((await adminStatus<Status>(gateway.origin, ADMIN_TOKEN)).governance.policies[0]?.policyCount, 1);
   });
 
   it('GET /admin/v1/status refuses a query string and other methods, like every admin read', async () => {
