@@ -202,6 +202,14 @@ export class AuditLog {
     return this.#failure;
   }
 
+  /**
+   * True while the oldest uncommitted record has outlived `maxWaitMs` (sync only): the store is down or stuck, and
+   * a call made now could not be answered with its result. Clears once the store has taken the late records.
+   */
+  get late(): boolean {
+    return this.#batches[0]?.late === true;
+  }
+
   /** Records appended and not yet committed. */
   get pending(): number {
     return this.#pending + this.#waiters.length;

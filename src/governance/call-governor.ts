@@ -75,10 +75,14 @@ export class CallGovernor {
   }
 
   /**
-   * Ingress policies. Throws the deny error of an enforce set; returns the ids of advisory sets that would have
-   * denied, for the record.
+   * Ingress: refuses every call while the audit log is late (decision 0009), then the policies. Throws
+   * AUDIT_UNAVAILABLE or the deny error of an enforce set; returns the ids of advisory sets that would have denied,
+   * for the record.
    */
   ingress(facts: CallFacts & { readonly server: string }): readonly string[] {
+    // A call that reached the upstream now would have its answer withheld after maxWaitMs anyway (its record
+    // cannot become durable), and the upstream's side effect would stand: refuse it before it leaves.
+    if (this.#audit?.late === true) throw auditLateError(this.#audit.chainId);
     const outcome = this.#evaluate(facts, 'ingress', undefined);
     if (outcome === undefined) return [];
     if (outcome.decision === 'deny') throw policyDeniedError(outcome, 'ingress');
@@ -243,6 +247,14 @@ export function principalFields(caller: Caller): AuditPrincipal & { readonly key
   };
 }
 
+function auditLateError(chainId: string): GatewayError {
+  return new GatewayError(
+    'MCPGATE_ERR_AUDIT_UNAVAILABLE',
+    'the audit store has not taken records for audit.maxWaitMs: calls are refused before they reach an upstream until it does',
+    { data: { chainId } },
+  );
+}
+
 /** A record's reason for a refusal: the stable code, then the message. */
 function errorReason(error: GatewayError): string {
   return `${error.code}: ${error.message}`;
@@ -278,6 +290,8 @@ function describe(end: CallEnd, advisory: readonly string[]): { decision: AuditD
       if (code === 'MCPGATE_ERR_POLICY_DENIED' || code === 'MCPGATE_ERR_RESULT_SECRET') {
         return { decision: 'deny', reason: errorReason(end.error as GatewayError) };
       }
+      // Refused at ingress while the audit log was late: the gateway's own refusal, not an upstream's error.
+      if (code === 'MCPGATE_ERR_AUDIT_UNAVAILABLE') return { decision: 'refused', reason: errorReason(end.error as GatewayError) };
       const message = end.error instanceof Error ? end.error.message : String(end.error);
       return { decision: 'error', reason: code === undefined ? message : `${code}: ${message}` };
     }

@@ -304,6 +304,8 @@ export class Router {
     const started = performance.now();
     let advisory: readonly string[] = [];
     let response: JsonRpcResponse;
+    /** Set once the terminal record is being written: a failure of that write must not write a second one. */
+    let recording = false;
     try {
       advisory = governance.ingress(facts);
       const upstream = await this.forward(request, facts.server, params, context, signal);
@@ -311,9 +313,10 @@ export class Router {
       response = egress.response;
       advisory = [...advisory, ...egress.advisory];
       if ('result' in response) context.session.sensitivity = governance.raisedSensitivity(context.session.sensitivity, facts.server);
+      recording = true;
       await governance.record(facts, { kind: 'answered', response, resultBytes: egress.bytes, resultHash: egress.hash }, performance.now() - started, advisory);
     } catch (error) {
-      if (GatewayError.is(error) && error.code === 'MCPGATE_ERR_AUDIT_UNAVAILABLE') throw error;
+      if (recording) throw error;
       await governance.record(facts, { kind: 'failed', error, cancelled: signal.aborted }, performance.now() - started, advisory);
       throw error;
     }

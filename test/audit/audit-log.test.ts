@@ -242,6 +242,7 @@ describe('AuditLog: durability', () => {
       await assert.rejects(log.append(call(3)), (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_AUDIT_UNAVAILABLE');
       assert.ok(performance.now() - third >= 140, 'the third append waited its own maxWaitMs');
       assert.equal(log.failure, undefined, 'late is not failed: the log still takes records');
+      assert.equal(log.late, true);
       assert.equal(log.pending, 3);
       assert.ok(lines().some((line) => line.msg === 'audit records not durable in time: their calls are answered with AUDIT_UNAVAILABLE; the records are kept'));
 
@@ -250,6 +251,7 @@ describe('AuditLog: durability', () => {
       store.release();
       assert.equal((await log.append(call(4))).seq, 4);
       await log.flush();
+      assert.equal(log.late, false);
       assert.deepEqual((await raw.listAuditRecords({ chainId: log.chainId, order: 'chain', limit: 10 })).map((row) => row.tool), ['tool_1', 'tool_2', 'tool_3', 'tool_4']);
       assert.equal((await verifyAudit(raw)).ok, true);
       await log.close();

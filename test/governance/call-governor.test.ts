@@ -9,6 +9,7 @@ import { serverSchema } from '../../src/config/schema.js';
 import { GatewayError } from '../../src/errors/gateway-error.js';
 import { CallGovernor, type CallFacts } from '../../src/governance/call-governor.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { InstrumentedStore } from '../audit/helpers.js';
 import { makeError, makeResult } from '../../src/jsonrpc/message.js';
 import { createLogger } from '../../src/observability/logger.js';
 
@@ -85,5 +86,52 @@ describe('CallGovernor: the policies\' list action', () => {
     const governor = new CallGovernor({ audit: undefined, policies: undefined, servers, logger });
     const all = ['web', 'docs', 'files'];
     assert.equal(await governor.listable(asker, all), all);
+  });
+});
+
+describe('CallGovernor: a late audit log (decision 0009)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'mcpgate-late-audit-'));
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('refuses calls at ingress while the store has not taken records for maxWaitMs, records them as refused, and serves again once it has', async () => {
+    const raw = new SqliteStore({ path: join(dir, 'late.db') });
+    await raw.migrate();
+    const store = new InstrumentedStore(raw);
+    const audit = new AuditLog({ store, logger, chainId: 'late', flushMs: 0, maxWaitMs: 100 });
+    await audit.ready();
+    const governor = new CallGovernor({ audit, policies: undefined, servers: {}, logger });
+    const call = { ...facts('s1'), server: 'up' };
+    const alive = setInterval(() => undefined, 1000);
+    try {
+      assert.deepEqual(governor.ingress(call), []);
+      store.hold();
+      // A call answered while the store hangs: its answer is withheld after maxWaitMs.
+      await assert.rejects(governor.record(call, { kind: 'answered', response: makeResult(1, { content: [] }) }, 1, []), (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_AUDIT_UNAVAILABLE');
+      // From now on calls do not reach an upstream; each refusal is still recorded.
+      let refusal: unknown;
+      try {
+        governor.ingress(call);
+      } catch (error) {
+        refusal = error;
+      }
+      assert.ok(GatewayError.is(refusal) && refusal.code === 'MCPGATE_ERR_AUDIT_UNAVAILABLE' && /before they reach an upstream/.test(refusal.message), String(refusal));
+      const recorded = governor.record(call, { kind: 'failed', error: refusal, cancelled: false }, 0, []);
+      store.release();
+      await recorded;
+      await audit.flush();
+      assert.deepEqual(governor.ingress(call), [], 'served again once the store took the late records');
+      const rows = await raw.listAuditRecords({ chainId: 'late', order: 'chain', limit: 10 });
+      assert.deepEqual(
+        rows.map((row) => [row.decision, row.reason?.split(':')[0]]),
+        [
+          ['allow', undefined],
+          ['refused', 'MCPGATE_ERR_AUDIT_UNAVAILABLE'],
+        ],
+      );
+    } finally {
+      clearInterval(alive);
+      await audit.close();
+      await raw.close();
+    }
   });
 });

@@ -1,0 +1,117 @@
+/**
+ * The audit store stuck under a running gateway (decision 0009): a real production-mode gateway on the real
+ * PostgreSQL, whose `audit_records` table a test transaction locks, so that the gateway's INSERTs hang. A call in
+ * flight is answered MCPGATE_ERR_AUDIT_UNAVAILABLE after `audit.maxWaitMs` instead of its result; calls after it
+ * are refused before they reach the upstream; once the lock is gone every record lands, in order, in a chain
+ * `mcpgate audit verify` accepts, and calls are served again.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { promisify } from 'node:util';
+import { after, before, describe, it } from 'node:test';
+import pg from 'pg';
+import { createStore } from '../../src/store/create-store.js';
+import { AccessStore, TEST_KEY_SECRET, type IssuedKey } from '../fixtures/integration/access-store.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../fixtures/integration/recording-upstream.js';
+import { PG_SERVER, ThrowawayDatabases } from '../fixtures/postgres.js';
+import { adminStatus, cleanup, connect, GATEWAY_BIN, raw, rejectsMcp, ROOT, startGateway, textOf, waitFor, type Gateway } from './harness.js';
+
+const ADMIN_TOKEN = randomBytes(32).toString('hex');
+const MAX_WAIT_MS = 400;
+
+const databases = new ThrowawayDatabases('mcpgate_audit_outage');
+let url: string;
+let access: AccessStore;
+let alice: IssuedKey;
+let files: RecordingUpstream;
+let gateway: Gateway;
+
+interface Status {
+  governance: { audit: { lastSeq: number; pending: number; failure?: unknown } };
+}
+
+before(async () => {
+  url = `${PG_SERVER}/${await databases.create()}`;
+  access = await AccessStore.open(url);
+  await access.org('acme');
+  alice = await access.key({ org: 'acme', name: 'alice' });
+  files = await startRecordingUpstream({ label: 'files', tools: ['write'] });
+  gateway = await startGateway({
+    gateway: {
+      mode: 'production',
+      store: url,
+      auth: { mode: 'apiKey', keySecret: TEST_KEY_SECRET },
+      admin: { token: ADMIN_TOKEN },
+      audit: { durability: 'sync', maxWaitMs: MAX_WAIT_MS },
+      // A PostgreSQL store needs a shared receipt key; receipts are not what this test is about.
+      receipts: { enabled: false },
+    },
+    servers: { files: { transport: 'http', url: files.url } },
+  });
+});
+
+after(async () => {
+  await cleanup();
+  await access.close();
+  await files.close();
+  await databases.dropAll();
+});
+
+describe('a stuck audit store under a running gateway', () => {
+  it('withholds answers after maxWaitMs, refuses new calls before the upstream, and loses no record', async () => {
+    const client = await connect(gateway.url, { headers: { authorization: `Bearer ${alice.key}` } });
+    assert.equal(textOf(await client.callTool({ name: 'files__write', arguments: { n: 1 } })), 'files:write');
+
+    const locker = new pg.Client({ connectionString: url });
+    await locker.connect();
+    await locker.query('BEGIN');
+    await locker.query('LOCK TABLE audit_records IN ACCESS EXCLUSIVE MODE');
+    try {
+      // In flight when the store stops taking records: the upstream acts, the answer is withheld.
+      const reached = files.requests();
+      const started = performance.now();
+      const withheld = await rejectsMcp(client.callTool({ name: 'files__write', arguments: { n: 2 } }));
+      assert.match(withheld.message, new RegExp(`not durable within ${MAX_WAIT_MS} ms`));
+      assert.ok(performance.now() - started >= MAX_WAIT_MS - 50, 'answered only once maxWaitMs had passed');
+      assert.ok(files.requests() > reached, 'that call did reach the upstream');
+
+      // Now late: a new call never leaves the gateway.
+      const before = files.requests();
+      const refused = await rejectsMcp(client.callTool({ name: 'files__write', arguments: { n: 3 } }));
+      assert.match(refused.message, /audit/);
+      assert.equal(files.requests(), before, 'the refused call did not reach the upstream');
+
+      // Late is not failed: the instance heals by itself, so it stays in the load balancer.
+      const ready = await raw(`${gateway.origin}/readyz`, { method: 'GET' });
+      assert.equal(ready.status, 200);
+      const status = await adminStatus<Status>(gateway.origin, ADMIN_TOKEN);
+      assert.equal(status.governance.audit.failure, undefined);
+      assert.ok(status.governance.audit.pending >= 2, `pending ${status.governance.audit.pending}`);
+    } finally {
+      await locker.query('ROLLBACK');
+      await locker.end();
+    }
+
+    await waitFor(async () => (await adminStatus<Status>(gateway.origin, ADMIN_TOKEN)).governance.audit.pending === 0, 'the late records written', 10_000);
+    assert.equal(textOf(await client.callTool({ name: 'files__write', arguments: { n: 4 } })), 'files:write');
+
+    const store = await createStore(url);
+    try {
+      const rows = (await store.listAuditRecords({ order: 'chain', limit: 100 })).filter((row) => row.kind === 'call');
+      assert.deepEqual(
+        rows.map((row) => [row.decision, row.reason?.split(':')[0]]),
+        [
+          ['allow', undefined],
+          ['allow', undefined],
+          ['refused', 'MCPGATE_ERR_AUDIT_UNAVAILABLE'],
+          ['allow', undefined],
+        ],
+      );
+    } finally {
+      await store.close();
+    }
+    const verified = await promisify(execFile)(process.execPath, [GATEWAY_BIN, 'audit', 'verify', '-c', gateway.configFile], { cwd: ROOT });
+    assert.match(verified.stdout, /ok|verified/i);
+  });
+});
