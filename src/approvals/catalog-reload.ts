@@ -63,6 +63,9 @@ export class CatalogReloader {
           onError: (dir, error) => this.#logger.warn({ dir, err: error.message }, 'catalog directory can no longer be watched; approvals are not reloaded until restart'),
         })
       : undefined;
+    // A change between the guard's first read and the watch's start raised no event: one reread now catches it
+    // (the same approvals are a no-op).
+    if (this.#watch !== undefined) void this.reload();
   }
 
   status(): CatalogFileStatus {

@@ -84,6 +84,22 @@ describe('CatalogReloader', () => {
     });
   }
 
+  it('watching, rereads once at start: a change made after the guard read the file and before the watch began is not missed', async () => {
+    const file = join(mkdtempSync(join(root, 'case-')), 'catalog.json');
+    await writeCatalog(file, approvals(addNote, deleteAll));
+    // The guard holds what the file said a moment earlier.
+    const guard = new CatalogGuard({ mode: 'pinned', approvals: approvals(addNote) });
+    const events: CatalogReloadEvent[] = [];
+    const reloader = new CatalogReloader(guard, { file, watch: true, debounceMs: 20, logger: { info: () => undefined, warn: () => undefined }, onReload: (event) => events.push(event) });
+    try {
+      for (let waited = 0; events.length === 0 && waited < 3000; waited += 20) await sleep(20);
+      assert.deepEqual(events.map((event) => event.ok), [true]);
+      assert.equal(guard.check('notes', deleteAll), 'ok');
+    } finally {
+      reloader.close();
+    }
+  });
+
   it('watching, picks up `mcpgate catalog approve`-style writes (a file renamed over the old one) by itself', async () => {
     const { file, guard, reloader, events } = await setup(true);
     try {
