@@ -216,11 +216,11 @@ export class AuditLog {
   }
 
   /**
-   * Chains one record. `sync`: resolves once the transaction holding it committed. `queue`: once it has a
-   * place in the chain; waits while `maxQueue` records are uncommitted. Rejects with STORE_INVALID for a
-   * malformed input (a caller bug) and AUDIT_UNAVAILABLE once the log is closed or failed.
+   * Chains one record. `sync`: resolves once the transaction holding it committed. `queue`, or `placed` set:
+   * once it has a place in the chain; waits while `maxQueue` records are uncommitted. Rejects with STORE_INVALID
+   * for a malformed input (a caller bug) and AUDIT_UNAVAILABLE once the log is closed or failed.
    */
-  async append(input: AuditInput): Promise<StoredAuditRecord> {
+  async append(input: AuditInput, options?: { readonly placed?: boolean }): Promise<StoredAuditRecord> {
     if (this.#failure !== undefined) throw this.#failure;
     if (this.#closing) throw new GatewayError('MCPGATE_ERR_AUDIT_UNAVAILABLE', 'the audit log is closed');
     const prepared = prepareRecord(input, { captureArguments: this.#captureArguments, now: this.#now });
@@ -231,7 +231,7 @@ export class AuditLog {
       this.#waiters.push(waiter);
       placed = await waiter.placed.promise;
     }
-    if (this.durability === 'sync') await placed.batch.done.promise;
+    if (this.durability === 'sync' && options?.placed !== true) await placed.batch.done.promise;
     return placed.record;
   }
 

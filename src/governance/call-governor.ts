@@ -157,7 +157,10 @@ export class CallGovernor {
 
   /**
    * Writes the call's one terminal record and, in `sync` durability, resolves only once it is durable. An audit
-   * failure is the call's failure: an answer whose record could be lost is never sent.
+   * failure is the call's failure: an answer whose record could be lost is never sent. The one exception is the
+   * refusal of {@link ingress} while the audit log is late: its record could not become durable in time either,
+   * and waiting would change nothing but how long the client waits for the same error, so it resolves once the
+   * record has its place in the chain.
    */
   async record(facts: CallFacts, end: CallEnd, latencyMs: number, advisory: readonly string[]): Promise<void> {
     if (this.#audit === undefined) {
@@ -178,7 +181,7 @@ export class CallGovernor {
         ? { resultHash: end.resultHash, resultBytes: end.resultBytes ?? 0 }
         : {}),
     };
-    await this.#audit.append(input);
+    await this.#audit.append(input, end.kind === 'failed' && codeOf(end.error) === 'MCPGATE_ERR_AUDIT_UNAVAILABLE' ? { placed: true } : undefined);
   }
 
   /** Calls and denials of a session so far when counting without an audit log (`countSessions`); undefined otherwise. */

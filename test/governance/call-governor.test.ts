@@ -115,9 +115,10 @@ describe('CallGovernor: a late audit log (decision 0009)', () => {
         refusal = error;
       }
       assert.ok(GatewayError.is(refusal) && refusal.code === 'MCPGATE_ERR_AUDIT_UNAVAILABLE' && /before they reach an upstream/.test(refusal.message), String(refusal));
-      const recorded = governor.record(call, { kind: 'failed', error: refusal, cancelled: false }, 0, []);
+      // Its answer does not wait out maxWaitMs for a record that cannot be durable in time: it leaves once placed.
+      await governor.record(call, { kind: 'failed', error: refusal, cancelled: false }, 0, []);
+      assert.equal(audit.pending, 2, 'the refusal is queued behind the late record');
       store.release();
-      await recorded;
       await audit.flush();
       assert.deepEqual(governor.ingress(call), [], 'served again once the store took the late records');
       const rows = await raw.listAuditRecords({ chainId: 'late', order: 'chain', limit: 10 });
