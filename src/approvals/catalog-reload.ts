@@ -74,8 +74,9 @@ export class CatalogReloader {
 
   /** Rereads the file now; resolves once the approvals it holds are in force, or it was refused. Never rejects. */
   reload(): Promise<void> {
-    // One at a time: two reads racing a rename could otherwise apply the older file last.
-    this.#queue = this.#queue.then(() => this.#reloadOnce());
+    // One at a time: two reads racing a rename could otherwise apply the older file last. Whatever goes wrong is
+    // this attempt's refusal, never a rejection that would stop the queue (or the process, from a file event).
+    this.#queue = this.#queue.then(() => this.#reloadOnce()).catch((error: unknown) => this.#refuse(error instanceof Error ? error.message : String(error)));
     return this.#queue;
   }
 
@@ -102,12 +103,21 @@ export class CatalogReloader {
     this.#guard.reload(approvals);
     this.#loadedAt = this.#now();
     this.#logger.info({ file: this.#file, snapshotHash }, 'catalog approvals reloaded');
-    this.#onReload?.({ ok: true, snapshotHash });
+    this.#report({ ok: true, snapshotHash });
   }
 
   #refuse(error: string): void {
     this.#lastError = error;
     this.#logger.warn({ file: this.#file, err: error }, 'catalog approvals not reloaded: the approvals in force stay');
-    this.#onReload?.({ ok: false, snapshotHash: this.#guard.snapshotHash, error });
+    this.#report({ ok: false, snapshotHash: this.#guard.snapshotHash, error });
+  }
+
+  /** A throwing handler is logged: the approvals in force are what they are whatever it does. */
+  #report(event: CatalogReloadEvent): void {
+    try {
+      this.#onReload?.(event);
+    } catch (error) {
+      this.#logger.warn({ file: this.#file, err: error instanceof Error ? error.message : String(error) }, 'catalog reload handler failed');
+    }
   }
 }

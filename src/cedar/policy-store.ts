@@ -294,7 +294,7 @@ export class CedarPolicies {
     entry.lastError = undefined;
     for (const warning of parsed.warnings) this.#logger.warn({ set: id }, warning);
     this.#logger.info({ set: id, policies: parsed.policies.length, policyHash: this.#snapshot.hash }, 'policy set reloaded');
-    this.#onReload?.({ set: id, ok: true, policyHash: this.#snapshot.hash });
+    this.#report({ set: id, ok: true, policyHash: this.#snapshot.hash });
   }
 
   #fail(entry: LoadedSet, error: unknown): void {
@@ -303,7 +303,19 @@ export class CedarPolicies {
     const set = entry.parsed.config.id;
     const data = GatewayError.is(error) ? (error.data ?? {}) : {};
     this.#logger.warn({ ...data, set, err: message }, 'policy set not reloaded: the previous version stays in force');
-    this.#onReload?.({ set, ok: false, policyHash: this.#snapshot.hash, error: message });
+    this.#report({ set, ok: false, policyHash: this.#snapshot.hash, error: message });
+  }
+
+  /**
+   * A throwing handler is logged: reloads run from file events, where a rejection would end the process, and the
+   * policies in force are what they are whatever the handler does.
+   */
+  #report(event: PolicyReloadEvent): void {
+    try {
+      this.#onReload?.(event);
+    } catch (error) {
+      this.#logger.warn({ set: event.set, err: error instanceof Error ? error.message : String(error) }, 'policy reload handler failed');
+    }
   }
 
   /** Preparses the current sets into cedar-wasm, one policy set per action. Throws if Cedar refuses them. */

@@ -51,6 +51,28 @@ describe('CatalogReloader', () => {
     assert.equal(reloader.status().lastError, undefined);
   });
 
+  it('a handler that throws is logged; the new approvals stay in force and later reloads still run', async () => {
+    const file = join(mkdtempSync(join(root, 'case-')), 'catalog.json');
+    await writeCatalog(file, approvals(addNote));
+    const guard = new CatalogGuard({ mode: 'pinned', approvals: approvals(addNote) });
+    const warnings: string[] = [];
+    const reloader = new CatalogReloader(guard, {
+      file,
+      watch: false,
+      logger: { info: () => undefined, warn: (...args: unknown[]) => void warnings.push(String(args[1])) },
+      onReload: () => {
+        throw new Error('handler broke');
+      },
+    });
+    await writeCatalog(file, approvals(addNote, deleteAll));
+    await reloader.reload();
+    assert.equal(guard.check('notes', deleteAll), 'ok');
+    assert.deepEqual(warnings, ['catalog reload handler failed']);
+    await writeCatalog(file, approvals(addNote));
+    await reloader.reload();
+    assert.equal(guard.check('notes', deleteAll), 'quarantined', 'the queue still runs');
+  });
+
   it('the same approvals rewritten (another key order, whitespace) change nothing and are not reported', async () => {
     const { file, guard, reloader, events } = await setup();
     writeFileSync(file, JSON.stringify(approvals(addNote), null, 8));

@@ -108,6 +108,26 @@ describe('CedarPolicies: hot reload', () => {
     assert.equal(deniesTool(policies, 'kept'), true);
   });
 
+  it('a reload handler that throws is logged, and reloads from file events go on (no unhandled rejection)', async () => {
+    const name = dir.write('throwing.cedar', forbidTool('alpha'));
+    const logger = new CaptureLogger();
+    const policies = await CedarPolicies.load({
+      sets: [set('throwing', [name])],
+      baseDir: dir.path,
+      watch: true,
+      logger,
+      onReload: () => {
+        throw new Error('handler broke');
+      },
+    });
+    open.push(policies);
+    writeFileSync(join(dir.path, 'throwing.cedar'), forbidTool('beta'));
+    await waitFor(() => deniesTool(policies, 'beta'), 3000, 'the first edit');
+    writeFileSync(join(dir.path, 'throwing.cedar'), forbidTool('gamma'));
+    await waitFor(() => deniesTool(policies, 'gamma'), 3000, 'the second edit, after a handler that threw');
+    assert.ok(logger.lines.filter((line) => line.message === 'policy reload handler failed').length >= 2);
+  });
+
   it('reloads on demand and ignores unchanged files; close stops watching', async () => {
     const { policies, events } = await watched({ 'manual.cedar': forbidTool('m1') }, 'manual');
     const hash = policies.policyHash;
