@@ -60,7 +60,7 @@ export class CatalogReloader {
       ? watchFiles([[options.file, 'catalog']], {
           debounceMs: options.debounceMs ?? 100,
           onChange: () => void this.reload(),
-          onError: (dir, error) => this.#logger.warn({ dir, err: error.message }, 'catalog directory can no longer be watched; approvals are not reloaded until restart'),
+          onError: (dir, error) => this.#logger.warn({ dir, err: error.message }, 'catalog directory cannot be watched; approvals written there are applied at the next restart'),
         })
       : undefined;
     // A change between the guard's first read and the watch's start raised no event: one reread now catches it

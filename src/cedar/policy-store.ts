@@ -248,7 +248,7 @@ export class CedarPolicies {
     this.#watcher = watchFiles(files, {
       debounceMs: this.#debounceMs,
       onChange: (set) => void this.#enqueue([set]),
-      onError: (dir, error) => this.#logger.warn({ dir, err: error.message }, 'policy directory can no longer be watched; changes there are not applied until restart'),
+      onError: (dir, error) => this.#logger.warn({ dir, err: error.message }, 'policy directory cannot be watched; changes there are applied at the next restart'),
     });
     // A change between the first read and the watch's start raised no event: one reread now catches it (an
     // unchanged text is a no-op).

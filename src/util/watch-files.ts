@@ -9,7 +9,7 @@ export interface FileWatchOptions<K> {
   readonly debounceMs: number;
   /** Called after a burst of events in a directory, for every key one of whose files there changed. */
   readonly onChange: (key: K) => void;
-  /** The directory can no longer be watched (removed, or out of watches): changes there are no longer seen. */
+  /** A directory cannot be watched (missing, removed, out of watches): changes there are not seen. Never throws. */
   readonly onError: (dir: string, error: Error) => void;
 }
 
@@ -67,9 +67,16 @@ export function watchFiles<K>(files: readonly (readonly [file: string, key: K])[
     timers.set(key, { timer, firstAt: pending?.firstAt ?? now });
   };
   for (const [dir, keys] of byDir) {
-    const watcher = watch(dir, { persistent: false }, () => {
-      for (const key of keys) schedule(key);
-    });
+    let watcher: FSWatcher;
+    try {
+      watcher = watch(dir, { persistent: false }, () => {
+        for (const key of keys) schedule(key);
+      });
+    } catch (error) {
+      // A directory that does not exist (yet), or no watches left: the caller says what is not seen, nothing fails.
+      options.onError(dir, error instanceof Error ? error : new Error(String(error)));
+      continue;
+    }
     watcher.on('error', (error) => options.onError(dir, error));
     watchers.push(watcher);
   }

@@ -168,6 +168,19 @@ describe('governance changes in a running gateway', () => {
     assert.match(policy[1]?.reason ?? '', /policy set guard not reloaded \(.*reload\.cedar.*\); policy hash [0-9a-f]{64} stays in force/s);
   });
 
+  it('observe mode with an approvals file in a directory that does not exist yet starts, and says it cannot watch it', async () => {
+    const missing = tempPath('no-such-dir/catalog.json');
+    const observer = await startGateway({ gateway: { catalog: { mode: 'observe', file: missing } }, servers: { files: { transport: 'http', url: files.url } } }, { name: 'observe' });
+    try {
+      const warning = observer.logLines().find((line) => line.msg === 'catalog directory cannot be watched; approvals written there are applied at the next restart');
+      assert.ok(warning !== undefined, observer.stderrText());
+      const client = await connect(observer.url);
+      assert.deepEqual((await client.listTools()).tools.map((tool) => tool.name).sort(), ['files__delete', 'files__list']);
+    } finally {
+      await observer.stop();
+    }
+  });
+
   it('/readyz answers 503 failed once the audit log has stopped (another writer took its next seq)', async () => {
     const ready = await raw(`${gateway.origin}/readyz`, { method: 'GET' });
     assert.deepEqual([ready.status, ready.json()], [200, { status: 'ready' }]);

@@ -76,3 +76,27 @@ describe('watchFiles', () => {
     assert.equal(changes.length, 2);
   });
 });
+
+describe('watchFiles: a directory that cannot be watched', () => {
+  it('reports a missing directory through onError and watches the others; it never throws', async () => {
+    const base = mkdtempSync(join(root, 'missing-'));
+    writeFileSync(join(base, 'here.cedar'), 'v1\n');
+    const errors: string[] = [];
+    const changes: string[] = [];
+    const watch = watchFiles(
+      [
+        [join(base, 'not-yet', 'catalog.json'), 'catalog'],
+        [join(base, 'here.cedar'), 'here'],
+      ],
+      { debounceMs: 20, onChange: (key) => changes.push(key), onError: (dir, error) => errors.push(`${dir} ${(error as NodeJS.ErrnoException).code}`) },
+    );
+    try {
+      assert.deepEqual(errors, [`${join(base, 'not-yet')} ENOENT`]);
+      writeFileSync(join(base, 'here.cedar'), 'v2, longer\n');
+      await sleep(250);
+      assert.deepEqual(changes, ['here']);
+    } finally {
+      watch.close();
+    }
+  });
+});
