@@ -1,7 +1,9 @@
 import type { Logger } from '../observability/logger.js';
 import { watchFiles, type FileWatch } from '../util/watch-files.js';
-import { catalogSnapshotHash, readCatalog } from './catalog-file.js';
+import { catalogSnapshotHash, emptyCatalog, readCatalog } from './catalog-file.js';
 import type { CatalogGuard } from './catalog-guard.js';
+
+const EMPTY_SNAPSHOT = catalogSnapshotHash(emptyCatalog());
 
 /** One reload attempt that changed the approvals in force or was refused (not one that found the same approvals). */
 export interface CatalogReloadEvent {
@@ -93,7 +95,10 @@ export class CatalogReloader {
       return;
     }
     if (approvals === undefined) {
-      this.#refuse(`approvals file ${this.#file} does not exist`);
+      // No file and no approvals in force (observe mode starts so): nothing changed. A file that held the
+      // approvals in force and is gone is another matter: they stay, and that is reported.
+      if (this.#guard.snapshotHash === EMPTY_SNAPSHOT) this.#lastError = undefined;
+      else this.#refuse(`approvals file ${this.#file} does not exist`);
       return;
     }
     const snapshotHash = catalogSnapshotHash(approvals);

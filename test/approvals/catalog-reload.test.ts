@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { approvedEntry, catalogSnapshotHash, writeCatalog, type CatalogFile } from '../../src/approvals/catalog-file.js';
+import { approvedEntry, catalogSnapshotHash, emptyCatalog, writeCatalog, type CatalogFile } from '../../src/approvals/catalog-file.js';
 import { CatalogGuard } from '../../src/approvals/catalog-guard.js';
 import { CatalogReloader, type CatalogReloadEvent } from '../../src/approvals/catalog-reload.js';
 import type { JsonObject } from '../../src/jsonrpc/message.js';
@@ -71,6 +71,19 @@ describe('CatalogReloader', () => {
     await writeCatalog(file, approvals(addNote));
     await reloader.reload();
     assert.equal(guard.check('notes', deleteAll), 'quarantined', 'the queue still runs');
+  });
+
+  it('observe mode without a file: a missing file is no change and no error, and a file that appears is applied', async () => {
+    const file = join(mkdtempSync(join(root, 'case-')), 'catalog.json');
+    const guard = new CatalogGuard({ mode: 'observe', approvals: emptyCatalog() });
+    const events: CatalogReloadEvent[] = [];
+    const reloader = new CatalogReloader(guard, { file, watch: false, logger: { info: () => undefined, warn: () => undefined }, onReload: (event) => events.push(event) });
+    await reloader.reload();
+    assert.equal(events.length, 0);
+    assert.equal(reloader.status().lastError, undefined);
+    await writeCatalog(file, approvals(addNote));
+    await reloader.reload();
+    assert.deepEqual(events.map((event) => event.ok), [true]);
   });
 
   it('the same approvals rewritten (another key order, whitespace) change nothing and are not reported', async () => {
