@@ -65,9 +65,6 @@ export class CatalogReloader {
           onError: (dir, error) => this.#logger.warn({ dir, err: error.message }, 'catalog directory cannot be watched; approvals written there are applied at the next restart'),
         })
       : undefined;
-    // A change between the guard's first read and the watch's start raised no event: one reread now catches it
-    // (the same approvals are a no-op).
-    if (this.#watch !== undefined) void this.reload();
   }
 
   status(): CatalogFileStatus {
@@ -87,13 +84,8 @@ export class CatalogReloader {
   }
 
   async #reloadOnce(): Promise<void> {
-    let approvals;
-    try {
-      approvals = await readCatalog(this.#file);
-    } catch (error) {
-      this.#refuse(error instanceof Error ? error.message : String(error));
-      return;
-    }
+    // An unreadable or invalid file throws: `reload` makes that this attempt's refusal.
+    const approvals = await readCatalog(this.#file);
     if (approvals === undefined) {
       // No file and no approvals in force (observe mode starts so): nothing changed. A file that held the
       // approvals in force and is gone is another matter: they stay, and that is reported.

@@ -250,9 +250,6 @@ export class CedarPolicies {
       onChange: (set) => void this.#enqueue([set]),
       onError: (dir, error) => this.#logger.warn({ dir, err: error.message }, 'policy directory cannot be watched; changes there are applied at the next restart'),
     });
-    // A change between the first read and the watch's start raised no event: one reread now catches it (an
-    // unchanged text is a no-op).
-    void this.reload();
   }
 
   /** Reloads run one at a time, so each builds on the state the previous one left. */

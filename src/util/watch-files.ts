@@ -7,7 +7,11 @@ export interface FileWatchOptions<K> {
    * steps); at most ten times this after the first event of a burst.
    */
   readonly debounceMs: number;
-  /** Called after a burst of events in a directory, for every key one of whose files there changed. */
+  /**
+   * Called after a burst of events in a directory, for every key one of whose files there changed; and once for
+   * every key as soon as the watch has started, since a change between the caller's read of the files and the start
+   * of the watch raised no event (the caller rereads and finds the same text, or the change).
+   */
   readonly onChange: (key: K) => void;
   /** A directory cannot be watched (missing, removed, out of watches): changes there are not seen. Never throws. */
   readonly onError: (dir: string, error: Error) => void;
@@ -35,7 +39,9 @@ export function watchFiles<K>(files: readonly (readonly [file: string, key: K])[
   for (const [file, key] of files) {
     const dir = dirname(file);
     byDir.set(dir, (byDir.get(dir) ?? new Set<K>()).add(key));
-    filesOf.set(key, [...(filesOf.get(key) ?? []), file]);
+    const list = filesOf.get(key);
+    if (list === undefined) filesOf.set(key, [file]);
+    else list.push(file);
     seen.set(file, signature(file));
   }
   const changed = (key: K): boolean => {
@@ -80,6 +86,10 @@ export function watchFiles<K>(files: readonly (readonly [file: string, key: K])[
     watcher.on('error', (error) => options.onError(dir, error));
     watchers.push(watcher);
   }
+  // After the caller has its handle: the first report may come before any event, but never inside this call.
+  queueMicrotask(() => {
+    for (const key of filesOf.keys()) if (!closed) options.onChange(key);
+  });
   return {
     close() {
       closed = true;

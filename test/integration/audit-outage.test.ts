@@ -12,10 +12,10 @@ import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { createStore } from '../../src/store/create-store.js';
-import { AccessStore, TEST_KEY_SECRET, type IssuedKey } from '../fixtures/integration/access-store.js';
+import { AccessStore, type IssuedKey } from '../fixtures/integration/access-store.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../fixtures/integration/recording-upstream.js';
 import { PG_SERVER, ThrowawayDatabases } from '../fixtures/postgres.js';
-import { adminStatus, cleanup, connect, GATEWAY_BIN, raw, rejectsMcp, ROOT, startGateway, textOf, waitFor, type Gateway } from './harness.js';
+import { adminStatus, productionGateway, cleanup, connect, GATEWAY_BIN, raw, rejectsMcp, ROOT, startGateway, textOf, waitFor, type Gateway } from './harness.js';
 
 const ADMIN_TOKEN = randomBytes(32).toString('hex');
 const MAX_WAIT_MS = 1500;
@@ -39,10 +39,7 @@ before(async () => {
   files = await startRecordingUpstream({ label: 'files', tools: ['write'] });
   gateway = await startGateway({
     gateway: {
-      mode: 'production',
-      store: url,
-      auth: { mode: 'apiKey', keySecret: TEST_KEY_SECRET },
-      admin: { token: ADMIN_TOKEN },
+      ...productionGateway(url, ADMIN_TOKEN),
       audit: { durability: 'sync', maxWaitMs: MAX_WAIT_MS },
       // A PostgreSQL store needs a shared receipt key; receipts are not what this test is about.
       receipts: { enabled: false },

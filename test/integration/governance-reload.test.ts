@@ -15,9 +15,9 @@ import Database from 'better-sqlite3';
 import { toolDefinitionHash } from '../../src/approvals/definition-hash.js';
 import type { AuditRecordRow } from '../../src/store/store.js';
 import { createStore } from '../../src/store/create-store.js';
-import { AccessStore, TEST_KEY_SECRET, type IssuedKey } from '../fixtures/integration/access-store.js';
+import { AccessStore, type IssuedKey } from '../fixtures/integration/access-store.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../fixtures/integration/recording-upstream.js';
-import { adminStatus, cleanup, connect, GATEWAY_BIN, raw, rejectsMcp, ROOT, startGateway, tempPath, textOf, waitFor, type Gateway } from './harness.js';
+import { adminStatus, productionGateway, cleanup, connect, GATEWAY_BIN, raw, rejectsMcp, ROOT, startGateway, tempPath, textOf, waitFor, type Gateway } from './harness.js';
 
 const ADMIN_TOKEN = randomBytes(32).toString('hex');
 
@@ -71,10 +71,7 @@ before(async () => {
   writeFileSync(policyFile, 'forbid(principal, action, resource) when { resource.zone == "nowhere" };\n');
   gateway = await startGateway({
     gateway: {
-      mode: 'production',
-      store: access.path,
-      auth: { mode: 'apiKey', keySecret: TEST_KEY_SECRET },
-      admin: { token: ADMIN_TOKEN },
+      ...productionGateway(access.path, ADMIN_TOKEN),
       catalog: { mode: 'pinned', file: catalogFile },
       policies: [{ id: 'guard', files: [policyFile], mode: 'enforce' }],
     },

@@ -11,6 +11,7 @@ import { McpError, type ClientCapabilities } from '@modelcontextprotocol/sdk/typ
 import { stringify } from 'yaml';
 import type { z } from 'zod';
 import type { configSchema } from '../../src/config/schema.js';
+import { TEST_KEY_SECRET } from '../fixtures/integration/access-store.js';
 import type { FixtureEvent } from '../fixtures/integration/fixture-server.js';
 
 /**
@@ -27,6 +28,14 @@ export const STDIO_FIXTURE = join(ROOT, 'dist/test/fixtures/integration/stdio-fi
 export type ConfigInput = z.input<typeof configSchema>;
 export type ServerInput = ConfigInput['servers'][string];
 export type GatewayInput = NonNullable<ConfigInput['gateway']>;
+
+/**
+ * The `gateway` section of a production-mode gateway on `store` (a path or URL an `AccessStore` provisioned),
+ * taking the store's API keys and `adminToken` for `/admin/v1`; spread the rest of a test's section after it.
+ */
+export function productionGateway(store: string, adminToken: string): GatewayInput {
+  return { mode: 'production', store, auth: { mode: 'apiKey', keySecret: TEST_KEY_SECRET }, admin: { token: adminToken } };
+}
 
 const children = new Set<ChildProcess>();
 const clients = new Set<Client>();

@@ -9,9 +9,9 @@ import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { AccessStore, TEST_KEY_SECRET, type IssuedKey } from '../fixtures/integration/access-store.js';
+import { AccessStore, type IssuedKey } from '../fixtures/integration/access-store.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../fixtures/integration/recording-upstream.js';
-import { adminStatus, cleanup, mcpHeaders, raw, rawSession, startGateway, tempPath, waitFor, type Gateway } from './harness.js';
+import { adminStatus, productionGateway, cleanup, mcpHeaders, raw, rawSession, startGateway, tempPath, waitFor, type Gateway } from './harness.js';
 
 const ADMIN_TOKEN = randomBytes(32).toString('hex');
 
@@ -67,10 +67,7 @@ before(async () => {
   writeFileSync(policyFile, 'forbid(principal, action, resource) when { resource.zone == "nowhere" };\n');
   gateway = await startGateway({
     gateway: {
-      mode: 'production',
-      store: access.path,
-      auth: { mode: 'apiKey', keySecret: TEST_KEY_SECRET },
-      admin: { token: ADMIN_TOKEN },
+      ...productionGateway(access.path, ADMIN_TOKEN),
       policies: [{ id: 'guard', files: [policyFile], mode: 'enforce' }],
     },
     servers: {

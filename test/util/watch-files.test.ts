@@ -9,8 +9,11 @@ import { watchFiles, type FileWatch } from '../../src/util/watch-files.js';
 const root = mkdtempSync(join(tmpdir(), 'mcpgate-watch-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 
-/** A directory with `names` written in it, and a watch of them under their own names as keys. */
-function setup(names: string[], debounceMs = 40): { dir: string; changes: string[]; watch: FileWatch } {
+/**
+ * A directory with `names` written in it, and a watch of them under their own names as keys; `changes` starts
+ * empty, after the report every key gets when the watch starts.
+ */
+async function setup(names: string[], debounceMs = 40): Promise<{ dir: string; changes: string[]; watch: FileWatch }> {
   const base = mkdtempSync(join(root, 'case-'));
   for (const name of names) writeFileSync(join(base, name), `${name} v1\n`);
   const changes: string[] = [];
@@ -18,12 +21,15 @@ function setup(names: string[], debounceMs = 40): { dir: string; changes: string
     names.map((name) => [join(base, name), name] as const),
     { debounceMs, onChange: (key) => changes.push(key), onError: (where, error) => assert.fail(`${where}: ${error.message}`) },
   );
+  await sleep(0);
+  assert.deepEqual(changes, names, 'every key is reported once when the watch starts');
+  changes.length = 0;
   return { dir: base, changes, watch };
 }
 
 describe('watchFiles', () => {
   it('reports an edit in place and a file renamed over the old one, once per burst, under its key only', async () => {
-    const { dir, changes, watch } = setup(['a.cedar', 'b.cedar']);
+    const { dir, changes, watch } = await setup(['a.cedar', 'b.cedar']);
     try {
       writeFileSync(join(dir, 'a.cedar'), 'a v2, longer\n');
       writeFileSync(join(dir, 'a.cedar'), 'a v3, longer still\n');
@@ -40,7 +46,7 @@ describe('watchFiles', () => {
   });
 
   it('ignores other files of a busy directory, and still looks within ten quiet periods while it stays busy', async () => {
-    const { dir, changes, watch } = setup(['catalog.json']);
+    const { dir, changes, watch } = await setup(['catalog.json']);
     try {
       // A database beside the file, written every 10 ms: never a 40 ms quiet period.
       let stop = false;
@@ -63,7 +69,7 @@ describe('watchFiles', () => {
   });
 
   it('reports a file that disappears and one that comes back; nothing after close', async () => {
-    const { dir, changes, watch } = setup(['policy.cedar']);
+    const { dir, changes, watch } = await setup(['policy.cedar']);
     rmSync(join(dir, 'policy.cedar'));
     await sleep(250);
     assert.deepEqual(changes, ['policy.cedar']);
@@ -92,9 +98,11 @@ describe('watchFiles: a directory that cannot be watched', () => {
     );
     try {
       assert.deepEqual(errors, [`${join(base, 'not-yet')} ENOENT`]);
+      await sleep(0);
+      assert.deepEqual(changes, ['catalog', 'here'], 'the start report covers the unwatched key too: its caller still rereads once');
       writeFileSync(join(base, 'here.cedar'), 'v2, longer\n');
       await sleep(250);
-      assert.deepEqual(changes, ['here']);
+      assert.deepEqual(changes, ['catalog', 'here', 'here']);
     } finally {
       watch.close();
     }
