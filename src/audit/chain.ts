@@ -17,7 +17,7 @@ import {
  * `verifyAudit` (rows from the store) and `verifyExport` (lines of a JSONL export) apply.
  */
 
-export type BrokenReason = 'hash mismatch' | 'prev-hash mismatch' | 'gap' | 'malformed row';
+export type BrokenReason = 'hash mismatch' | 'prev-hash mismatch' | 'gap' | 'malformed row' | 'untrusted checkpoint';
 
 /** The first place a chain stops verifying. */
 export interface BrokenLink {

@@ -5,14 +5,14 @@ import { canonicalJson, type AuditExportRecord } from './record.js';
 
 /** Reading the log: paging through the store, time bounds as operators write them, and the admin page. */
 
-export type AuditReader = Pick<Store, 'listAuditRecords' | 'listAuditChains'>;
+export type AuditReader = Pick<Store, 'listAuditRecords' | 'listAuditChains' | 'listAuditCheckpoints'>;
 
 const PAGE = 1000;
 
 /** Every record matching `filter` (its `limit` is the page size), page by page: memory stays bounded on any log size. */
-export async function* iterateAuditRecords(store: AuditReader, filter: Omit<AuditRecordFilter, 'limit' | 'after'> & { readonly limit?: number }): AsyncGenerator<AuditRecordRow> {
+export async function* iterateAuditRecords(store: AuditReader, filter: Omit<AuditRecordFilter, 'limit'> & { readonly limit?: number }): AsyncGenerator<AuditRecordRow> {
   const limit = filter.limit ?? PAGE;
-  let after: AuditPosition | undefined;
+  let after: AuditPosition | undefined = filter.after;
   for (;;) {
     const rows = await store.listAuditRecords({ ...filter, limit, ...(after === undefined ? {} : { after }) });
     yield* rows;

@@ -6,7 +6,7 @@ import { hash } from 'node:crypto';
  * Anyone holding an export can recompute a chain with this file's rules alone.
  */
 
-export const AUDIT_KINDS = ['call', 'list', 'auth-failure', 'drift', 'pin-mismatch', 'policy', 'catalog'] as const;
+export const AUDIT_KINDS = ['call', 'list', 'auth-failure', 'drift', 'pin-mismatch', 'policy', 'catalog', 'retention'] as const;
 export type AuditKind = (typeof AUDIT_KINDS)[number];
 
 export const AUDIT_DECISIONS = ['allow', 'deny', 'advisory-deny', 'error', 'cancelled', 'timeout', 'drift', 'refused'] as const;

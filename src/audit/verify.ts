@@ -1,11 +1,13 @@
+import type { AuditCheckpointRow } from '../store/store.js';
 import { checkBody, checkLink, readRow, type BrokenLink, type ChainPosition } from './chain.js';
+import { checkpointProblem, type StatementVerifier } from './checkpoint.js';
 import { iterateAuditRecords, type AuditReader } from './query.js';
 import type { AuditExportRecord, AuditRecordBody } from './record.js';
 
 /**
  * Offline verification of the hash chains (issue 7 §1, "`mcpgate audit verify` recomputes the chain and
- * reports the first broken link"): from the store, every chain from seq 1; from a JSONL export, the
- * continuity of each chain it holds.
+ * reports the first broken link"): from the store, every chain from seq 1, or from its signed checkpoint where
+ * retention pruned it; from a JSONL export, the continuity of each chain it holds.
  */
 
 export interface ChainVerification {
@@ -16,6 +18,8 @@ export interface ChainVerification {
   readonly firstBroken?: BrokenLink;
   /** The last record that verified (absent when none did). */
   readonly last?: ChainPosition;
+  /** Where a pruned chain starts: its walk began after this record. */
+  readonly checkpoint?: Pick<AuditCheckpointRow, 'seq' | 'hash' | 'prunedRecords' | 'prunedAt'>;
 }
 
 export interface AuditVerification {
@@ -24,42 +28,79 @@ export interface AuditVerification {
 }
 
 /**
- * Recomputes every chain (or `chainId` alone) from seq 1 and reports, per chain, the first broken link: a
- * record altered (`hash mismatch`), a record whose link to the previous one was altered (`prev-hash
- * mismatch`), a missing seq (`gap`, naming the first missing seq) or a row that cannot be read as a record
- * (`malformed row`). A chain cut short at its end cannot be told from a shorter one here: a session receipt's
- * last hash is what proves the tail.
+ * Recomputes every chain (or `chainId` alone) and reports, per chain, the first broken link: a record altered
+ * (`hash mismatch`), a record whose link to the previous one was altered (`prev-hash mismatch`), a missing seq
+ * (`gap`, naming the first missing seq) or a row that cannot be read as a record (`malformed row`). A chain
+ * starts at seq 1, or right after its checkpoint when retention pruned it; a checkpoint whose signature does
+ * not verify under `verifier` (or with no verifier) is an `untrusted checkpoint`, since anyone able to delete
+ * rows could otherwise write one. A chain cut short at its end cannot be told from a shorter one here: a session
+ * receipt's last hash is what proves the tail.
  */
-export async function verifyAudit(store: AuditReader, options: { readonly chainId?: string; readonly pageSize?: number } = {}): Promise<AuditVerification> {
-  const summaries = await store.listAuditChains(options.chainId === undefined ? {} : { chainId: options.chainId });
+export async function verifyAudit(
+  store: AuditReader,
+  options: { readonly chainId?: string; readonly pageSize?: number; readonly verifier?: StatementVerifier } = {},
+): Promise<AuditVerification> {
+  const filter = options.chainId === undefined ? {} : { chainId: options.chainId };
+  const [summaries, checkpoints] = await Promise.all([store.listAuditChains(filter), store.listAuditCheckpoints(filter)]);
+  const counts = new Map(summaries.map((summary) => [summary.chainId, summary.count]));
+  const anchors = new Map(checkpoints.map((checkpoint) => [checkpoint.chainId, checkpoint]));
+  const ids = [...new Set([...counts.keys(), ...anchors.keys()])].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
   const chains: ChainVerification[] = [];
-  for (const summary of summaries) {
-    let previous: ChainPosition | undefined;
-    let firstBroken: BrokenLink | undefined;
-    const rows = iterateAuditRecords(store, { chainId: summary.chainId, order: 'chain', ...(options.pageSize === undefined ? {} : { limit: options.pageSize }) });
-    for await (const row of rows) {
-      const reading = readRow(row);
-      if ('malformed' in reading) {
-        const seq = Number.isSafeInteger(row.seq) ? row.seq : (previous?.seq ?? 0) + 1;
-        firstBroken = { seq, reason: 'malformed row', detail: reading.malformed };
-      } else {
-        firstBroken = checkLink(previous, reading.body, reading.hash, true);
-        previous = firstBroken === undefined ? { seq: reading.body.seq, hash: reading.hash } : previous;
-      }
-      if (firstBroken !== undefined) {
-        await rows.return(undefined);
-        break;
-      }
-    }
+  for (const chainId of ids) {
+    const checkpoint = anchors.get(chainId);
+    const walk = await walkChain(store, chainId, checkpoint, options);
     chains.push({
-      chainId: summary.chainId,
-      records: summary.count,
-      ok: firstBroken === undefined,
-      ...(firstBroken === undefined ? {} : { firstBroken }),
-      ...(previous === undefined ? {} : { last: previous }),
+      chainId,
+      records: counts.get(chainId) ?? 0,
+      ok: walk.firstBroken === undefined,
+      ...walk,
+      ...(checkpoint === undefined ? {} : { checkpoint: { seq: checkpoint.seq, hash: checkpoint.hash, prunedRecords: checkpoint.prunedRecords, prunedAt: checkpoint.prunedAt } }),
     });
   }
   return { ok: chains.every((chain) => chain.ok), chains };
+}
+
+async function walkChain(
+  store: AuditReader,
+  chainId: string,
+  checkpoint: AuditCheckpointRow | undefined,
+  options: { readonly pageSize?: number; readonly verifier?: StatementVerifier },
+): Promise<{ firstBroken?: BrokenLink; last?: ChainPosition }> {
+  if (checkpoint !== undefined) {
+    const problem = checkpointProblem(checkpoint, options.verifier);
+    if (problem !== undefined) return { firstBroken: { seq: checkpoint.seq, reason: 'untrusted checkpoint', detail: `the checkpoint at seq ${checkpoint.seq} is not trusted: ${problem}` } };
+  }
+  let previous: ChainPosition | undefined = checkpoint === undefined ? undefined : { seq: checkpoint.seq, hash: checkpoint.hash };
+  let walked = 0;
+  let firstBroken: BrokenLink | undefined;
+  // Rows at or below the checkpoint were pruned already (or came back with a replayed journal): not walked.
+  const rows = iterateAuditRecords(store, {
+    chainId,
+    order: 'chain',
+    ...(checkpoint === undefined ? {} : { after: { chainId, seq: checkpoint.seq } }),
+    ...(options.pageSize === undefined ? {} : { limit: options.pageSize }),
+  });
+  for await (const row of rows) {
+    walked += 1;
+    const reading = readRow(row);
+    if ('malformed' in reading) {
+      const seq = Number.isSafeInteger(row.seq) ? row.seq : (previous?.seq ?? 0) + 1;
+      firstBroken = { seq, reason: 'malformed row', detail: reading.malformed };
+    } else {
+      firstBroken = checkLink(previous, reading.body, reading.hash, true);
+      previous = firstBroken === undefined ? { seq: reading.body.seq, hash: reading.hash } : previous;
+    }
+    if (firstBroken !== undefined) {
+      await rows.return(undefined);
+      break;
+    }
+  }
+  // Retention never prunes a chain's newest record: a checkpoint with nothing after it lost its records.
+  if (checkpoint !== undefined && walked === 0) {
+    firstBroken = { seq: checkpoint.seq + 1, reason: 'gap', detail: `seq ${checkpoint.seq + 1} and every record after the checkpoint are missing` };
+  }
+  const last = previous !== undefined && (checkpoint === undefined || previous.seq > checkpoint.seq) ? previous : undefined;
+  return { ...(firstBroken === undefined ? {} : { firstBroken }), ...(last === undefined ? {} : { last }) };
 }
 
 export interface ExportChainVerification extends ChainVerification {

@@ -1,8 +1,14 @@
 import { once } from 'node:events';
 import type { Command } from 'commander';
+import { readFile } from 'node:fs/promises';
+import type { StatementVerifier } from '../audit/checkpoint.js';
 import { exportAudit, parseTimeBound } from '../audit/query.js';
+import { pruneAudit, type ChainPruneResult } from '../audit/retention.js';
 import { verifyAudit, type ChainVerification } from '../audit/verify.js';
+import type { GatewayConfig } from '../config/schema.js';
 import { loadConfig } from '../config/load.js';
+import { statementVerifier } from '../receipts/receipt.js';
+import { existingReceiptKey, resolveReceiptKey } from '../receipts/signing-key.js';
 import { createStore } from '../store/create-store.js';
 import type { Store } from '../store/store.js';
 import { printJson, runCommand, UsageError, type ControlIo } from './control-cli.js';
@@ -14,6 +20,15 @@ export interface AuditIo extends ControlIo {
 
 export interface AuditVerifyOptions {
   readonly config: string;
+  readonly chain?: string;
+  readonly json?: boolean;
+  /** SPKI PEM file of the key checkpoints must be signed with; default the gateway's own receipt key. */
+  readonly publicKey?: string;
+}
+
+export interface AuditPruneOptions {
+  readonly config: string;
+  readonly before: string;
   readonly chain?: string;
   readonly json?: boolean;
 }
@@ -34,18 +49,36 @@ export function stdoutDrained(): Promise<void> {
   return process.stdout.writableNeedDrain ? once(process.stdout, 'drain').then(() => undefined) : Promise.resolve();
 }
 
-async function withStore<T>(file: string, io: ControlIo, use: (store: Store) => Promise<T>): Promise<T> {
+async function withStore<T>(file: string, io: ControlIo, use: (store: Store, config: GatewayConfig) => Promise<T>): Promise<T> {
   const config = await loadConfig(file, { env: io.env });
   const store = await createStore(config.gateway.store);
   try {
-    return await use(store);
+    return await use(store, config);
   } finally {
     await store.close();
   }
 }
 
+/** The gateway's key section, as `resolveReceiptKey` and `existingReceiptKey` take it. */
+function keyOptions(config: GatewayConfig): { signingKey?: NonNullable<GatewayConfig['gateway']['receipts']['signingKey']>; store?: string } {
+  const { receipts, store } = config.gateway;
+  return { ...(receipts.signingKey === undefined ? {} : { signingKey: receipts.signingKey }), ...(store === undefined ? {} : { store }) };
+}
+
+/** What checkpoints are checked against: `--public-key`, else the gateway's own key as configured or stored. */
+async function checkpointVerifier(options: AuditVerifyOptions, config: GatewayConfig): Promise<StatementVerifier | undefined> {
+  if (options.publicKey !== undefined) {
+    const pem = await readFile(options.publicKey, 'utf8').catch((error: unknown) => {
+      throw new UsageError(`--public-key ${options.publicKey}: ${error instanceof Error ? error.message : String(error)}`);
+    });
+    return statementVerifier(pem);
+  }
+  return existingReceiptKey(keyOptions(config));
+}
+
 function describeChain(chain: ChainVerification): string {
-  if (chain.firstBroken === undefined) return `chain ${chain.chainId}: ${chain.records} record(s), ok`;
+  const from = chain.checkpoint === undefined ? '' : ` after checkpoint seq ${chain.checkpoint.seq} (${chain.checkpoint.prunedRecords} pruned)`;
+  if (chain.firstBroken === undefined) return `chain ${chain.chainId}: ${chain.records} record(s)${from}, ok`;
   const { seq, reason, detail } = chain.firstBroken;
   return `chain ${chain.chainId}: BROKEN at seq ${seq}: ${reason} (${detail})`;
 }
@@ -75,8 +108,11 @@ function reportPending(io: ControlIo, command: string, journal: JournalPending):
 /** `mcpgate audit verify [--chain <id>] [--json]`: 0 every chain verifies, 3 one is broken, 1 it could not be checked. */
 export function runAuditVerify(options: AuditVerifyOptions, io: ControlIo): Promise<number> {
   return runCommand(io, 'audit verify', () =>
-    withStore(options.config, io, async (store) => {
-      const result = await verifyAudit(store, options.chain === undefined ? {} : { chainId: options.chain });
+    withStore(options.config, io, async (store, config) => {
+      // The key is read only when a checkpoint needs it: verifying an unpruned log needs no key.
+      const pruned = (await store.listAuditCheckpoints(options.chain === undefined ? {} : { chainId: options.chain })).length > 0;
+      const verifier = pruned ? await checkpointVerifier(options, config) : undefined;
+      const result = await verifyAudit(store, { ...(options.chain === undefined ? {} : { chainId: options.chain }), ...(verifier === undefined ? {} : { verifier }) });
       const journal = await journalPending(store, options.chain);
       if (options.chain !== undefined && result.chains.length === 0 && journal.pending.length === 0) throw new UsageError(`the store holds no audit chain "${options.chain}"`);
       if (options.json === true) printJson(io, { ...result, journalPending: Object.fromEntries(journal.pending) });
@@ -120,17 +156,54 @@ export function runAuditExport(options: AuditExportOptions, io: AuditIo): Promis
   });
 }
 
-/** Adds `audit verify|export`; each sets `process.exitCode`. */
+function describePrune(chain: ChainPruneResult): string {
+  const where = chain.checkpoint === undefined ? 'no checkpoint' : `checkpoint seq ${chain.checkpoint.seq}`;
+  const problem = chain.problem === undefined ? '' : `; ${chain.conflict === true ? '' : 'NOT PRUNED: '}${chain.problem}`;
+  return `chain ${chain.chainId}: pruned ${chain.pruned} record(s), ${where}${problem}`;
+}
+
+/**
+ * `mcpgate audit prune --before <when> [--chain <id>] [--json]`: what `audit.retention` does in a running
+ * gateway, once: 0 done, 3 a chain could not be pruned (broken, or its checkpoint untrusted), 1 error.
+ */
+export function runAuditPrune(options: AuditPruneOptions, io: ControlIo): Promise<number> {
+  return runCommand(io, 'audit prune', async () => {
+    const now = io.now?.() ?? new Date();
+    const before = timeOption(options.before, '--before', now);
+    if (before.getTime() > now.getTime()) throw new UsageError('--before must not be in the future');
+    return withStore(options.config, io, async (store, config) => {
+      const { signer } = await resolveReceiptKey(keyOptions(config));
+      const result = await pruneAudit(store, { before, signer, ...(options.chain === undefined ? {} : { chainId: options.chain }) });
+      if (options.json === true) printJson(io, result);
+      else if (result.chains.length === 0) io.stdout('no audit records');
+      else for (const chain of result.chains) io.stdout(describePrune(chain));
+      return result.chains.some((chain) => chain.problem !== undefined && chain.conflict !== true) ? EXIT_BROKEN : 0;
+    });
+  });
+}
+
+/** Adds `audit verify|prune|export`; each sets `process.exitCode`. */
 export function registerAuditCommand(program: Command, io: AuditIo, defaultConfig: string): void {
-  const audit = program.command('audit').description('the tamper-evident audit log: verify its hash chains, export records');
+  const audit = program.command('audit').description('the tamper-evident audit log: verify its hash chains, prune old records, export records');
   audit
     .command('verify')
     .description('recompute every hash chain from its first record and report the first broken link (exit 0 ok, 3 broken, 1 error)')
     .option('--chain <id>', 'verify this chain only')
     .option('-c, --config <file>', 'configuration file', defaultConfig)
     .option('--json', 'machine-readable output')
+    .option('--public-key <pem>', 'SPKI PEM file of the key checkpoints of pruned chains must be signed with (default: the gateway\'s receipt key)')
     .action(async (options: AuditVerifyOptions) => {
       process.exitCode = await runAuditVerify(options, io);
+    });
+  audit
+    .command('prune')
+    .description('delete records older than --before behind a signed checkpoint, after verifying them (exit 0 ok, 3 a chain not pruned, 1 error)')
+    .requiredOption('--before <when>', 'ISO 8601 date or date-time with offset, or a duration back from now (90d)')
+    .option('--chain <id>', 'prune this chain only')
+    .option('-c, --config <file>', 'configuration file', defaultConfig)
+    .option('--json', 'machine-readable output')
+    .action(async (options: AuditPruneOptions) => {
+      process.exitCode = await runAuditPrune(options, io);
     });
   audit
     .command('export')

@@ -11,6 +11,28 @@ function integer(schema: z.ZodNumber) {
   return z.preprocess((value) => (typeof value === 'string' && /^[0-9]{1,15}$/.test(value) ? Number(value) : value), schema);
 }
 
+const DURATION_UNIT_MS = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+/** `90d`, `12h`, `30m`, `45s` to milliseconds, between `minMs` and ten years. */
+function duration(minMs: number, minText: string) {
+  return z
+    .string()
+    .regex(/^[1-9][0-9]{0,5}[smhd]$/, 'must be a whole number and a unit: 45s, 30m, 12h or 90d')
+    .transform((text) => Number(text.slice(0, -1)) * DURATION_UNIT_MS[text.slice(-1) as keyof typeof DURATION_UNIT_MS])
+    .refine((ms) => ms >= minMs && ms <= 3650 * DURATION_UNIT_MS.d, `must be at least ${minText} and at most 3650d`);
+}
+
+/**
+ * Audit retention: records older than `maxAge` are pruned behind a signed checkpoint (src/audit/retention.ts).
+ * Absent: records are kept for ever.
+ */
+export const auditRetentionSchema = z.strictObject({
+  /** How long a record is kept. */
+  maxAge: duration(1000, '1s'),
+  /** How often the gateway prunes; the first run is at start. */
+  every: duration(1000, '1s').prefault('1h'),
+});
+
 /** Sensitivity labels, lowest first: a session's high-water mark only rises along this order. */
 export const SENSITIVITY_LABELS = ['public', 'internal', 'confidential', 'restricted'] as const;
 export type SensitivityLabel = (typeof SENSITIVITY_LABELS)[number];
@@ -41,6 +63,7 @@ export const auditSchema = z.strictObject({
   captureArguments: z.boolean().default(false),
   /** This instance's chain id; default a fresh id per process start (each instance writes its own chain). */
   chainId: z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/).optional(),
+  retention: auditRetentionSchema.optional(),
 });
 
 export const catalogSchema = z.strictObject({

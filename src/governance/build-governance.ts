@@ -3,6 +3,8 @@ import { createCatalogGuard, type CatalogGuard } from '../approvals/catalog-guar
 import { CatalogReloader } from '../approvals/catalog-reload.js';
 import { auditLogFromConfig, type AuditLog } from '../audit/audit-log.js';
 import type { AuditInput } from '../audit/record.js';
+import { AuditRetention } from '../audit/retention-job.js';
+import type { PruneAuditResult } from '../audit/retention.js';
 import { CedarPolicies } from '../cedar/policy-store.js';
 import type { GatewayConfig } from '../config/schema.js';
 import type { Logger } from '../observability/logger.js';
@@ -21,6 +23,8 @@ export interface Governance {
   readonly catalog: CatalogGuard;
   /** Puts a changed approvals file in force; absent with catalog mode off. */
   readonly catalogFile: CatalogReloader | undefined;
+  /** Prunes old audit records behind signed checkpoints; absent without `audit.retention`. */
+  readonly retention: AuditRetention | undefined;
   /** Signs and stores the receipt of a session that ended (issue 7 §5); never rejects. */
   sessionEnded(session: DownstreamSession): void;
   /** Records a refused authentication (issue 7 §1); never rejects, never waits. */
@@ -84,12 +88,29 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
               'catalog reload',
             ),
         });
-  let signer: ReceiptSigner | undefined;
-  if (store !== undefined && gateway.receipts.enabled) {
-    const key = await resolveReceiptKey({ ...(gateway.receipts.signingKey === undefined ? {} : { signingKey: gateway.receipts.signingKey }), ...(gateway.store === undefined ? {} : { store: gateway.store }) });
-    signer = key.signer;
-    logger.info({ keyId: signer.keyId, source: key.source }, 'session receipts are signed with this Ed25519 key');
+  // One key signs everything the gateway signs: session receipts and the checkpoints of pruned audit chains.
+  const retentionConfig = gateway.audit.retention;
+  let key: ReceiptSigner | undefined;
+  if (store !== undefined && (gateway.receipts.enabled || retentionConfig !== undefined)) {
+    const resolved = await resolveReceiptKey({ ...(gateway.receipts.signingKey === undefined ? {} : { signingKey: gateway.receipts.signingKey }), ...(gateway.store === undefined ? {} : { store: gateway.store }) });
+    key = resolved.signer;
+    logger.info({ keyId: key.keyId, source: resolved.source }, 'session receipts and audit checkpoints are signed with this Ed25519 key');
   }
+  const signer = gateway.receipts.enabled ? key : undefined;
+  const retention =
+    store === undefined || key === undefined || retentionConfig === undefined
+      ? undefined
+      : new AuditRetention({
+          store,
+          signer: key,
+          maxAgeMs: retentionConfig.maxAge,
+          everyMs: retentionConfig.every,
+          logger,
+          onRun: (result) => {
+            for (const record of retentionRecords(result)) note(record, 'retention');
+          },
+        });
+  retention?.start();
   const governor = new CallGovernor({ audit, policies, servers, logger, countSessions: store !== undefined && gateway.receipts.enabled });
   const pending = new Set<Promise<void>>();
 
@@ -130,6 +151,7 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
     policies,
     catalog,
     catalogFile,
+    retention,
     sessionEnded(session) {
       const receipt = issue(session).catch((error: unknown) => logger.error({ err: error, session: session.id }, 'session receipt not issued'));
       pending.add(receipt);
@@ -140,9 +162,23 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
     },
     async close() {
       await Promise.all([...pending]);
+      await retention?.close();
       policies?.close();
       catalogFile?.close();
       await audit?.close();
     },
   };
+}
+
+/** A pruned chain's record (`allow`) or a chain that could not be pruned (`refused`); not a concurrent prune. */
+function retentionRecords(result: PruneAuditResult): AuditInput[] {
+  const before = result.before.toISOString();
+  return result.chains.flatMap((chain): AuditInput[] => {
+    const records: AuditInput[] = [];
+    if (chain.pruned > 0 && chain.checkpoint !== undefined) {
+      records.push({ kind: 'retention', decision: 'allow', reason: `pruned ${chain.pruned} record(s) of chain ${chain.chainId} older than ${before}; checkpoint seq ${chain.checkpoint.seq} hash ${chain.checkpoint.hash}` });
+    }
+    if (chain.problem !== undefined && chain.conflict !== true) records.push({ kind: 'retention', decision: 'refused', reason: `chain ${chain.chainId} not pruned: ${chain.problem}` });
+    return records;
+  });
 }

@@ -1,5 +1,6 @@
 import { createHash, createPrivateKey, createPublicKey, sign, verify, type KeyObject } from 'node:crypto';
 import { z } from 'zod';
+import type { StatementSigner, StatementVerifier } from '../audit/checkpoint.js';
 import { canonicalJson } from '../audit/record.js';
 import { GatewayError } from '../errors/gateway-error.js';
 
@@ -92,9 +93,14 @@ function publicKeyFromRaw(raw: Buffer): KeyObject {
   return createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: raw.toString('base64url') }, format: 'jwk' });
 }
 
-/** Signs receipts with one Ed25519 private key. */
-export class ReceiptSigner {
+/**
+ * Signs receipts with one Ed25519 private key, and the gateway's other statements (audit checkpoints) with the
+ * same key, so one public key checks everything the gateway signs. Each statement's canonical JSON has fields no
+ * other kind has, so a signature over one can never pass for another.
+ */
+export class ReceiptSigner implements StatementSigner, StatementVerifier {
   readonly #privateKey: KeyObject;
+  readonly #publicKey: KeyObject;
   /** SPKI PEM of the public key: what verifiers pin with `--public-key`. */
   readonly publicKeyPem: string;
   /** Base64 of the raw public key, as carried in every receipt. */
@@ -107,6 +113,7 @@ export class ReceiptSigner {
     }
     this.#privateKey = privateKey;
     const publicKey = createPublicKey(privateKey);
+    this.#publicKey = publicKey;
     const raw = rawPublicKey(publicKey);
     this.publicKeyPem = publicKey.export({ type: 'spki', format: 'pem' }).toString();
     this.publicKey = raw.toString('base64');
@@ -125,6 +132,14 @@ export class ReceiptSigner {
       throw new GatewayError('MCPGATE_ERR_RECEIPT_KEY', `${what} is a ${key.asymmetricKeyType ?? 'unknown'} key; receipts are signed with Ed25519 (openssl genpkey -algorithm ed25519)`);
     }
     return new ReceiptSigner(key);
+  }
+
+  signStatement(text: string): string {
+    return sign(null, Buffer.from(text, 'utf8'), this.#privateKey).toString('base64url');
+  }
+
+  verifyStatement(text: string, signature: string): boolean {
+    return verifySignature(this.#publicKey, text, signature);
   }
 
   /** @throws GatewayError MCPGATE_ERR_INTERNAL when the input would not make a valid receipt (a bug in the caller). */
@@ -234,6 +249,26 @@ export function verifyReceipt(signedJson: string, options: VerifyOptions = {}): 
   const valid = verify(null, Buffer.from(canonicalJson(body.data), 'utf8'), embedded, signatureBytes);
   if (!valid) return fail('the signature does not match the receipt: the receipt or its signature was altered');
   return { ok: true, signed: { receipt: body.data, signature }, keyId: body.data.keyId, keyPinned };
+}
+
+/** Whether `signature` (base64url, exactly 64 bytes in its one spelling) is `key`'s over the UTF-8 text. */
+function verifySignature(key: KeyObject, text: string, signature: string): boolean {
+  if (!SIGNATURE.test(signature)) return false;
+  const bytes = Buffer.from(signature, 'base64url');
+  if (bytes.length !== 64 || bytes.toString('base64url') !== signature) return false;
+  return verify(null, Buffer.from(text, 'utf8'), key, bytes);
+}
+
+/**
+ * A verifier of the gateway's signed statements (audit checkpoints) under a known public key: SPKI PEM text, or
+ * a private key's PEM (its public half is used). @throws GatewayError MCPGATE_ERR_RECEIPT_KEY when it is not an
+ * Ed25519 key.
+ */
+export function statementVerifier(key: string | KeyObject): StatementVerifier {
+  const raw = expectedRawKey(key);
+  if (typeof raw === 'string') throw new GatewayError('MCPGATE_ERR_RECEIPT_KEY', raw);
+  const publicKey = publicKeyFromRaw(raw);
+  return { keyId: receiptKeyId(raw), verifyStatement: (text, signature) => verifySignature(publicKey, text, signature) };
 }
 
 /** The raw bytes of the verifier's key, or why it cannot be used. */

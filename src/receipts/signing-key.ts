@@ -69,6 +69,20 @@ export async function resolveReceiptKey(options: ResolveReceiptKeyOptions): Prom
 }
 
 /**
+ * The gateway's key as it is, for checking what it signed (`mcpgate audit verify`): the configured key, or the
+ * SQLite key file when it exists. Never creates one; `undefined` when there is none to read.
+ */
+export async function existingReceiptKey(options: ResolveReceiptKeyOptions): Promise<ReceiptSigner | undefined> {
+  if (options.signingKey !== undefined) {
+    const pem = await resolveSecretValue(options.signingKey, options.baseDir, FIELD);
+    return ReceiptSigner.fromPem(pem, FIELD);
+  }
+  const target = resolveStoreUrl(options.store, options.defaultSqlitePath);
+  if (target.kind === 'postgres' || target.path === ':memory:') return undefined;
+  return readKeyFile(receiptKeyPath(target.path));
+}
+
+/**
  * Reads the key file, or creates it when absent, race-safely as `key-secret` is (`createPrivateFileOnce`): when
  * two processes start together one key wins and both use it.
  */

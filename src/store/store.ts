@@ -264,6 +264,27 @@ export interface AuditChainSummary {
 }
 
 /**
+ * Where a pruned chain starts (audit retention): the last record pruned, its hash, and the gateway's Ed25519
+ * signature over those facts. `audit verify` walks the chain from here. Meaning and signing live in
+ * `src/audit/checkpoint.ts`; the store keeps what it is given.
+ */
+export interface AuditCheckpointRow {
+  readonly chainId: string;
+  /** The last pruned record: every record up to it is gone, the next one links to `hash`. */
+  readonly seq: number;
+  readonly hash: string;
+  /** That record's time. */
+  readonly time: Date;
+  /** Records pruned from the chain so far, over every prune. */
+  readonly prunedRecords: number;
+  readonly prunedAt: Date;
+  /** The signing key's id (`ReceiptSigner.keyId`). */
+  readonly keyId: string;
+  /** Base64url Ed25519 signature over the checkpoint's canonical statement. */
+  readonly signature: string;
+}
+
+/**
  * A signed session receipt as stored (issue 7 §5): `body` is the canonical JSON that `signature` covers.
  * Meaning, signing and verification live in `src/receipts`; the store keeps the text as given.
  */
@@ -376,6 +397,15 @@ export interface Store {
   listAuditRecords(filter: AuditRecordFilter): Promise<AuditRecordRow[]>;
   /** Every chain (or just `chainId`'s) with its count and last link, ordered by chain id. */
   listAuditChains(filter?: { readonly chainId?: string }): Promise<AuditChainSummary[]>;
+  /** Every pruned chain's checkpoint (or just `chainId`'s), ordered by chain id. */
+  listAuditCheckpoints(filter?: { readonly chainId?: string }): Promise<AuditCheckpointRow[]>;
+  /**
+   * Deletes the chain's records up to `checkpoint.seq` and stores the checkpoint, in one transaction. Only if the
+   * stored checkpoint is still at `previousSeq` (0: none yet) and `checkpoint.seq` is beyond it; otherwise nothing
+   * changes and the call fails with STORE_CONFLICT (another process pruned meanwhile). Malformed input is
+   * STORE_INVALID.
+   */
+  pruneAuditChain(checkpoint: AuditCheckpointRow, previousSeq: number): Promise<void>;
 
   /**
    * Stores the receipt of an ended session. A session has one receipt: a second for the same id is

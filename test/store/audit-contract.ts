@@ -4,7 +4,7 @@ import { after, describe, it } from 'node:test';
 import type { ErrorCode } from '../../src/errors/codes.js';
 import { GatewayError } from '../../src/errors/gateway-error.js';
 import { MIGRATIONS } from '../../src/store/migrations/migrations.js';
-import type { AuditRecordRow, Store } from '../../src/store/store.js';
+import type { AuditCheckpointRow, AuditRecordRow, Store } from '../../src/store/store.js';
 import type { StoreHarness } from './store-contract.js';
 
 async function rejectsWith(promise: Promise<unknown>, code: ErrorCode): Promise<void> {
@@ -23,6 +23,21 @@ function row(chainId: string, seq: number, time: number, extra: Partial<AuditRec
     decision: 'allow',
     prevHash: hex(`${chainId}/${seq - 1}`),
     hash: hex(`${chainId}/${seq}`),
+    ...extra,
+  };
+}
+
+/** A well-formed checkpoint; the store checks shapes only, the signature's meaning is `src/audit`'s. */
+function checkpoint(chainId: string, seq: number, extra: Partial<AuditCheckpointRow> = {}): AuditCheckpointRow {
+  return {
+    chainId,
+    seq,
+    hash: hex(`${chainId}/${seq}`),
+    time: new Date(seq),
+    prunedRecords: seq,
+    prunedAt: new Date(5000),
+    keyId: '0123456789abcdef',
+    signature: 'A'.repeat(86),
     ...extra,
   };
 }
@@ -175,6 +190,54 @@ export function runAuditStoreContract(name: string, harness: StoreHarness): void
       const [, second] = await store.listAuditRecords({ limit: 10 });
       assert.equal(second?.kind, 'tampered');
       assert.equal(second?.reason, 'edited');
+    });
+
+    it('prunes a chain up to a checkpoint in one step, and only from the checkpoint it was read at', async () => {
+      const { store } = await migrated();
+      await store.appendAuditRecords([1, 2, 3, 4, 5].map((seq) => row('p', seq, seq)));
+      await store.appendAuditRecords([row('other', 1, 1)]);
+      assert.deepEqual(await store.listAuditCheckpoints(), []);
+      await store.pruneAuditChain(checkpoint('p', 2), 0);
+      assert.deepEqual(await store.listAuditCheckpoints(), [checkpoint('p', 2)]);
+      assert.deepEqual((await store.listAuditRecords({ order: 'chain', limit: 10 })).map((r) => [r.chainId, r.seq]), [['other', 1], ['p', 3], ['p', 4], ['p', 5]]);
+      // A second process that read the chain before the first pruned it: refused, nothing changes.
+      await rejectsWith(store.pruneAuditChain(checkpoint('p', 3), 0), 'MCPGATE_ERR_STORE_CONFLICT');
+      await rejectsWith(store.pruneAuditChain(checkpoint('p', 4), 1), 'MCPGATE_ERR_STORE_CONFLICT');
+      assert.equal((await store.listAuditChains({ chainId: 'p' }))[0]?.count, 3);
+      await store.pruneAuditChain(checkpoint('p', 4, { prunedRecords: 4 }), 2);
+      assert.deepEqual(await store.listAuditCheckpoints({ chainId: 'p' }), [checkpoint('p', 4, { prunedRecords: 4 })]);
+      assert.deepEqual(await store.listAuditCheckpoints({ chainId: 'other' }), []);
+      assert.deepEqual((await store.listAuditRecords({ chainId: 'p', order: 'chain', limit: 10 })).map((r) => r.seq), [5]);
+    });
+
+    it('sweeps rows that came back below a checkpoint with the next prune', async () => {
+      const { store } = await migrated();
+      await store.appendAuditRecords([1, 2, 3, 4].map((seq) => row('q', seq, seq)));
+      await store.pruneAuditChain(checkpoint('q', 2), 0);
+      // A journal replayed after the prune writes seq 1–2 again.
+      await store.appendAuditRecords([row('q', 1, 1), row('q', 2, 2)]);
+      await store.pruneAuditChain(checkpoint('q', 3), 2);
+      assert.deepEqual((await store.listAuditRecords({ chainId: 'q', order: 'chain', limit: 10 })).map((r) => r.seq), [4]);
+    });
+
+    it('refuses a malformed checkpoint before writing anything', async () => {
+      const { store } = await migrated();
+      await store.appendAuditRecords([row('m', 1, 1), row('m', 2, 2)]);
+      const bad: Partial<AuditCheckpointRow>[] = [
+        { hash: 'nothex' },
+        { seq: 0 },
+        { seq: 1.5 },
+        { keyId: 'short' },
+        { signature: 'not a signature' },
+        { time: new Date(Number.NaN) },
+        { prunedRecords: -1 },
+        { chainId: '' },
+      ];
+      for (const extra of bad) await rejectsWith(store.pruneAuditChain(checkpoint('m', 1, extra), 0), 'MCPGATE_ERR_STORE_INVALID');
+      await rejectsWith(store.pruneAuditChain(checkpoint('m', 1), 1), 'MCPGATE_ERR_STORE_INVALID');
+      await rejectsWith(store.pruneAuditChain(checkpoint('m', 1), -1), 'MCPGATE_ERR_STORE_INVALID');
+      assert.equal((await store.listAuditChains({ chainId: 'm' }))[0]?.count, 2);
+      assert.deepEqual(await store.listAuditCheckpoints(), []);
     });
 
     it('adds audit_records to a database migrated before it existed', async () => {

@@ -140,7 +140,30 @@ export const MIGRATIONS: readonly Migration[] = [
         created_at BIGINT NOT NULL)`,
     ],
   },
+  {
+    version: 5,
+    name: 'audit-checkpoints',
+    // Where each pruned chain now starts (audit retention): the last pruned record's seq and hash, signed by the
+    // gateway, so `audit verify` anchors the chain there instead of at seq 1. One row per chain, only advanced.
+    statements: auditCheckpointsStatements(''),
+    dialects: { postgres: auditCheckpointsStatements(' COLLATE "C"') },
+  },
 ];
+
+/** Migration 5's statement; the chain id collates as in `audit_records`. */
+function auditCheckpointsStatements(chainIdCollation: string): readonly string[] {
+  return [
+    `CREATE TABLE audit_checkpoints (
+      chain_id TEXT${chainIdCollation} PRIMARY KEY,
+      seq BIGINT NOT NULL,
+      hash TEXT NOT NULL,
+      time BIGINT NOT NULL,
+      pruned_records BIGINT NOT NULL,
+      pruned_at BIGINT NOT NULL,
+      key_id TEXT NOT NULL,
+      signature TEXT NOT NULL)`,
+  ];
+}
 
 /** The statements of one migration for one dialect. */
 export function statementsFor(migration: Migration, dialect: SqlDialect): readonly string[] {

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type {
   ApiKeyRecord,
   AuditChainSummary,
+  AuditCheckpointRow,
   AuditRecordFilter,
   AuditRecordRow,
   AuditJournalBacklog,
@@ -28,6 +29,7 @@ import type {
   VaultSecretReplacement,
 } from '../store.js';
 import { checkLevel, checkName, checkPermissionDocument, checkToolsetEntries, checkVaultSecretInput, invalid, notFound } from '../validate.js';
+import { listAuditCheckpoints, pruneAuditChain } from './audit-checkpoint-sql.js';
 import { appendAuditRecords, listAuditChains, listAuditRecords } from './audit-sql.js';
 import { getReceipt, putReceipt } from './receipt-sql.js';
 import type { SqlDriver, SqlStatement, SqlValue } from './driver.js';
@@ -364,6 +366,14 @@ export class SqlStore implements Store {
 
   listAuditChains(filter?: { readonly chainId?: string }): Promise<AuditChainSummary[]> {
     return listAuditChains(this.#driver, filter);
+  }
+
+  listAuditCheckpoints(filter?: { readonly chainId?: string }): Promise<AuditCheckpointRow[]> {
+    return listAuditCheckpoints(this.#driver, filter);
+  }
+
+  pruneAuditChain(checkpoint: AuditCheckpointRow, previousSeq: number): Promise<void> {
+    return pruneAuditChain(this.#driver, checkpoint, previousSeq);
   }
 
   putReceipt(input: PutReceiptInput): Promise<SessionReceiptRecord> {

@@ -1,0 +1,108 @@
+import type { StatementSigner, StatementVerifier } from './checkpoint.js';
+import { pruneAudit, type AuditPruneStore, type PruneAuditResult } from './retention.js';
+
+/** The three methods used; a pino Logger fits. */
+export interface RetentionLogger {
+  info(details: Record<string, unknown>, message: string): void;
+  warn(details: Record<string, unknown>, message: string): void;
+  error(details: Record<string, unknown>, message: string): void;
+}
+
+export interface AuditRetentionOptions {
+  readonly store: AuditPruneStore;
+  readonly signer: StatementSigner & StatementVerifier;
+  /** `audit.retention.maxAge`. */
+  readonly maxAgeMs: number;
+  /** `audit.retention.every`. */
+  readonly everyMs: number;
+  readonly logger: RetentionLogger;
+  /** After each run that pruned records or found a problem; for the audit record of it. */
+  readonly onRun?: (result: PruneAuditResult) => void;
+  readonly now?: () => Date;
+}
+
+export interface AuditRetentionStatus {
+  readonly maxAgeMs: number;
+  readonly everyMs: number;
+  readonly lastRunAt?: string;
+  /** Records the last run pruned, over every chain. */
+  readonly lastPruned?: number;
+  /** Chains the last run could not prune, and why (a broken chain, an untrusted checkpoint). */
+  readonly problems: readonly { readonly chainId: string; readonly problem: string }[];
+  /** Why the last run failed as a whole (the store unreachable); cleared by the next run that completes. */
+  readonly lastError?: string;
+}
+
+/**
+ * Runs audit retention in a running gateway: at start, then every `everyMs`, one run at a time. A run that fails
+ * (the store down) is logged and tried again at the next tick; nothing is pruned that was not verified first.
+ */
+export class AuditRetention {
+  readonly #options: AuditRetentionOptions;
+  readonly #abort = new AbortController();
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<void> | undefined;
+  #lastRunAt: Date | undefined;
+  #lastPruned: number | undefined;
+  #problems: { chainId: string; problem: string }[] = [];
+  #lastError: string | undefined;
+
+  constructor(options: AuditRetentionOptions) {
+    this.#options = options;
+  }
+
+  start(): void {
+    if (this.#timer !== undefined || this.#abort.signal.aborted) return;
+    this.#timer = setInterval(() => void this.runOnce(), this.#options.everyMs);
+    this.#timer.unref();
+    void this.runOnce();
+  }
+
+  /** One run now, unless one is under way (then that one). Never rejects. */
+  runOnce(): Promise<void> {
+    if (this.#abort.signal.aborted) return Promise.resolve();
+    this.#running ??= this.#run().finally(() => {
+      this.#running = undefined;
+    });
+    return this.#running;
+  }
+
+  status(): AuditRetentionStatus {
+    return {
+      maxAgeMs: this.#options.maxAgeMs,
+      everyMs: this.#options.everyMs,
+      ...(this.#lastRunAt === undefined ? {} : { lastRunAt: this.#lastRunAt.toISOString() }),
+      ...(this.#lastPruned === undefined ? {} : { lastPruned: this.#lastPruned }),
+      problems: this.#problems,
+      ...(this.#lastError === undefined ? {} : { lastError: this.#lastError }),
+    };
+  }
+
+  /** Stops the schedule and waits for a run under way to end its current transaction. */
+  async close(): Promise<void> {
+    clearInterval(this.#timer);
+    this.#abort.abort();
+    await this.#running;
+  }
+
+  async #run(): Promise<void> {
+    const { store, signer, maxAgeMs, logger } = this.#options;
+    const now = this.#options.now?.() ?? new Date();
+    const before = new Date(now.getTime() - maxAgeMs);
+    let result: PruneAuditResult;
+    try {
+      result = await pruneAudit(store, { before, signer, signal: this.#abort.signal, ...(this.#options.now === undefined ? {} : { now: this.#options.now }) });
+    } catch (error) {
+      this.#lastError = error instanceof Error ? error.message : String(error);
+      logger.error({ err: error }, 'audit retention run failed; the next run tries again');
+      return;
+    }
+    this.#lastRunAt = now;
+    this.#lastPruned = result.pruned;
+    this.#lastError = undefined;
+    this.#problems = result.chains.flatMap((chain) => (chain.problem === undefined || chain.conflict === true ? [] : [{ chainId: chain.chainId, problem: chain.problem }]));
+    for (const problem of this.#problems) logger.error(problem, 'audit chain not pruned');
+    if (result.pruned > 0) logger.info({ pruned: result.pruned, before: before.toISOString() }, 'audit records pruned');
+    if (result.pruned > 0 || this.#problems.length > 0) this.#options.onRun?.(result);
+  }
+}
