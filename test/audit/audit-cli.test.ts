@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -164,5 +165,48 @@ describe('mcpgate audit verify and the journal of a stopped gateway', () => {
     assert.equal(exported.stdout.split('\n').filter(Boolean).length, 6, 'the three records of each chain in the table');
     const other = await run(['audit', 'export', '-c', config, '--since', '2026-01-01', '--chain', 'gw-b']);
     assert.doesNotMatch(other.stderr, /stopped gateway/, 'another chain has nothing pending');
+  });
+});
+
+describe('mcpgate audit prune (built CLI)', () => {
+  it('prunes behind a checkpoint signed with the key file beside the database, which verify then checks', async () => {
+    const { config, db } = await setup(5);
+    const pruned = await run(['audit', 'prune', '--before', '2026-01-01T03:30:00Z', '-c', config]);
+    assert.equal(pruned.code, 0, pruned.stderr);
+    assert.equal(pruned.stdout, 'chain gw-a: pruned 3 record(s), checkpoint seq 3\nchain gw-b: pruned 3 record(s), checkpoint seq 3\n');
+    const ok = await run(['audit', 'verify', '-c', config]);
+    assert.equal(ok.code, 0, ok.stderr);
+    assert.equal(ok.stdout, 'chain gw-a: 2 record(s) after checkpoint seq 3 (3 pruned), ok\nchain gw-b: 2 record(s) after checkpoint seq 3 (3 pruned), ok\n');
+
+    // Pinned to the gateway's public key, and to another one.
+    const keyFile = join(db, '..', 'receipt-key.pem');
+    const pinned = await run(['audit', 'verify', '--public-key', keyFile, '-c', config]);
+    assert.equal(pinned.code, 0, pinned.stderr);
+    const otherKey = join(db, '..', 'other.pem');
+    writeFileSync(otherKey, generateKeyPairSync('ed25519').publicKey.export({ type: 'spki', format: 'pem' }));
+    const foreign = await run(['audit', 'verify', '--public-key', otherKey, '-c', config]);
+    assert.equal(foreign.code, 3);
+    assert.match(foreign.stdout, /^chain gw-a: BROKEN at seq 3: untrusted checkpoint \(the checkpoint at seq 3 is not trusted: it names signing key [0-9a-f]{16}, not the expected key/m);
+
+    // Without the key there is nothing to trust a checkpoint with: fail closed.
+    rmSync(keyFile);
+    const keyless = await run(['audit', 'verify', '--chain', 'gw-a', '-c', config]);
+    assert.equal(keyless.code, 3);
+    assert.match(keyless.stdout, /untrusted checkpoint \(.*no public key/);
+  });
+
+  it('names a broken chain it will not prune past (exit 3) and refuses a time in the future or not a time (exit 1)', async () => {
+    const { config, db } = await setup(5);
+    tamper(db, "UPDATE audit_records SET tool = 'other' WHERE chain_id = 'gw-b' AND seq = 2");
+    const result = await run(['audit', 'prune', '--before', '2026-01-01T04:30:00Z', '-c', config]);
+    assert.equal(result.code, 3);
+    assert.match(result.stdout, /^chain gw-a: pruned 4 record\(s\), checkpoint seq 4$/m);
+    assert.match(result.stdout, /^chain gw-b: pruned 0 record\(s\), no checkpoint; NOT PRUNED: the chain is broken at seq 2 \(hash mismatch\): not pruned past it$/m);
+    const future = await run(['audit', 'prune', '--before', '2999-01-01', '-c', config]);
+    assert.equal(future.code, 1);
+    assert.match(future.stderr, /--before must not be in the future/);
+    const garbage = await run(['audit', 'prune', '--before', 'yesterday', '-c', config]);
+    assert.equal(garbage.code, 1);
+    assert.match(garbage.stderr, /--before "yesterday" is neither/);
   });
 });
