@@ -21,6 +21,11 @@ export interface PruneAuditOptions {
   readonly before: Date;
   /** The gateway's key: signs new checkpoints and checks the one already stored. */
   readonly signer: StatementSigner & StatementVerifier;
+  /**
+   * Keys whose checkpoints are trusted as well (a key rotated out): a chain whose checkpoint one of them signed is
+   * pruned on, and its new checkpoint is signed with `signer`.
+   */
+  readonly previousKeys?: readonly StatementVerifier[];
   /** One chain only; default every chain in the store. */
   readonly chainId?: string;
   /** Records per transaction (default 1000): how long the store's write lock and the event loop are held. */
@@ -78,7 +83,8 @@ async function pruneChain(store: AuditPruneStore, chainId: string, lastSeq: numb
     ...extra,
   });
   if (checkpoint !== undefined) {
-    const problem = checkpointProblem(checkpoint, options.signer);
+    const signedBy = [options.signer, ...(options.previousKeys ?? [])].find((key) => key.keyId === checkpoint?.keyId) ?? options.signer;
+    const problem = checkpointProblem(checkpoint, signedBy);
     if (problem !== undefined) return result({ problem: `the stored checkpoint at seq ${checkpoint.seq} is not trusted: ${problem}` });
   }
   for (;;) {

@@ -29,6 +29,8 @@ export interface AuditVerifyOptions {
 export interface AuditPruneOptions {
   readonly config: string;
   readonly before: string;
+  /** SPKI PEM file of a key rotated out: checkpoints it signed are trusted and re-signed as they move. */
+  readonly previousKey?: string;
   readonly chain?: string;
   readonly json?: boolean;
 }
@@ -67,13 +69,14 @@ function keyOptions(config: GatewayConfig): { signingKey?: NonNullable<GatewayCo
 
 /** What checkpoints are checked against: `--public-key`, else the gateway's own key as configured or stored. */
 async function checkpointVerifier(options: AuditVerifyOptions, config: GatewayConfig): Promise<StatementVerifier | undefined> {
-  if (options.publicKey !== undefined) {
-    const pem = await readFile(options.publicKey, 'utf8').catch((error: unknown) => {
-      throw new UsageError(`--public-key ${options.publicKey}: ${error instanceof Error ? error.message : String(error)}`);
-    });
-    return statementVerifier(pem);
-  }
-  return existingReceiptKey(keyOptions(config));
+  return options.publicKey === undefined ? existingReceiptKey(keyOptions(config)) : keyFile(options.publicKey, '--public-key');
+}
+
+async function keyFile(path: string, flag: string): Promise<StatementVerifier> {
+  const pem = await readFile(path, 'utf8').catch((error: unknown) => {
+    throw new UsageError(`${flag} ${path}: ${error instanceof Error ? error.message : String(error)}`);
+  });
+  return statementVerifier(pem);
 }
 
 function describeChain(chain: ChainVerification): string {
@@ -173,7 +176,8 @@ export function runAuditPrune(options: AuditPruneOptions, io: ControlIo): Promis
     if (before.getTime() > now.getTime()) throw new UsageError('--before must not be in the future');
     return withStore(options.config, io, async (store, config) => {
       const { signer } = await resolveReceiptKey(keyOptions(config));
-      const result = await pruneAudit(store, { before, signer, ...(options.chain === undefined ? {} : { chainId: options.chain }) });
+      const previousKeys = options.previousKey === undefined ? [] : [await keyFile(options.previousKey, '--previous-key')];
+      const result = await pruneAudit(store, { before, signer, previousKeys, ...(options.chain === undefined ? {} : { chainId: options.chain }) });
       if (options.json === true) printJson(io, result);
       else if (result.chains.length === 0) io.stdout('no audit records');
       else for (const chain of result.chains) io.stdout(describePrune(chain));
@@ -200,6 +204,7 @@ export function registerAuditCommand(program: Command, io: AuditIo, defaultConfi
     .description('delete records older than --before behind a signed checkpoint, after verifying them (exit 0 ok, 3 a chain not pruned, 1 error)')
     .requiredOption('--before <when>', 'ISO 8601 date or date-time with offset, or a duration back from now (90d)')
     .option('--chain <id>', 'prune this chain only')
+    .option('--previous-key <pem>', 'SPKI PEM file of a receipt key rotated out: trust the checkpoints it signed and re-sign them as they move')
     .option('-c, --config <file>', 'configuration file', defaultConfig)
     .option('--json', 'machine-readable output')
     .action(async (options: AuditPruneOptions) => {

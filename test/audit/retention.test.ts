@@ -121,6 +121,16 @@ describe('pruneAudit', () => {
     assert.deepEqual(await seqs(store, 'gw'), [4, 5, 6, 7, 8, 9, 10]);
   });
 
+  it('after a key rotation, goes on from a checkpoint the previous key signed when told to trust it, and re-signs it', async () => {
+    const { store } = await chain('gw', 10);
+    const old = newKey();
+    await pruneAudit(store, { before: at(4), signer: old, pauseMs: 0 });
+    const rotated = await pruneAudit(store, { before: at(8), signer: key, previousKeys: [statementVerifier(old.publicKeyPem)], pauseMs: 0 });
+    assert.equal(rotated.pruned, 4);
+    assert.equal((await store.listAuditCheckpoints())[0]?.keyId, key.keyId);
+    assert.equal((await verifyAudit(store, { verifier: key })).ok, true);
+  });
+
   it('prunes every chain, or the one asked for', async () => {
     const { store } = await chain('a', 4);
     await append(store, 'b', 1, 4);
