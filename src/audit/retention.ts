@@ -14,7 +14,7 @@ import { checkpointProblem, signCheckpoint, type StatementSigner, type Statement
  *   cannot launder an altered record into a signed checkpoint. A broken chain stops being pruned and says where.
  */
 
-export type AuditPruneStore = Pick<Store, 'listAuditChains' | 'listAuditCheckpoints' | 'listAuditRecords' | 'pruneAuditChain'>;
+export type AuditPruneStore = Pick<Store, 'listAuditChainHeads' | 'listAuditCheckpoints' | 'listAuditRecords' | 'pruneAuditChain'>;
 
 export interface PruneAuditOptions {
   /** Records older than this go. */
@@ -28,9 +28,9 @@ export interface PruneAuditOptions {
   readonly previousKeys?: readonly StatementVerifier[];
   /** One chain only; default every chain in the store. */
   readonly chainId?: string;
-  /** Records per transaction (default 1000): how long the store's write lock and the event loop are held. */
+  /** Records per transaction (default 250): how long the store's write lock and the event loop are held. */
   readonly batchSize?: number;
-  /** Pause between transactions (default 20 ms), so the audit writer and other store writes get the lock. */
+  /** Pause between transactions (default 10 ms), so the audit writer and other store writes get the lock. */
   readonly pauseMs?: number;
   /** Stops between transactions; what was pruned stays pruned. */
   readonly signal?: AbortSignal;
@@ -56,15 +56,16 @@ export interface PruneAuditResult {
   readonly chains: ChainPruneResult[];
 }
 
-const DEFAULT_BATCH = 1000;
-const DEFAULT_PAUSE_MS = 20;
+const DEFAULT_BATCH = 250;
+const DEFAULT_PAUSE_MS = 10;
 
 export async function pruneAudit(store: AuditPruneStore, options: PruneAuditOptions): Promise<PruneAuditResult> {
   const filter = options.chainId === undefined ? {} : { chainId: options.chainId };
-  const [summaries, checkpoints] = await Promise.all([store.listAuditChains(filter), store.listAuditCheckpoints(filter)]);
+  // Heads, not `listAuditChains`: counting every row of a large table would hold the event loop at each run.
+  const [heads, checkpoints] = await Promise.all([store.listAuditChainHeads(), store.listAuditCheckpoints(filter)]);
   const byChain = new Map(checkpoints.map((checkpoint) => [checkpoint.chainId, checkpoint]));
   const chains: ChainPruneResult[] = [];
-  for (const summary of summaries) {
+  for (const summary of heads.filter((head) => options.chainId === undefined || head.chainId === options.chainId)) {
     if (options.signal?.aborted === true) break;
     chains.push(await pruneChain(store, summary.chainId, summary.lastSeq, byChain.get(summary.chainId), options));
   }

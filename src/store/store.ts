@@ -397,6 +397,8 @@ export interface Store {
   listAuditRecords(filter: AuditRecordFilter): Promise<AuditRecordRow[]>;
   /** Every chain (or just `chainId`'s) with its count and last link, ordered by chain id. */
   listAuditChains(filter?: { readonly chainId?: string }): Promise<AuditChainSummary[]>;
+  /** Every chain's id and last seq, ordered by chain id: index lookups per chain, no count of its rows. */
+  listAuditChainHeads(): Promise<{ readonly chainId: string; readonly lastSeq: number }[]>;
   /** Every pruned chain's checkpoint (or just `chainId`'s), ordered by chain id. */
   listAuditCheckpoints(filter?: { readonly chainId?: string }): Promise<AuditCheckpointRow[]>;
   /**

@@ -93,6 +93,12 @@ export function runAuditStoreContract(name: string, harness: StoreHarness): void
       ]);
       assert.deepEqual(await store.listAuditChains({ chainId: 'gw-a' }), [{ chainId: 'gw-a', count: 2, lastSeq: 2, lastHash: rows[1]?.hash }]);
       assert.deepEqual(await store.listAuditChains({ chainId: 'none' }), []);
+      assert.deepEqual(await store.listAuditChainHeads(), [
+        { chainId: 'A', lastSeq: 1 },
+        { chainId: 'a-b', lastSeq: 1 },
+        { chainId: 'ab', lastSeq: 1 },
+        { chainId: 'gw-a', lastSeq: 2 },
+      ]);
     });
 
     it('filters by every field and by time, and pages with a keyset cursor in both orders', async () => {
@@ -194,6 +200,7 @@ export function runAuditStoreContract(name: string, harness: StoreHarness): void
 
     it('prunes a chain up to a checkpoint in one step, and only from the checkpoint it was read at', async () => {
       const { store } = await migrated();
+      assert.deepEqual(await store.listAuditChainHeads(), []);
       await store.appendAuditRecords([1, 2, 3, 4, 5].map((seq) => row('p', seq, seq)));
       await store.appendAuditRecords([row('other', 1, 1)]);
       assert.deepEqual(await store.listAuditCheckpoints(), []);

@@ -198,6 +198,21 @@ export async function listAuditChains(driver: SqlDriver, filter: { readonly chai
   }));
 }
 
+/**
+ * Each chain's id and last seq without reading its rows: a loose index scan over the primary key (the next chain
+ * id after the previous one, then its largest seq), a few index lookups per chain on both backends, where
+ * {@link listAuditChains} counts every row. For what runs while the gateway serves (retention).
+ */
+export async function listAuditChainHeads(driver: SqlDriver): Promise<{ chainId: string; lastSeq: number }[]> {
+  const rows = await driver.all(
+    'WITH RECURSIVE chains(id) AS (' +
+      'SELECT MIN(chain_id) FROM audit_records ' +
+      'UNION ALL SELECT (SELECT MIN(a.chain_id) FROM audit_records a WHERE a.chain_id > chains.id) FROM chains WHERE chains.id IS NOT NULL' +
+      ') SELECT id AS chain_id, (SELECT MAX(b.seq) FROM audit_records b WHERE b.chain_id = chains.id) AS last_seq FROM chains WHERE id IS NOT NULL ORDER BY id',
+  );
+  return rows.map((row) => ({ chainId: String(row.chain_id), lastSeq: Number(row.last_seq) }));
+}
+
 function optionalText(value: unknown): string | undefined {
   return value === null || value === undefined ? undefined : String(value);
 }

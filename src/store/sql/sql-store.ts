@@ -30,7 +30,7 @@ import type {
 } from '../store.js';
 import { checkLevel, checkName, checkPermissionDocument, checkToolsetEntries, checkVaultSecretInput, invalid, notFound } from '../validate.js';
 import { listAuditCheckpoints, pruneAuditChain } from './audit-checkpoint-sql.js';
-import { appendAuditRecords, listAuditChains, listAuditRecords } from './audit-sql.js';
+import { appendAuditRecords, listAuditChainHeads, listAuditChains, listAuditRecords } from './audit-sql.js';
 import { getReceipt, putReceipt } from './receipt-sql.js';
 import type { SqlDriver, SqlStatement, SqlValue } from './driver.js';
 import { runMigrations } from './migrate.js';
@@ -366,6 +366,10 @@ export class SqlStore implements Store {
 
   listAuditChains(filter?: { readonly chainId?: string }): Promise<AuditChainSummary[]> {
     return listAuditChains(this.#driver, filter);
+  }
+
+  listAuditChainHeads(): Promise<{ chainId: string; lastSeq: number }[]> {
+    return listAuditChainHeads(this.#driver);
   }
 
   listAuditCheckpoints(filter?: { readonly chainId?: string }): Promise<AuditCheckpointRow[]> {
