@@ -2,6 +2,7 @@ import type { Logger } from '../observability/logger.js';
 import { watchFiles, type FileWatch } from '../util/watch-files.js';
 import { catalogSnapshotHash, emptyCatalog, readCatalog } from './catalog-file.js';
 import type { CatalogGuard } from './catalog-guard.js';
+import { errorMessage } from '../errors/error-message.js';
 
 const EMPTY_SNAPSHOT = catalogSnapshotHash(emptyCatalog());
 
@@ -75,7 +76,7 @@ export class CatalogReloader {
   reload(): Promise<void> {
     // One at a time: two reads racing a rename could otherwise apply the older file last. Whatever goes wrong is
     // this attempt's refusal, never a rejection that would stop the queue (or the process, from a file event).
-    this.#queue = this.#queue.then(() => this.#reloadOnce()).catch((error: unknown) => this.#refuse(error instanceof Error ? error.message : String(error)));
+    this.#queue = this.#queue.then(() => this.#reloadOnce()).catch((error: unknown) => this.#refuse(errorMessage(error)));
     return this.#queue;
   }
 
@@ -114,7 +115,7 @@ export class CatalogReloader {
     try {
       this.#onReload?.(event);
     } catch (error) {
-      this.#logger.warn({ file: this.#file, err: error instanceof Error ? error.message : String(error) }, 'catalog reload handler failed');
+      this.#logger.warn({ file: this.#file, err: errorMessage(error) }, 'catalog reload handler failed');
     }
   }
 }

@@ -11,6 +11,7 @@ import { executionIdentityOf } from '../upstream/execution-identity.js';
 import { connectOptionsFor } from '../upstream/tls-pin.js';
 import { UpstreamClient } from '../upstream/upstream-client.js';
 import { VERSION } from '../version.js';
+import { errorMessage } from '../errors/error-message.js';
 
 /** What the upstreams list right now: each server's tools (original objects), and the servers that failed. */
 export interface LiveCatalog {
@@ -145,7 +146,7 @@ async function listTools(
 }
 
 function describe(error: unknown, server: ServerConfig): string {
-  let message = error instanceof Error ? error.message : String(error);
+  let message = errorMessage(error);
   if (GatewayError.is(error)) {
     message = `${error.code}: ${message}`;
     // The useful part is often one level down (the spawn error, the TLS failure).

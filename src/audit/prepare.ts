@@ -9,6 +9,7 @@ import {
   type AuditInput,
   type AuditRecordFields,
 } from './record.js';
+import { errorMessage } from '../errors/error-message.js';
 
 /**
  * An append's input made ready for the chain, before it gets a seq: checked, redacted, hashed and bounded.
@@ -100,7 +101,7 @@ export function prepareRecord(input: AuditInput, options: { readonly captureArgu
       argsHash ??= argumentsHash(input.args);
       if (options.captureArguments) args = capturedArgs(input.args);
     } catch (error) {
-      throw bad(`args have no JSON form (${error instanceof Error ? error.message : String(error)})`);
+      throw bad(`args have no JSON form (${errorMessage(error)})`);
     }
   }
   // Members are added only when present, never deleted afterwards: `delete` would turn every record into a

@@ -1,5 +1,6 @@
 import type { StatementSigner, StatementVerifier } from './checkpoint.js';
 import { pruneAudit, type AuditPruneStore, type PruneAuditResult } from './retention.js';
+import { errorMessage } from '../errors/error-message.js';
 
 /** The three methods used; a pino Logger fits. */
 export interface RetentionLogger {
@@ -93,7 +94,7 @@ export class AuditRetention {
     try {
       result = await pruneAudit(store, { before, signer, signal: this.#abort.signal, ...(this.#options.now === undefined ? {} : { now: this.#options.now }) });
     } catch (error) {
-      this.#lastError = error instanceof Error ? error.message : String(error);
+      this.#lastError = errorMessage(error);
       logger.error({ err: error }, 'audit retention run failed; the next run tries again');
       return;
     }

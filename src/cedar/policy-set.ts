@@ -9,6 +9,7 @@ import {
   type PolicyJson,
 } from '@cedar-policy/cedar-wasm/nodejs';
 import type { PolicySetConfig } from '../config/governance-schema.js';
+import { errorMessage } from '../errors/error-message.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import { CEDAR_ACTIONS, NAMESPACE, type CedarAction } from './request.js';
 
@@ -62,7 +63,7 @@ export async function readPolicySet(config: PolicySetConfig, baseDir: string): P
         if (info.size > MAX_POLICY_FILE_BYTES) throw new Error(`larger than ${MAX_POLICY_FILE_BYTES} bytes`);
         return { file, path, text: await readFile(path, 'utf8') };
       } catch (error) {
-        const reason = error instanceof Error ? error.message : String(error);
+        const reason = errorMessage(error);
         throw policyError(`policy set "${config.id}": cannot read policy file "${file}": ${reason}`, { set: config.id, file });
       }
     }),

@@ -8,6 +8,7 @@ import {
   type EntityJson,
 } from '@cedar-policy/cedar-wasm/nodejs';
 import type { PolicySetConfig } from '../config/governance-schema.js';
+import { errorMessage } from '../errors/error-message.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import { watchFiles, type FileWatch } from '../util/watch-files.js';
 import { parsePolicySet, readPolicySet, type ParsedSet } from './policy-set.js';
@@ -225,7 +226,7 @@ export class CedarPolicies {
       });
     } catch (error) {
       // A wasm trap or a value serde cannot take: the request was not judged, so it must not pass.
-      answer = { type: 'failure', errors: [{ message: error instanceof Error ? error.message : String(error), help: null, code: null, url: null, severity: null }], warnings: [] };
+      answer = { type: 'failure', errors: [{ message: errorMessage(error), help: null, code: null, url: null, severity: null }], warnings: [] };
     }
     return { outcome: outcomeOf(answer, snapshot), judged: answer.type !== 'failure' };
   }
@@ -295,7 +296,7 @@ export class CedarPolicies {
   }
 
   #fail(entry: LoadedSet, error: unknown): void {
-    const message = error instanceof Error ? error.message : String(error);
+    const message = errorMessage(error);
     entry.lastError = message;
     const set = entry.parsed.config.id;
     const data = GatewayError.is(error) ? (error.data ?? {}) : {};
@@ -311,7 +312,7 @@ export class CedarPolicies {
     try {
       this.#onReload?.(event);
     } catch (error) {
-      this.#logger.warn({ set: event.set, err: error instanceof Error ? error.message : String(error) }, 'policy reload handler failed');
+      this.#logger.warn({ set: event.set, err: errorMessage(error) }, 'policy reload handler failed');
     }
   }
 

@@ -12,6 +12,7 @@ import { existingReceiptKey, resolveReceiptKey } from '../receipts/signing-key.j
 import { createStore } from '../store/create-store.js';
 import type { Store } from '../store/store.js';
 import { printJson, runCommand, UsageError, type ControlIo } from './control-cli.js';
+import { errorMessage } from '../errors/error-message.js';
 
 /** `audit export` may write more than a pipe holds: `drain` waits until stdout takes more. */
 export interface AuditIo extends ControlIo {
@@ -74,7 +75,7 @@ async function checkpointVerifier(options: AuditVerifyOptions, config: GatewayCo
 
 async function keyFile(path: string, flag: string): Promise<StatementVerifier> {
   const pem = await readFile(path, 'utf8').catch((error: unknown) => {
-    throw new UsageError(`${flag} ${path}: ${error instanceof Error ? error.message : String(error)}`);
+    throw new UsageError(`${flag} ${path}: ${errorMessage(error)}`);
   });
   return statementVerifier(pem);
 }

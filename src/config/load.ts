@@ -5,6 +5,7 @@ import { interpolate, isPlainObject, type ConfigPath, type EnvSource } from './i
 import { convertMcpServers, isMcpServersDocument, toMcpServersPath } from './mcp-servers.js';
 import { configSchema, type GatewayConfig } from './schema.js';
 import { detectFormat, parseSource, type ParsedSource } from './source.js';
+import { errorMessage } from '../errors/error-message.js';
 
 /**
  * Loading, in order: read → parse (YAML or JSON) → recognise the `mcpServers` form → interpolate `${VAR}` →
@@ -40,7 +41,7 @@ export async function loadConfig(path: string, options: LoadConfigOptions): Prom
   try {
     text = await readFile(path, 'utf8');
   } catch (error) {
-    const message = error instanceof Error ? error.message : String(error);
+    const message = errorMessage(error);
     throw new ConfigError('MCPGATE_ERR_CONFIG_READ', [{ path: '', message }], path, error);
   }
   return parseConfig(text, { env: options.env, fileName: path });

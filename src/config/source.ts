@@ -1,5 +1,6 @@
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Document, type Node, type YAMLError } from 'yaml';
 import type { ConfigPath } from './interpolate.js';
+import { errorMessage } from '../errors/error-message.js';
 
 /**
  * Turns configuration text (YAML or JSON) into plain data plus a way to find where a path is written, so
@@ -77,7 +78,7 @@ export function parseSource(text: string, format: SourceFormat): ParseSourceResu
     data = document.toJS();
   } catch (error) {
     // e.g. an alias bomb hitting yaml's maxAliasCount.
-    return { ok: false, issues: [{ path: [], message: error instanceof Error ? error.message : String(error) }] };
+    return { ok: false, issues: [{ path: [], message: errorMessage(error) }] };
   }
   return { ok: true, source: { data, locate: (path, atKey) => locateIn(document, path, atKey, position) } };
 }
@@ -164,7 +165,7 @@ function isNodeWithRange(value: unknown): value is Node {
 }
 
 function jsonSyntaxIssue(text: string, error: unknown, position: (offset: number) => Position): SourceIssue {
-  const message = error instanceof Error ? error.message : String(error);
+  const message = errorMessage(error);
   // V8 reports either "(line L column C)" (newer) or "at position N" (Node 20).
   const lineColumn = /\(line (\d+) column (\d+)\)/.exec(message);
   if (lineColumn !== null) {

@@ -13,6 +13,7 @@ import { rawResult } from '../jsonrpc/serialize.js';
 import type { Logger } from '../observability/logger.js';
 import type { Caller } from '../policy/decision.js';
 import { evidenceOf, type UpstreamEvidence } from './evidence.js';
+import { errorMessage } from '../errors/error-message.js';
 
 const MAX_COUNTED_SESSIONS = 100_000;
 
@@ -295,7 +296,7 @@ function describe(end: CallEnd, advisory: readonly string[]): { decision: AuditD
       }
       // Refused at ingress while the audit log was late: the gateway's own refusal, not an upstream's error.
       if (code === 'MCPGATE_ERR_AUDIT_UNAVAILABLE') return { decision: 'refused', reason: errorReason(end.error as GatewayError) };
-      const message = end.error instanceof Error ? end.error.message : String(end.error);
+      const message = errorMessage(end.error);
       return { decision: 'error', reason: code === undefined ? message : `${code}: ${message}` };
     }
   }

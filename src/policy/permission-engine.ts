@@ -21,6 +21,7 @@ export {
   type LevelRead,
   type ToolsetRead,
 } from './explain.js';
+import { errorMessage } from '../errors/error-message.js';
 
 /** What the engine needs to know about one configured server (issue 5 §5). */
 export interface PolicyServerConfig {
@@ -165,7 +166,7 @@ export class PermissionEngine {
 }
 
 function describe(error: unknown): string {
-  return GatewayError.is(error) ? `${error.code}: ${error.message}` : error instanceof Error ? error.message : String(error);
+  return GatewayError.is(error) ? `${error.code}: ${error.message}` : errorMessage(error);
 }
 
 function storeFailure(error: unknown, what: string): AccessDecision {

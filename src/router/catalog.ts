@@ -3,6 +3,7 @@ import type { Logger } from '../observability/logger.js';
 import type { UpstreamReply } from '../upstream/upstream-client.js';
 import { type Naming, prefixed, splitPrefixed, ToolFilter } from './naming.js';
 import { compileTemplate } from './uri-template.js';
+import { errorMessage } from '../errors/error-message.js';
 
 export type ListKind = 'tools' | 'prompts' | 'resources' | 'resourceTemplates';
 
@@ -393,7 +394,7 @@ export class CatalogView {
       const nextCursor = typeof reply.result.nextCursor === 'string' && reply.result.nextCursor !== '' ? reply.result.nextCursor : undefined;
       return this.store(key, { items, nextCursor, expires: this.now() + this.options.ttlMs });
     } catch (error) {
-      this.options.logger.warn({ server, method: LIST_METHOD[kind], err: error instanceof Error ? error.message : String(error) }, 'upstream list unavailable');
+      this.options.logger.warn({ server, method: LIST_METHOD[kind], err: errorMessage(error) }, 'upstream list unavailable');
       return undefined;
     }
   }

@@ -30,6 +30,7 @@ import { type CallContext, createUpstreamHandlers, deliver } from './client-brid
 import { ListViews } from './list-views.js';
 import type { Naming, ToolFilter } from './naming.js';
 import { splitPrefixed } from './naming.js';
+import { errorMessage } from '../errors/error-message.js';
 
 export interface RouterOptions {
   registry: UpstreamRegistry<CallContext>;
@@ -370,7 +371,7 @@ export class Router {
             }
           });
         } catch (error) {
-          this.options.logger.warn({ server, err: error instanceof Error ? error.message : String(error) }, 'logging/setLevel not delivered');
+          this.options.logger.warn({ server, err: errorMessage(error) }, 'logging/setLevel not delivered');
         }
       }),
     );

@@ -6,6 +6,7 @@ import type { Logger } from '../observability/logger.js';
 import { ServerGuard, type GuardSnapshot } from './server-guard.js';
 import type { UpstreamTransport } from './transport.js';
 import { UpstreamClient, type CancelSignal, type UpstreamHandlers } from './upstream-client.js';
+import { errorMessage } from '../errors/error-message.js';
 
 /** `crash-loop`: a stdio server that failed too often within its window; calls fail fast until its backoff ends. */
 export type ServerState = 'idle' | 'connecting' | 'ready' | 'failed' | 'crash-loop' | 'disabled';
@@ -215,7 +216,7 @@ export class UpstreamRegistry<C> {
       return client;
     } catch (error) {
       if (this.entries.get(key) === entry) this.entries.delete(key);
-      const message = error instanceof Error ? error.message : String(error);
+      const message = errorMessage(error);
       this.setState(server, 'failed', message);
       const status = this.status.get(server);
       if (status !== undefined) status.lastErrorCode = GatewayError.is(error) ? error.code : undefined;
