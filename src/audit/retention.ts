@@ -57,25 +57,26 @@ export interface PruneAuditResult {
 }
 
 const DEFAULT_BATCH = 250;
+const CONCURRENT = 'another process pruned this chain at the same time; the next run goes on from its checkpoint';
 const DEFAULT_PAUSE_MS = 10;
 
 export async function pruneAudit(store: AuditPruneStore, options: PruneAuditOptions): Promise<PruneAuditResult> {
-  const filter = options.chainId === undefined ? {} : { chainId: options.chainId };
   // Heads, not `listAuditChains`: counting every row of a large table would hold the event loop at each run.
-  const [heads, checkpoints] = await Promise.all([store.listAuditChainHeads(), store.listAuditCheckpoints(filter)]);
-  const byChain = new Map(checkpoints.map((checkpoint) => [checkpoint.chainId, checkpoint]));
+  const heads = await store.listAuditChainHeads();
   const chains: ChainPruneResult[] = [];
-  for (const summary of heads.filter((head) => options.chainId === undefined || head.chainId === options.chainId)) {
+  for (const head of heads.filter((candidate) => options.chainId === undefined || candidate.chainId === options.chainId)) {
     if (options.signal?.aborted === true) break;
-    chains.push(await pruneChain(store, summary.chainId, summary.lastSeq, byChain.get(summary.chainId), options));
+    chains.push(await pruneChain(store, head.chainId, head.lastSeq, options));
   }
   return { before: options.before, pruned: chains.reduce((sum, chain) => sum + chain.pruned, 0), chains };
 }
 
-async function pruneChain(store: AuditPruneStore, chainId: string, lastSeq: number, stored: AuditCheckpointRow | undefined, options: PruneAuditOptions): Promise<ChainPruneResult> {
+async function pruneChain(store: AuditPruneStore, chainId: string, lastSeq: number, options: PruneAuditOptions): Promise<ChainPruneResult> {
   const batchSize = options.batchSize ?? DEFAULT_BATCH;
   const cutoff = options.before.getTime();
-  let checkpoint = stored;
+  // Read now, not with the list of chains: another replica may have pruned this chain meanwhile.
+  const current = async (): Promise<AuditCheckpointRow | undefined> => (await store.listAuditCheckpoints({ chainId }))[0];
+  let checkpoint = await current();
   let pruned = 0;
   const result = (extra: Pick<ChainPruneResult, 'problem' | 'brokenLink' | 'conflict'> = {}): ChainPruneResult => ({
     chainId,
@@ -101,7 +102,12 @@ async function pruneChain(store: AuditPruneStore, chainId: string, lastSeq: numb
       }
       const reading = readRow(row);
       const broken = 'malformed' in reading ? { seq: row.seq, reason: 'malformed row' as const, detail: reading.malformed } : checkLink(previous, reading.body, reading.hash, true);
-      if (broken !== undefined) return result({ problem: `the chain is broken at seq ${broken.seq} (${broken.reason}): not pruned past it`, brokenLink: broken });
+      if (broken !== undefined) {
+        // Records missing right after the checkpoint read: another replica may have pruned them since.
+        const moved = broken.reason === 'gap' && broken.seq === (checkpoint?.seq ?? 0) + 1 && (await current())?.seq !== checkpoint?.seq;
+        if (moved) return result({ problem: CONCURRENT, conflict: true });
+        return result({ problem: `the chain is broken at seq ${broken.seq} (${broken.reason}): not pruned past it`, brokenLink: broken });
+      }
       previous = { seq: row.seq, hash: row.hash };
       last = { seq: row.seq, hash: row.hash, time: row.time };
       count += 1;
@@ -115,7 +121,7 @@ async function pruneChain(store: AuditPruneStore, chainId: string, lastSeq: numb
       await store.pruneAuditChain(next, checkpoint?.seq ?? 0);
     } catch (error) {
       if (GatewayError.is(error) && error.code === 'MCPGATE_ERR_STORE_CONFLICT') {
-        return result({ problem: 'another process pruned this chain at the same time; the next run goes on from its checkpoint', conflict: true });
+        return result({ problem: CONCURRENT, conflict: true });
       }
       throw error;
     }

@@ -5,10 +5,12 @@ import Database from 'better-sqlite3';
 import { AuditLog } from '../../src/audit/audit-log.js';
 import { checkpointStatement } from '../../src/audit/checkpoint.js';
 import { AuditRetention } from '../../src/audit/retention-job.js';
-import { pruneAudit } from '../../src/audit/retention.js';
+import { pruneAudit, type AuditPruneStore } from '../../src/audit/retention.js';
 import { verifyAudit } from '../../src/audit/verify.js';
 import { ReceiptSigner, statementVerifier } from '../../src/receipts/receipt.js';
+import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import type { Store } from '../../src/store/store.js';
+import { PG_SERVER, ThrowawayDatabases } from '../fixtures/postgres.js';
 import { captureLogger, sqliteStore } from './helpers.js';
 
 const cleanups: (() => Promise<void>)[] = [];
@@ -131,6 +133,28 @@ describe('pruneAudit', () => {
     assert.equal((await verifyAudit(store, { verifier: key })).ok, true);
   });
 
+  it('takes records that vanished under it for a concurrent prune (a conflict), not a broken chain', async () => {
+    const { store } = await chain('gw', 10);
+    let raced = false;
+    // Another replica prunes the chain between this one reading the checkpoint and reading the records after it.
+    const racing: AuditPruneStore = {
+      listAuditChainHeads: () => store.listAuditChainHeads(),
+      listAuditCheckpoints: (filter) => store.listAuditCheckpoints(filter),
+      pruneAuditChain: (checkpoint, previousSeq) => store.pruneAuditChain(checkpoint, previousSeq),
+      listAuditRecords: async (filter) => {
+        if (!raced) {
+          raced = true;
+          await pruneAudit(store, { before: at(6), signer: key, pauseMs: 0 });
+        }
+        return store.listAuditRecords(filter);
+      },
+    };
+    const result = await pruneAudit(racing, { before: at(8), signer: key, pauseMs: 0 });
+    assert.equal(raced, true);
+    assert.deepEqual([result.chains[0]?.conflict, result.chains[0]?.brokenLink, result.chains[0]?.pruned], [true, undefined, 0]);
+    assert.deepEqual(await seqs(store, 'gw'), [6, 7, 8, 9, 10]);
+  });
+
   it('prunes every chain, or the one asked for', async () => {
     const { store } = await chain('a', 4);
     await append(store, 'b', 1, 4);
@@ -248,5 +272,34 @@ describe('AuditRetention', () => {
     await retention.runOnce();
     assert.match(retention.status().lastError ?? '', /closed/);
     await retention.close();
+  });
+});
+
+describe('audit retention on the real PostgreSQL', () => {
+  const databases = new ThrowawayDatabases('mcpgate_retention');
+  after(() => databases.dropAll());
+
+  it('two replicas pruning the same chains at once: each record pruned once, one checkpoint per chain, verified', async () => {
+    const name = await databases.create();
+    const open = (): PostgresStore => new PostgresStore({ connectionString: `${PG_SERVER}/${name}`, max: 2 });
+    const [a, b] = [open(), open()];
+    try {
+      await a.migrate();
+      for (const chainId of ['gw-1', 'gw-2', 'gw-3']) await append(a, chainId, 1, 300);
+      const prune = (store: Store) => pruneAudit(store, { before: at(251), signer: key, batchSize: 20, pauseMs: 0 });
+      const [first, second] = await Promise.all([prune(a), prune(b)]);
+      // Records 1–250 of each chain are older than record 251: pruned by one replica or the other, never twice.
+      for (const chainId of ['gw-1', 'gw-2', 'gw-3']) {
+        assert.deepEqual((await seqs(a, chainId))[0], 251);
+        const done = [first, second].flatMap((run) => run.chains.filter((c) => c.chainId === chainId));
+        assert.ok(done.every((c) => c.problem === undefined || c.conflict === true), JSON.stringify(done));
+      }
+      const checkpoints = await a.listAuditCheckpoints();
+      assert.deepEqual(checkpoints.map((c) => [c.chainId, c.seq, c.prunedRecords]), [['gw-1', 250, 250], ['gw-2', 250, 250], ['gw-3', 250, 250]]);
+      assert.equal((await verifyAudit(b, { verifier: key })).ok, true);
+    } finally {
+      await a.close();
+      await b.close();
+    }
   });
 });
