@@ -4,6 +4,7 @@ import { after, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { AuditLog } from '../../src/audit/audit-log.js';
 import { checkpointStatement } from '../../src/audit/checkpoint.js';
+import type { AuditReader } from '../../src/audit/query.js';
 import { AuditRetention } from '../../src/audit/retention-job.js';
 import { pruneAudit, type AuditPruneStore } from '../../src/audit/retention.js';
 import { verifyAudit } from '../../src/audit/verify.js';
@@ -232,6 +233,29 @@ describe('verifyAudit of a pruned chain', () => {
     assert.equal((await verifyAudit(store, { verifier: key })).ok, true);
     await pruneAudit(store, { before: at(7), signer: key, pauseMs: 0 });
     assert.deepEqual(await seqs(store, 'gw'), [7, 8, 9, 10]);
+  });
+
+  it('walks again from the new checkpoint when a running gateway prunes while it verifies, and still names a real gap', async () => {
+    const { store, path } = await pruned();
+    let raced = false;
+    const racing: AuditReader = {
+      listAuditChains: (filter) => store.listAuditChains(filter),
+      listAuditCheckpoints: (filter) => store.listAuditCheckpoints(filter),
+      listAuditRecords: async (filter) => {
+        if (!raced) {
+          raced = true;
+          await pruneAudit(store, { before: at(9), signer: key, pauseMs: 0 });
+        }
+        return store.listAuditRecords(filter);
+      },
+    };
+    const result = await verifyAudit(racing, { verifier: key });
+    assert.equal(raced, true);
+    assert.equal(result.ok, true, JSON.stringify(result));
+    assert.equal(result.chains[0]?.checkpoint?.seq, 8);
+    tamper(path, 'DELETE FROM audit_records WHERE seq = 9');
+    const gap = await verifyAudit(store, { verifier: key });
+    assert.deepEqual([gap.chains[0]?.firstBroken?.reason, gap.chains[0]?.firstBroken?.seq], ['gap', 9]);
   });
 
   it('signs a statement that names what it is, so it cannot pass for another', () => {
