@@ -57,8 +57,8 @@ export interface PruneAuditResult {
 }
 
 const DEFAULT_BATCH = 250;
-const CONCURRENT = 'another process pruned this chain at the same time; the next run goes on from its checkpoint';
 const DEFAULT_PAUSE_MS = 10;
+const CONCURRENT = 'another process pruned this chain at the same time; the next run goes on from its checkpoint';
 
 export async function pruneAudit(store: AuditPruneStore, options: PruneAuditOptions): Promise<PruneAuditResult> {
   // Heads, not `listAuditChains`: counting every row of a large table would hold the event loop at each run.
@@ -96,11 +96,16 @@ async function pruneChain(store: AuditPruneStore, chainId: string, lastSeq: numb
     let count = 0;
     let reachedEnd = rows.length < batchSize;
     for (const row of rows) {
-      if (row.seq >= lastSeq || !(row.time.getTime() < cutoff)) {
+      if (row.seq >= lastSeq) {
         reachedEnd = true;
         break;
       }
       const reading = readRow(row);
+      // A row that cannot be read has no age to go by: it stops pruning and is named, below.
+      if (!('malformed' in reading) && !(row.time.getTime() < cutoff)) {
+        reachedEnd = true;
+        break;
+      }
       const broken = 'malformed' in reading ? { seq: row.seq, reason: 'malformed row' as const, detail: reading.malformed } : checkLink(previous, reading.body, reading.hash, true);
       if (broken !== undefined) {
         // Records missing right after the checkpoint read: another replica may have pruned them since.

@@ -114,6 +114,14 @@ describe('pruneAudit', () => {
     assert.equal(verified.chains[0]?.firstBroken?.seq, 4);
   });
 
+  it('names a row whose time was edited into something that is not a time, instead of stopping there silently', async () => {
+    const { store, path } = await chain('gw', 6);
+    tamper(path, "UPDATE audit_records SET time = 'yesterday' WHERE seq = 2");
+    const result = await pruneAudit(store, { before: at(5), signer: key, pauseMs: 0 });
+    assert.deepEqual([result.chains[0]?.brokenLink?.seq, result.chains[0]?.brokenLink?.reason], [2, 'malformed row']);
+    assert.deepEqual(await seqs(store, 'gw'), [1, 2, 3, 4, 5, 6]);
+  });
+
   it('refuses to go on from a checkpoint its key did not sign', async () => {
     const { store } = await chain('gw', 10);
     await pruneAudit(store, { before: at(4), signer: key, pauseMs: 0 });
