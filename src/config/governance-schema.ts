@@ -13,13 +13,13 @@ function integer(schema: z.ZodNumber) {
 
 const DURATION_UNIT_MS = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 
-/** `90d`, `12h`, `30m`, `45s` to milliseconds, between `minMs` and ten years. */
-function duration(minMs: number, minText: string) {
+/** `90d`, `12h`, `30m`, `45s` to milliseconds, from 1s to `maxDays` days. */
+function duration(maxDays: number) {
   return z
     .string()
     .regex(/^[1-9][0-9]{0,5}[smhd]$/, 'must be a whole number and a unit: 45s, 30m, 12h or 90d')
     .transform((text) => Number(text.slice(0, -1)) * DURATION_UNIT_MS[text.slice(-1) as keyof typeof DURATION_UNIT_MS])
-    .refine((ms) => ms >= minMs && ms <= 3650 * DURATION_UNIT_MS.d, `must be at least ${minText} and at most 3650d`);
+    .refine((ms) => ms <= maxDays * DURATION_UNIT_MS.d, `must be at most ${maxDays}d`);
 }
 
 /**
@@ -28,9 +28,9 @@ function duration(minMs: number, minText: string) {
  */
 export const auditRetentionSchema = z.strictObject({
   /** How long a record is kept. */
-  maxAge: duration(1000, '1s'),
-  /** How often the gateway prunes; the first run is at start. */
-  every: duration(1000, '1s').prefault('1h'),
+  maxAge: duration(3650),
+  /** How often the gateway prunes; the first run is at start. At most 7d: a timer cannot wait 25 days or more. */
+  every: duration(7).prefault('1h'),
 });
 
 /** Sensitivity labels, lowest first: a session's high-water mark only rises along this order. */

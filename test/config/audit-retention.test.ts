@@ -17,12 +17,13 @@ describe('config: audit.retention', () => {
     assert.deepEqual(parse('{ maxAge: 45s, every: 1s }').gateway.audit.retention, { maxAge: 45_000, every: 1000 });
   });
 
-  it('refuses what is not a duration, zero, more than ten years, a missing maxAge and unknown keys, naming the field', () => {
+  it('refuses what is not a duration, zero, more than ten years, a schedule longer than a week, a missing maxAge and unknown keys, naming the field', () => {
     const cases: [string, RegExp][] = [
       ['{ maxAge: 90 }', /gateway\.audit\.retention\.maxAge/],
       ['{ maxAge: 10x }', /45s, 30m, 12h or 90d/],
       ['{ maxAge: 0d }', /gateway\.audit\.retention\.maxAge/],
       ['{ maxAge: 3651d }', /at most 3650d/],
+      ['{ maxAge: 90d, every: 8d }', /at most 7d/],
       ['{ maxAge: "-5d" }', /gateway\.audit\.retention\.maxAge/],
       ['{ maxAge: 1.5d }', /gateway\.audit\.retention\.maxAge/],
       ['{ every: 1h }', /gateway\.audit\.retention\.maxAge/],
