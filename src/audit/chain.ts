@@ -17,7 +17,15 @@ import {
  * `verifyAudit` (rows from the store) and `verifyExport` (lines of a JSONL export) apply.
  */
 
-export type BrokenReason = 'hash mismatch' | 'prev-hash mismatch' | 'gap' | 'malformed row' | 'untrusted checkpoint';
+export type BrokenReason =
+  | 'hash mismatch'
+  | 'prev-hash mismatch'
+  | 'gap'
+  | 'malformed row'
+  | 'untrusted checkpoint'
+  | 'untrusted anchor'
+  | 'anchor mismatch'
+  | 'truncated';
 
 /** The first place a chain stops verifying. */
 export interface BrokenLink {

@@ -5,7 +5,7 @@ import { canonicalJson, type AuditExportRecord } from './record.js';
 
 /** Reading the log: paging through the store, time bounds as operators write them, and the admin page. */
 
-export type AuditReader = Pick<Store, 'listAuditRecords' | 'listAuditChains' | 'listAuditCheckpoints'>;
+export type AuditReader = Pick<Store, 'listAuditRecords' | 'listAuditChains' | 'listAuditCheckpoints' | 'listAuditAnchors'>;
 
 const PAGE = 1000;
 

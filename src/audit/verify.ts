@@ -1,6 +1,6 @@
-import type { AuditCheckpointRow } from '../store/store.js';
+import type { AuditAnchorRow, AuditCheckpointRow } from '../store/store.js';
 import { checkBody, checkLink, readRow, type BrokenLink, type ChainPosition } from './chain.js';
-import { checkpointProblem, type StatementVerifier } from './checkpoint.js';
+import { anchorProblem, checkpointProblem, type StatementVerifier } from './checkpoint.js';
 import { iterateAuditRecords, type AuditReader } from './query.js';
 import type { AuditExportRecord, AuditRecordBody } from './record.js';
 
@@ -20,6 +20,9 @@ export interface ChainVerification {
   readonly last?: ChainPosition;
   /** Where a pruned chain starts: its walk began after this record. */
   readonly checkpoint?: Pick<AuditCheckpointRow, 'seq' | 'hash' | 'prunedRecords' | 'prunedAt'>;
+  /** Signed chain heads the walk checked (beyond the checkpoint; the store's walk only). */
+  readonly anchors?: number;
+  readonly lastAnchorSeq?: number;
 }
 
 export interface AuditVerification {
@@ -33,30 +36,76 @@ export interface AuditVerification {
  * (`gap`, naming the first missing seq) or a row that cannot be read as a record (`malformed row`). A chain
  * starts at seq 1, or right after its checkpoint when retention pruned it; a checkpoint whose signature does
  * not verify under `verifier` (or with no verifier) is an `untrusted checkpoint`, since anyone able to delete
- * rows could otherwise write one. A chain cut short at its end cannot be told from a shorter one here: a session
- * receipt's last hash is what proves the tail.
+ * rows could otherwise write one. Each signed chain head (anchor) beyond the checkpoint, from the store or
+ * given in `anchors` (read from the gateway's log, a witness outside the database), must verify the same way,
+ * and the record at its seq must have its hash: otherwise the chain was rewritten (`anchor mismatch`) or cut
+ * short at its end (`truncated`). Records after the last anchor are vouched for by the chain alone, as are
+ * chains with no anchor; a session receipt's last hash also proves a tail.
  */
 export async function verifyAudit(
   store: AuditReader,
-  options: { readonly chainId?: string; readonly pageSize?: number; readonly verifier?: StatementVerifier } = {},
+  options: { readonly chainId?: string; readonly pageSize?: number; readonly verifier?: StatementVerifier; readonly anchors?: readonly AuditAnchorRow[] } = {},
 ): Promise<AuditVerification> {
   const filter = options.chainId === undefined ? {} : { chainId: options.chainId };
-  const [summaries, checkpoints] = await Promise.all([store.listAuditChains(filter), store.listAuditCheckpoints(filter)]);
+  const [summaries, checkpoints, stored] = await Promise.all([store.listAuditChains(filter), store.listAuditCheckpoints(filter), store.listAuditAnchors(filter)]);
   const counts = new Map(summaries.map((summary) => [summary.chainId, summary.count]));
-  const anchors = new Map(checkpoints.map((checkpoint) => [checkpoint.chainId, checkpoint]));
-  const ids = [...new Set([...counts.keys(), ...anchors.keys()])].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  const starts = new Map(checkpoints.map((checkpoint) => [checkpoint.chainId, checkpoint]));
+  const heads = new Map<string, AuditAnchorRow[]>();
+  for (const anchor of [...stored, ...(options.anchors ?? [])]) {
+    if (options.chainId !== undefined && anchor.chainId !== options.chainId) continue;
+    const list = heads.get(anchor.chainId);
+    if (list === undefined) heads.set(anchor.chainId, [anchor]);
+    else list.push(anchor);
+  }
+  const ids = [...new Set([...counts.keys(), ...starts.keys(), ...heads.keys()])].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
   const chains: ChainVerification[] = [];
   for (const chainId of ids) {
-    const { walk, checkpoint } = await walkWhilePruned(store, chainId, anchors.get(chainId), options);
+    const wanted = new Set((heads.get(chainId) ?? []).map((anchor) => anchor.seq));
+    const { walk: walked, checkpoint } = await walkWhilePruned(store, chainId, starts.get(chainId), { ...options, wanted });
+    const { walk, anchors, lastAnchorSeq } = checkAnchors(walked, checkpoint, heads.get(chainId) ?? [], options.verifier);
     chains.push({
       chainId,
       records: counts.get(chainId) ?? 0,
       ok: walk.firstBroken === undefined,
       ...walk,
+      anchors,
+      ...(lastAnchorSeq === undefined ? {} : { lastAnchorSeq }),
       ...(checkpoint === undefined ? {} : { checkpoint: { seq: checkpoint.seq, hash: checkpoint.hash, prunedRecords: checkpoint.prunedRecords, prunedAt: checkpoint.prunedAt } }),
     });
   }
   return { ok: chains.every((chain) => chain.ok), chains };
+}
+
+type Walk = { firstBroken?: BrokenLink; last?: ChainPosition; hashes?: ReadonlyMap<number, string> };
+
+interface WalkOptions {
+  readonly pageSize?: number;
+  readonly verifier?: StatementVerifier;
+  /** Seqs whose hashes the walk keeps, for the anchors to be checked against. */
+  readonly wanted?: ReadonlySet<number>;
+}
+
+/**
+ * Holds a walked chain to its anchors beyond the checkpoint: each must be signed by the key, name a record the
+ * walk reached, and carry that record's hash. A chain already broken is reported as it is.
+ */
+function checkAnchors(walk: Walk, checkpoint: AuditCheckpointRow | undefined, anchors: readonly AuditAnchorRow[], verifier: StatementVerifier | undefined): { walk: Walk; anchors: number; lastAnchorSeq?: number } {
+  const { hashes, ...result } = walk;
+  const relevant = anchors.filter((anchor) => checkpoint === undefined || anchor.seq > checkpoint.seq).sort((a, b) => a.seq - b.seq);
+  if (result.firstBroken !== undefined || relevant.length === 0) return { walk: result, anchors: 0 };
+  const lastSeq = result.last?.seq ?? checkpoint?.seq ?? 0;
+  for (const anchor of relevant) {
+    const problem = anchorProblem(anchor, verifier);
+    if (problem !== undefined) return { walk: { ...result, firstBroken: { seq: anchor.seq, reason: 'untrusted anchor', detail: `the anchor at seq ${anchor.seq} is not trusted: ${problem}` } }, anchors: 0 };
+    if (anchor.seq > lastSeq) {
+      return { walk: { ...result, firstBroken: { seq: lastSeq + 1, reason: 'truncated', detail: `the gateway signed seq ${anchor.seq} (hash ${anchor.hash}), but the chain ends at seq ${lastSeq}: records were deleted from its end` } }, anchors: 0 };
+    }
+    const found = hashes?.get(anchor.seq);
+    if (found !== anchor.hash) {
+      return { walk: { ...result, firstBroken: { seq: anchor.seq, reason: 'anchor mismatch', detail: `the gateway signed hash ${anchor.hash} for seq ${anchor.seq}; the chain has ${found ?? 'no such record'}: it was rewritten` } }, anchors: 0 };
+    }
+  }
+  return { walk: result, anchors: relevant.length, lastAnchorSeq: relevant.at(-1)?.seq };
 }
 
 /** Walks against a running gateway's retention again from its new checkpoint, a few times at most. */
@@ -71,8 +120,8 @@ async function walkWhilePruned(
   store: AuditReader,
   chainId: string,
   first: AuditCheckpointRow | undefined,
-  options: { readonly pageSize?: number; readonly verifier?: StatementVerifier },
-): Promise<{ walk: { firstBroken?: BrokenLink; last?: ChainPosition }; checkpoint: AuditCheckpointRow | undefined }> {
+  options: WalkOptions,
+): Promise<{ walk: Walk; checkpoint: AuditCheckpointRow | undefined }> {
   let checkpoint = first;
   for (let rewalks = 0; ; rewalks += 1) {
     const walk = await walkChain(store, chainId, checkpoint, options);
@@ -84,12 +133,7 @@ async function walkWhilePruned(
   }
 }
 
-async function walkChain(
-  store: AuditReader,
-  chainId: string,
-  checkpoint: AuditCheckpointRow | undefined,
-  options: { readonly pageSize?: number; readonly verifier?: StatementVerifier },
-): Promise<{ firstBroken?: BrokenLink; last?: ChainPosition }> {
+async function walkChain(store: AuditReader, chainId: string, checkpoint: AuditCheckpointRow | undefined, options: WalkOptions): Promise<Walk> {
   if (checkpoint !== undefined) {
     const problem = checkpointProblem(checkpoint, options.verifier);
     if (problem !== undefined) return { firstBroken: { seq: checkpoint.seq, reason: 'untrusted checkpoint', detail: `the checkpoint at seq ${checkpoint.seq} is not trusted: ${problem}` } };
@@ -97,6 +141,7 @@ async function walkChain(
   let previous: ChainPosition | undefined = checkpoint === undefined ? undefined : { seq: checkpoint.seq, hash: checkpoint.hash };
   let walked = 0;
   let firstBroken: BrokenLink | undefined;
+  const hashes = new Map<number, string>();
   // Rows at or below the checkpoint were pruned already (or came back with a replayed journal): not walked.
   const rows = iterateAuditRecords(store, {
     chainId,
@@ -113,6 +158,7 @@ async function walkChain(
     } else {
       firstBroken = checkLink(previous, reading.body, reading.hash, true);
       previous = firstBroken === undefined ? { seq: reading.body.seq, hash: reading.hash } : previous;
+      if (firstBroken === undefined && options.wanted?.has(reading.body.seq) === true) hashes.set(reading.body.seq, reading.hash);
     }
     if (firstBroken !== undefined) {
       await rows.return(undefined);
@@ -124,7 +170,7 @@ async function walkChain(
     firstBroken = { seq: checkpoint.seq + 1, reason: 'gap', detail: `seq ${checkpoint.seq + 1} and every record after the checkpoint are missing` };
   }
   const last = previous !== undefined && (checkpoint === undefined || previous.seq > checkpoint.seq) ? previous : undefined;
-  return { ...(firstBroken === undefined ? {} : { firstBroken }), ...(last === undefined ? {} : { last }) };
+  return { ...(firstBroken === undefined ? {} : { firstBroken }), ...(last === undefined ? {} : { last }), hashes };
 }
 
 export interface ExportChainVerification extends ChainVerification {

@@ -1,7 +1,10 @@
 import { once } from 'node:events';
 import type { Command } from 'commander';
+import { createReadStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import { createInterface } from 'node:readline';
 import type { StatementVerifier } from '../audit/checkpoint.js';
+import type { AuditAnchorRow } from '../store/store.js';
 import { exportAudit, parseTimeBound } from '../audit/query.js';
 import { pruneAudit, type ChainPruneResult } from '../audit/retention.js';
 import { verifyAudit, type ChainVerification } from '../audit/verify.js';
@@ -23,8 +26,10 @@ export interface AuditVerifyOptions {
   readonly config: string;
   readonly chain?: string;
   readonly json?: boolean;
-  /** SPKI PEM file of the key checkpoints must be signed with; default the gateway's own receipt key. */
+  /** SPKI PEM file of the key checkpoints and anchors must be signed with; default the gateway's own receipt key. */
   readonly publicKey?: string;
+  /** The gateway's log (JSON lines): its `audit chain anchored` lines are checked as well as the stored anchors. */
+  readonly anchors?: string;
 }
 
 export interface AuditPruneOptions {
@@ -73,6 +78,44 @@ async function checkpointVerifier(options: AuditVerifyOptions, config: GatewayCo
   return options.publicKey === undefined ? existingReceiptKey(keyOptions(config)) : keyFile(options.publicKey, '--public-key');
 }
 
+/** Longest log line read for anchors; an anchor line is about 400 bytes. */
+const MAX_LOG_LINE = 64 * 1024;
+
+/**
+ * The `audit chain anchored` lines of a gateway log (pino JSON lines; anything else in it is skipped). A line that
+ * says it is one but cannot be read (cut, or altered by a log pipeline) is reported on stderr and not used.
+ */
+async function anchorsFromLog(path: string, io: ControlIo): Promise<AuditAnchorRow[]> {
+  const anchors: AuditAnchorRow[] = [];
+  const lines = createInterface({ input: createReadStream(path, { encoding: 'utf8' }), crlfDelay: Infinity });
+  let number = 0;
+  try {
+    for await (const line of lines) {
+      number += 1;
+      if (line.length > MAX_LOG_LINE || !line.includes('"audit chain anchored"')) continue;
+      const anchor = anchorOf(line);
+      if (anchor === undefined) io.stderr(`mcpgate audit verify: ${path}:${number}: an "audit chain anchored" line that cannot be read; not used`);
+      else anchors.push(anchor);
+    }
+  } catch (error) {
+    throw new UsageError(`--anchors ${path}: ${errorMessage(error)}`);
+  }
+  return anchors;
+}
+
+function anchorOf(line: string): AuditAnchorRow | undefined {
+  try {
+    const value = JSON.parse(line) as { msg?: unknown; anchor?: Record<string, unknown> };
+    const anchor = value.anchor;
+    if (value.msg !== 'audit chain anchored' || typeof anchor !== 'object' || anchor === null) return undefined;
+    const { chainId, seq, hash, signedAt, keyId, signature } = anchor;
+    if (typeof chainId !== 'string' || typeof seq !== 'number' || typeof hash !== 'string' || typeof signedAt !== 'string' || typeof keyId !== 'string' || typeof signature !== 'string') return undefined;
+    return { chainId, seq, hash, signedAt: new Date(signedAt), keyId, signature };
+  } catch {
+    return undefined;
+  }
+}
+
 async function keyFile(path: string, flag: string): Promise<StatementVerifier> {
   const pem = await readFile(path, 'utf8').catch((error: unknown) => {
     throw new UsageError(`${flag} ${path}: ${errorMessage(error)}`);
@@ -82,7 +125,8 @@ async function keyFile(path: string, flag: string): Promise<StatementVerifier> {
 
 function describeChain(chain: ChainVerification): string {
   const from = chain.checkpoint === undefined ? '' : ` after checkpoint seq ${chain.checkpoint.seq} (${chain.checkpoint.prunedRecords} pruned)`;
-  if (chain.firstBroken === undefined) return `chain ${chain.chainId}: ${chain.records} record(s)${from}, ok`;
+  const anchored = chain.lastAnchorSeq === undefined ? '' : `, ${chain.anchors ?? 0} signed head(s) up to seq ${chain.lastAnchorSeq}`;
+  if (chain.firstBroken === undefined) return `chain ${chain.chainId}: ${chain.records} record(s)${from}${anchored}, ok`;
   const { seq, reason, detail } = chain.firstBroken;
   return `chain ${chain.chainId}: BROKEN at seq ${seq}: ${reason} (${detail})`;
 }
@@ -113,10 +157,12 @@ function reportPending(io: ControlIo, command: string, journal: JournalPending):
 export function runAuditVerify(options: AuditVerifyOptions, io: ControlIo): Promise<number> {
   return runCommand(io, 'audit verify', () =>
     withStore(options.config, io, async (store, config) => {
-      // The key is read only when a checkpoint needs it: verifying an unpruned log needs no key.
-      const pruned = (await store.listAuditCheckpoints(options.chain === undefined ? {} : { chainId: options.chain })).length > 0;
-      const verifier = pruned ? await checkpointVerifier(options, config) : undefined;
-      const result = await verifyAudit(store, { ...(options.chain === undefined ? {} : { chainId: options.chain }), ...(verifier === undefined ? {} : { verifier }) });
+      const only = options.chain === undefined ? {} : { chainId: options.chain };
+      const logged = options.anchors === undefined ? [] : await anchorsFromLog(options.anchors, io);
+      // The key is read only when a signed statement needs it: a log with neither checkpoints nor anchors needs none.
+      const signed = logged.length > 0 || (await store.listAuditCheckpoints(only)).length > 0 || (await store.listAuditAnchors(only)).length > 0;
+      const verifier = signed ? await checkpointVerifier(options, config) : undefined;
+      const result = await verifyAudit(store, { ...only, ...(verifier === undefined ? {} : { verifier }), anchors: logged });
       const journal = await journalPending(store, options.chain);
       if (options.chain !== undefined && result.chains.length === 0 && journal.pending.length === 0) throw new UsageError(`the store holds no audit chain "${options.chain}"`);
       if (options.json === true) printJson(io, { ...result, journalPending: Object.fromEntries(journal.pending) });
@@ -196,7 +242,8 @@ export function registerAuditCommand(program: Command, io: AuditIo, defaultConfi
     .option('--chain <id>', 'verify this chain only')
     .option('-c, --config <file>', 'configuration file', defaultConfig)
     .option('--json', 'machine-readable output')
-    .option('--public-key <pem>', 'SPKI PEM file of the key checkpoints of pruned chains must be signed with (default: the gateway\'s receipt key)')
+    .option('--public-key <pem>', 'SPKI PEM file of the key checkpoints and anchors must be signed with (default: the gateway\'s receipt key)')
+    .option('--anchors <log>', 'the gateway\'s log: check the chains against its "audit chain anchored" lines as well')
     .action(async (options: AuditVerifyOptions) => {
       process.exitCode = await runAuditVerify(options, io);
     });

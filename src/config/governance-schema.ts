@@ -64,6 +64,12 @@ export const auditSchema = z.strictObject({
   /** This instance's chain id; default a fresh id per process start (each instance writes its own chain). */
   chainId: z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/).optional(),
   retention: auditRetentionSchema.optional(),
+  /**
+   * How often the chain head is signed (src/audit/anchor-job.ts), stored and logged, so a rewritten or truncated
+   * chain no longer verifies; `off` to stop. Unset: every 5m whenever the gateway has its signing key (receipts
+   * or retention on).
+   */
+  anchorEvery: z.union([z.literal('off'), duration(7)]).optional(),
 });
 
 export const catalogSchema = z.strictObject({

@@ -3,6 +3,7 @@ import { createCatalogGuard, type CatalogGuard } from '../approvals/catalog-guar
 import { CatalogReloader } from '../approvals/catalog-reload.js';
 import { auditLogFromConfig, type AuditLog } from '../audit/audit-log.js';
 import type { AuditInput } from '../audit/record.js';
+import { AuditAnchoring } from '../audit/anchor-job.js';
 import { AuditRetention } from '../audit/retention-job.js';
 import type { PruneAuditResult } from '../audit/retention.js';
 import { CedarPolicies } from '../cedar/policy-store.js';
@@ -15,6 +16,9 @@ import type { DownstreamSession } from '../session/downstream-session.js';
 import type { Store } from '../store/store.js';
 import { CallGovernor, principalFields } from './call-governor.js';
 
+/** `audit.anchorEvery` when unset and a signing key exists. */
+const DEFAULT_ANCHOR_EVERY_MS = 5 * 60_000;
+
 /** Everything issue 7 adds to a running gateway, built once at start and closed at shutdown. */
 export interface Governance {
   readonly governor: CallGovernor;
@@ -25,6 +29,8 @@ export interface Governance {
   readonly catalogFile: CatalogReloader | undefined;
   /** Prunes old audit records behind signed checkpoints; absent without `audit.retention`. */
   readonly retention: AuditRetention | undefined;
+  /** Signs the chain head on schedule; absent without an audit log, a signing key, or with `anchorEvery: off`. */
+  readonly anchoring: AuditAnchoring | undefined;
   /** Signs and stores the receipt of a session that ended (issue 7 §5); never rejects. */
   sessionEnded(session: DownstreamSession): void;
   /** Records a refused authentication (issue 7 §1); never rejects, never waits. */
@@ -90,8 +96,9 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
         });
   // One key signs everything the gateway signs: session receipts and the checkpoints of pruned audit chains.
   const retentionConfig = gateway.audit.retention;
+  const { anchorEvery } = gateway.audit;
   let key: ReceiptSigner | undefined;
-  if (store !== undefined && (gateway.receipts.enabled || retentionConfig !== undefined)) {
+  if (store !== undefined && (gateway.receipts.enabled || retentionConfig !== undefined || typeof anchorEvery === 'number')) {
     const resolved = await resolveReceiptKey({ ...(gateway.receipts.signingKey === undefined ? {} : { signingKey: gateway.receipts.signingKey }), ...(gateway.store === undefined ? {} : { store: gateway.store }) });
     key = resolved.signer;
     logger.info({ keyId: key.keyId, source: resolved.source }, 'session receipts and audit checkpoints are signed with this Ed25519 key');
@@ -111,6 +118,11 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
           },
         });
   retention?.start();
+  const anchoring =
+    store === undefined || audit === undefined || key === undefined || anchorEvery === 'off'
+      ? undefined
+      : new AuditAnchoring({ log: audit, store, signer: key, everyMs: anchorEvery ?? DEFAULT_ANCHOR_EVERY_MS, logger });
+  anchoring?.start();
   const governor = new CallGovernor({ audit, policies, servers, logger, countSessions: store !== undefined && gateway.receipts.enabled });
   const pending = new Set<Promise<void>>();
 
@@ -152,6 +164,7 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
     catalog,
     catalogFile,
     retention,
+    anchoring,
     sessionEnded(session) {
       const receipt = issue(session).catch((error: unknown) => logger.error({ err: error, session: session.id }, 'session receipt not issued'));
       pending.add(receipt);
@@ -163,6 +176,7 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
     async close() {
       await Promise.all([...pending]);
       await retention?.close();
+      await anchoring?.close();
       policies?.close();
       catalogFile?.close();
       await audit?.close();

@@ -4,11 +4,11 @@ import type { Governance } from './build-governance.js';
  * What an operator needs to know of governance at a glance, for `GET /admin/v1/status`: whether the audit log
  * still takes records (a stopped log refuses every call) and how far its chain is, whether each policy set's
  * latest change was applied (a failed reload leaves the old policies in force and says so only here and in the
- * log), how audit retention went (records pruned, chains it could not prune), and the catalog's mode, its approvals file (whether its latest change was applied) and drift count.
+ * log), how audit retention went (records pruned, chains it could not prune), the last signed chain head, and the catalog's mode, its approvals file (whether its latest change was applied) and drift count.
  * Names, hashes and counts only: no record, policy text or key.
  */
 export function governanceStatus(governance: Governance): Record<string, unknown> {
-  const { audit, policies, catalog, catalogFile, retention } = governance;
+  const { audit, policies, catalog, catalogFile, retention, anchoring } = governance;
   const failure = audit?.failure;
   return {
     audit:
@@ -22,6 +22,7 @@ export function governanceStatus(governance: Governance): Record<string, unknown
             pending: audit.pending,
             ...(failure === undefined ? {} : { failure: { code: failure.code, message: failure.message } }),
             ...(retention === undefined ? {} : { retention: retention.status() }),
+            ...(anchoring === undefined ? {} : { anchors: anchoring.status() }),
           },
     policies: policies?.status() ?? [],
     catalog: { mode: catalog.mode, ...catalogFile?.status(), snapshotHash: catalog.snapshotHash, drifts: catalog.drifts().length },

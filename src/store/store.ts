@@ -285,6 +285,21 @@ export interface AuditCheckpointRow {
 }
 
 /**
+ * A signed chain head (audit anchors): the gateway's key vouches that record `seq` of the chain had `hash`. Meaning
+ * and signing live in `src/audit/checkpoint.ts`; the store keeps what it is given.
+ */
+export interface AuditAnchorRow {
+  readonly chainId: string;
+  readonly seq: number;
+  readonly hash: string;
+  readonly signedAt: Date;
+  /** The signing key's id (`ReceiptSigner.keyId`). */
+  readonly keyId: string;
+  /** Base64url Ed25519 signature over the anchor's canonical statement. */
+  readonly signature: string;
+}
+
+/**
  * A signed session receipt as stored (issue 7 §5): `body` is the canonical JSON that `signature` covers.
  * Meaning, signing and verification live in `src/receipts`; the store keeps the text as given.
  */
@@ -402,12 +417,16 @@ export interface Store {
   /** Every pruned chain's checkpoint (or just `chainId`'s), ordered by chain id. */
   listAuditCheckpoints(filter?: { readonly chainId?: string }): Promise<AuditCheckpointRow[]>;
   /**
-   * Deletes the chain's records up to `checkpoint.seq` and stores the checkpoint, in one transaction. Only if the
+   * Deletes the chain's records (and anchors) up to `checkpoint.seq` and stores the checkpoint, in one transaction. Only if the
    * stored checkpoint is still at `previousSeq` (0: none yet) and `checkpoint.seq` is beyond it; otherwise nothing
    * changes and the call fails with STORE_CONFLICT (another process pruned meanwhile). Malformed input is
    * STORE_INVALID.
    */
   pruneAuditChain(checkpoint: AuditCheckpointRow, previousSeq: number): Promise<void>;
+  /** Stores a signed chain head; one per (chain, seq): a second is STORE_CONFLICT. Malformed input is STORE_INVALID. */
+  putAuditAnchor(anchor: AuditAnchorRow): Promise<void>;
+  /** Every anchor (or `chainId`'s), ordered by chain id and seq. */
+  listAuditAnchors(filter?: { readonly chainId?: string }): Promise<AuditAnchorRow[]>;
 
   /**
    * Stores the receipt of an ended session. A session has one receipt: a second for the same id is

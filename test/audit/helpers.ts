@@ -1,4 +1,9 @@
+import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
+import Database from 'better-sqlite3';
+import { readRow } from '../../src/audit/chain.js';
+import { hashRecordBody } from '../../src/audit/record.js';
+import { toAuditRecordRow } from '../../src/store/sql/audit-sql.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { GatewayError } from '../../src/errors/gateway-error.js';
@@ -81,3 +86,29 @@ export class InstrumentedStore implements AuditStore {
 }
 
 export const tick = (ms = 0): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * What someone with write access to an SQLite file can do without the gateway's key: change the tool of record
+ * `seq` of a chain and recompute every link from there, so that the chain alone verifies again.
+ */
+export function rewriteChain(path: string, chainId: string, seq: number, tool: string): void {
+  const db = new Database(path);
+  try {
+    const rows = (db.prepare('SELECT * FROM audit_records WHERE chain_id = ? ORDER BY seq').all(chainId) as Record<string, unknown>[]).map(toAuditRecordRow);
+    let prevHash: string | undefined;
+    for (const row of rows) {
+      if (row.seq < seq) {
+        prevHash = row.hash;
+        continue;
+      }
+      const reading = readRow(row);
+      assert.ok('body' in reading, `seq ${row.seq} is readable`);
+      const body = { ...reading.body, ...(row.seq === seq ? { tool } : {}), prevHash: prevHash ?? reading.body.prevHash };
+      const hash = hashRecordBody(body);
+      db.prepare('UPDATE audit_records SET tool = ?, prev_hash = ?, hash = ? WHERE chain_id = ? AND seq = ?').run(body.tool ?? null, body.prevHash, hash, chainId, row.seq);
+      prevHash = hash;
+    }
+  } finally {
+    db.close();
+  }
+}

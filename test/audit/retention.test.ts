@@ -249,6 +249,7 @@ describe('verifyAudit of a pruned chain', () => {
     const racing: AuditReader = {
       listAuditChains: (filter) => store.listAuditChains(filter),
       listAuditCheckpoints: (filter) => store.listAuditCheckpoints(filter),
+      listAuditAnchors: (filter) => store.listAuditAnchors(filter),
       listAuditRecords: async (filter) => {
         if (!raced) {
           raced = true;

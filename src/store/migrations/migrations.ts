@@ -148,7 +148,29 @@ export const MIGRATIONS: readonly Migration[] = [
     statements: auditCheckpointsStatements(''),
     dialects: { postgres: auditCheckpointsStatements(' COLLATE "C"') },
   },
+  {
+    version: 6,
+    name: 'audit-anchors',
+    // Signed chain heads (audit anchors): the gateway's key vouches that the chain had this hash at this seq, so a
+    // chain rewritten from seq 1 or cut short at its end no longer verifies. Pruned with the records they name.
+    statements: auditAnchorsStatements(''),
+    dialects: { postgres: auditAnchorsStatements(' COLLATE "C"') },
+  },
 ];
+
+/** Migration 6's statement; the chain id collates as in `audit_records`. */
+function auditAnchorsStatements(chainIdCollation: string): readonly string[] {
+  return [
+    `CREATE TABLE audit_anchors (
+      chain_id TEXT${chainIdCollation} NOT NULL,
+      seq BIGINT NOT NULL,
+      hash TEXT NOT NULL,
+      signed_at BIGINT NOT NULL,
+      key_id TEXT NOT NULL,
+      signature TEXT NOT NULL,
+      PRIMARY KEY (chain_id, seq))`,
+  ];
+}
 
 /** Migration 5's statement; the chain id collates as in `audit_records`. */
 function auditCheckpointsStatements(chainIdCollation: string): readonly string[] {

@@ -1,10 +1,11 @@
-import type { AuditCheckpointRow } from '../store.js';
+import type { AuditAnchorRow, AuditCheckpointRow } from '../store.js';
 import { invalid } from '../validate.js';
 import type { SqlDriver, SqlRow, SqlValue } from './driver.js';
 
 /**
- * Audit checkpoints (audit retention): where a pruned chain starts, and the pruning itself. Shapes are checked
- * here; the signature's meaning is `src/audit/checkpoint.ts`'s.
+ * The gateway's signed statements about its chains: checkpoints (audit retention: where a pruned chain starts, and
+ * the pruning itself) and anchors (signed chain heads). Shapes are checked here; the signatures' meaning is
+ * `src/audit/checkpoint.ts`'s.
  */
 
 const COLUMNS = ['chain_id', 'seq', 'hash', 'time', 'pruned_records', 'pruned_at', 'key_id', 'signature'] as const;
@@ -14,19 +15,29 @@ const HEX64 = /^[0-9a-f]{64}$/;
 const KEY_ID = /^[0-9a-f]{16}$/;
 const SIGNATURE = /^[A-Za-z0-9_-]{86}$/;
 
+/** The fields every signed statement has; STORE_INVALID naming `what` for a malformed one. */
+function checkSigned(value: Pick<AuditCheckpointRow, 'chainId' | 'seq' | 'hash' | 'keyId' | 'signature'>, what: string): void {
+  if (typeof value !== 'object' || value === null) throw invalid(`an ${what} must be an object`);
+  const { chainId, seq, hash, keyId, signature } = value;
+  if (typeof chainId !== 'string' || chainId.length === 0 || chainId.length > 128 || chainId.includes('\0')) throw invalid(`${what} chainId must be a non-empty string`);
+  if (!Number.isSafeInteger(seq) || seq < 1) throw invalid(`${what} seq must be an integer ≥ 1`);
+  if (typeof hash !== 'string' || !HEX64.test(hash)) throw invalid(`${what} hash must be 64 lowercase hex characters`);
+  if (typeof keyId !== 'string' || !KEY_ID.test(keyId)) throw invalid(`${what} keyId must be 16 lowercase hex characters`);
+  if (typeof signature !== 'string' || !SIGNATURE.test(signature)) throw invalid(`${what} signature must be a base64url Ed25519 signature`);
+}
+
+function checkDate(date: unknown, what: string): number {
+  if (!(date instanceof Date) || Number.isNaN(date.getTime())) throw invalid(`${what} must be a valid Date`);
+  return date.getTime();
+}
+
 function checkpointValues(checkpoint: AuditCheckpointRow): SqlValue[] {
-  if (typeof checkpoint !== 'object' || checkpoint === null) throw invalid('an audit checkpoint must be an object');
+  checkSigned(checkpoint, 'audit checkpoint');
   const { chainId, seq, hash, time, prunedRecords, prunedAt, keyId, signature } = checkpoint;
-  if (typeof chainId !== 'string' || chainId.length === 0 || chainId.length > 128 || chainId.includes('\0')) throw invalid('audit checkpoint chainId must be a non-empty string');
-  if (!Number.isSafeInteger(seq) || seq < 1) throw invalid('audit checkpoint seq must be an integer ≥ 1');
-  if (typeof hash !== 'string' || !HEX64.test(hash)) throw invalid('audit checkpoint hash must be 64 lowercase hex characters');
-  for (const [what, date] of [['time', time], ['prunedAt', prunedAt]] as const) {
-    if (!(date instanceof Date) || Number.isNaN(date.getTime())) throw invalid(`audit checkpoint ${what} must be a valid Date`);
-  }
+  const timeMs = checkDate(time, 'audit checkpoint time');
+  const prunedAtMs = checkDate(prunedAt, 'audit checkpoint prunedAt');
   if (!Number.isSafeInteger(prunedRecords) || prunedRecords < 0) throw invalid('audit checkpoint prunedRecords must be an integer ≥ 0');
-  if (typeof keyId !== 'string' || !KEY_ID.test(keyId)) throw invalid('audit checkpoint keyId must be 16 lowercase hex characters');
-  if (typeof signature !== 'string' || !SIGNATURE.test(signature)) throw invalid('audit checkpoint signature must be a base64url Ed25519 signature');
-  return [chainId, seq, hash, time.getTime(), prunedRecords, prunedAt.getTime(), keyId, signature];
+  return [chainId, seq, hash, timeMs, prunedRecords, prunedAtMs, keyId, signature];
 }
 
 export async function listAuditCheckpoints(driver: SqlDriver, filter: { readonly chainId?: string } = {}): Promise<AuditCheckpointRow[]> {
@@ -81,5 +92,34 @@ export async function pruneAuditChain(driver: SqlDriver, checkpoint: AuditCheckp
           params: [...values.slice(1), chainId as SqlValue, previousSeq],
           expectChanges: 1,
         };
-  await driver.batch([move, { sql: 'DELETE FROM audit_records WHERE chain_id = ? AND seq <= ?', params: [chainId as SqlValue, checkpoint.seq] }]);
+  await driver.batch([
+    move,
+    { sql: 'DELETE FROM audit_records WHERE chain_id = ? AND seq <= ?', params: [chainId as SqlValue, checkpoint.seq] },
+    { sql: 'DELETE FROM audit_anchors WHERE chain_id = ? AND seq <= ?', params: [chainId as SqlValue, checkpoint.seq] },
+  ]);
+}
+
+const ANCHOR_COLUMNS = ['chain_id', 'seq', 'hash', 'signed_at', 'key_id', 'signature'] as const;
+
+export async function putAuditAnchor(driver: SqlDriver, anchor: AuditAnchorRow): Promise<void> {
+  checkSigned(anchor, 'audit anchor');
+  const signedAt = checkDate(anchor.signedAt, 'audit anchor signedAt');
+  await driver.run(`INSERT INTO audit_anchors (${ANCHOR_COLUMNS.join(', ')}) VALUES (?, ?, ?, ?, ?, ?)`, [anchor.chainId, anchor.seq, anchor.hash, signedAt, anchor.keyId, anchor.signature]);
+}
+
+export async function listAuditAnchors(driver: SqlDriver, filter: { readonly chainId?: string } = {}): Promise<AuditAnchorRow[]> {
+  const only = filter.chainId;
+  if (only !== undefined && (typeof only !== 'string' || only.includes('\0'))) throw invalid('audit filter chainId must be a string without NUL characters');
+  const rows = await driver.all(
+    `SELECT ${ANCHOR_COLUMNS.join(', ')} FROM audit_anchors${only === undefined ? '' : ' WHERE chain_id = ?'} ORDER BY chain_id, seq`,
+    only === undefined ? [] : [only],
+  );
+  return rows.map((row) => ({
+    chainId: String(row.chain_id),
+    seq: Number(row.seq),
+    hash: String(row.hash),
+    signedAt: new Date(Number(row.signed_at)),
+    keyId: String(row.key_id),
+    signature: String(row.signature),
+  }));
 }

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type {
   ApiKeyRecord,
   AuditChainSummary,
+  AuditAnchorRow,
   AuditCheckpointRow,
   AuditRecordFilter,
   AuditRecordRow,
@@ -29,7 +30,7 @@ import type {
   VaultSecretReplacement,
 } from '../store.js';
 import { checkLevel, checkName, checkPermissionDocument, checkToolsetEntries, checkVaultSecretInput, invalid, notFound } from '../validate.js';
-import { listAuditCheckpoints, pruneAuditChain } from './audit-checkpoint-sql.js';
+import { listAuditAnchors, listAuditCheckpoints, pruneAuditChain, putAuditAnchor } from './audit-checkpoint-sql.js';
 import { appendAuditRecords, listAuditChainHeads, listAuditChains, listAuditRecords } from './audit-sql.js';
 import { getReceipt, putReceipt } from './receipt-sql.js';
 import type { SqlDriver, SqlStatement, SqlValue } from './driver.js';
@@ -378,6 +379,14 @@ export class SqlStore implements Store {
 
   pruneAuditChain(checkpoint: AuditCheckpointRow, previousSeq: number): Promise<void> {
     return pruneAuditChain(this.#driver, checkpoint, previousSeq);
+  }
+
+  putAuditAnchor(anchor: AuditAnchorRow): Promise<void> {
+    return putAuditAnchor(this.#driver, anchor);
+  }
+
+  listAuditAnchors(filter?: { readonly chainId?: string }): Promise<AuditAnchorRow[]> {
+    return listAuditAnchors(this.#driver, filter);
   }
 
   putReceipt(input: PutReceiptInput): Promise<SessionReceiptRecord> {

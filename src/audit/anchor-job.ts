@@ -1,0 +1,103 @@
+import type { Store } from '../store/store.js';
+import { errorMessage } from '../errors/error-message.js';
+import { signAnchor, type StatementSigner } from './checkpoint.js';
+import type { RetentionLogger } from './retention-job.js';
+
+/** What anchoring reads of the audit log: its chain's head, and a way to wait until that head is stored. */
+export interface AnchoredLog {
+  readonly chainId: string;
+  readonly lastSeq: number;
+  readonly lastHash: string | undefined;
+  readonly failure: unknown;
+  flush(): Promise<void>;
+}
+
+export interface AuditAnchoringOptions {
+  readonly log: AnchoredLog;
+  readonly store: Pick<Store, 'putAuditAnchor'>;
+  readonly signer: StatementSigner;
+  /** `audit.anchorEvery`. */
+  readonly everyMs: number;
+  readonly logger: RetentionLogger;
+  readonly now?: () => Date;
+}
+
+export interface AuditAnchoringStatus {
+  readonly everyMs: number;
+  /** The last head signed. */
+  readonly lastSeq?: number;
+  readonly lastAt?: string;
+  /** Why the last attempt failed (the store down); cleared by the next anchor stored. */
+  readonly lastError?: string;
+}
+
+/**
+ * Signs this gateway's chain head every `everyMs` when it moved, and once more at shutdown (checkpoint.ts,
+ * "Anchors"). Each anchor is stored beside the chain and written to the log (`audit chain anchored`), where a log
+ * pipeline keeps a copy the database cannot take back; `mcpgate audit verify --anchors <log>` checks the chain
+ * against those copies. Only a head already durable is signed: the log is flushed first.
+ */
+export class AuditAnchoring {
+  readonly #options: AuditAnchoringOptions;
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<void> | undefined;
+  #closed = false;
+  #lastSeq = 0;
+  #lastAt: Date | undefined;
+  #lastError: string | undefined;
+
+  constructor(options: AuditAnchoringOptions) {
+    this.#options = options;
+  }
+
+  start(): void {
+    if (this.#timer !== undefined || this.#closed) return;
+    this.#timer = setInterval(() => void this.runOnce(), this.#options.everyMs);
+    this.#timer.unref();
+  }
+
+  /** Signs the head now if it moved since the last anchor, unless a run is under way (then that one). Never rejects. */
+  runOnce(): Promise<void> {
+    this.#running ??= this.#run().finally(() => {
+      this.#running = undefined;
+    });
+    return this.#running;
+  }
+
+  status(): AuditAnchoringStatus {
+    return {
+      everyMs: this.#options.everyMs,
+      ...(this.#lastSeq === 0 ? {} : { lastSeq: this.#lastSeq }),
+      ...(this.#lastAt === undefined ? {} : { lastAt: this.#lastAt.toISOString() }),
+      ...(this.#lastError === undefined ? {} : { lastError: this.#lastError }),
+    };
+  }
+
+  /** Stops the schedule and signs the head as it stands at shutdown; call before the audit log closes. */
+  async close(): Promise<void> {
+    clearInterval(this.#timer);
+    await this.#running;
+    await this.runOnce();
+    this.#closed = true;
+  }
+
+  async #run(): Promise<void> {
+    if (this.#closed) return;
+    const { log, store, signer, logger } = this.#options;
+    const seq = log.lastSeq;
+    const hash = log.lastHash;
+    if (hash === undefined || seq <= this.#lastSeq || log.failure !== undefined) return;
+    try {
+      await log.flush();
+      const anchor = signAnchor({ chainId: log.chainId, seq, hash, signedAt: this.#options.now?.() ?? new Date() }, signer);
+      await store.putAuditAnchor(anchor);
+      this.#lastSeq = seq;
+      this.#lastAt = anchor.signedAt;
+      this.#lastError = undefined;
+      logger.info({ anchor: { ...anchor, signedAt: anchor.signedAt.toISOString() } }, 'audit chain anchored');
+    } catch (error) {
+      this.#lastError = errorMessage(error);
+      logger.warn({ err: error, chainId: log.chainId, seq }, 'audit chain not anchored; the next run tries again');
+    }
+  }
+}
