@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { generateKeyPairSync } from 'node:crypto';
 import { after, describe, it } from 'node:test';
-import Database from 'better-sqlite3';
 import { AuditAnchoring } from '../../src/audit/anchor-job.js';
 import { AuditLog } from '../../src/audit/audit-log.js';
 import { anchorStatement } from '../../src/audit/checkpoint.js';
@@ -9,7 +8,7 @@ import { pruneAudit } from '../../src/audit/retention.js';
 import { verifyAudit } from '../../src/audit/verify.js';
 import { ReceiptSigner } from '../../src/receipts/receipt.js';
 import type { AuditAnchorRow } from '../../src/store/store.js';
-import { captureLogger, rewriteChain, sqliteStore } from './helpers.js';
+import { captureLogger, rewriteChain, sqliteStore, tamperSqlite } from './helpers.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 after(async () => {
@@ -37,14 +36,6 @@ async function anchored(count: number) {
   return { ...sqlite, log, anchoring, append, lines };
 }
 
-function run(path: string, sql: string, ...params: (string | number)[]): number {
-  const db = new Database(path);
-  try {
-    return db.prepare(sql).run(...params).changes;
-  } finally {
-    db.close();
-  }
-}
 
 describe('audit anchors', () => {
   it('signs the head once it is stored, only when it moved, logs it, and verify holds the chain to it', async () => {
@@ -69,7 +60,7 @@ describe('audit anchors', () => {
     await anchoring.runOnce();
     rewriteChain(path, 'gw', 2, 'forged');
     // The stored anchor is deleted too; the copy in the log is what is left.
-    run(path, 'DELETE FROM audit_anchors');
+    tamperSqlite(path, 'DELETE FROM audit_anchors');
     assert.equal((await verifyAudit(store, { verifier: key })).ok, true, 'without the anchor the rewrite verifies');
     const logged = lines()
       .filter((line) => line.msg === 'audit chain anchored')
@@ -85,7 +76,7 @@ describe('audit anchors', () => {
   it('names records cut off the end of the chain up to an anchored one', async () => {
     const { store, path, anchoring } = await anchored(6);
     await anchoring.runOnce();
-    run(path, 'DELETE FROM audit_records WHERE seq >= 5');
+    tamperSqlite(path, 'DELETE FROM audit_records WHERE seq >= 5');
     const result = await verifyAudit(store, { verifier: key });
     assert.deepEqual([result.chains[0]?.firstBroken?.reason, result.chains[0]?.firstBroken?.seq], ['truncated', 5]);
     assert.match(result.chains[0]?.firstBroken?.detail ?? '', /signed seq 6 .* the chain ends at seq 4/);
@@ -99,7 +90,7 @@ describe('audit anchors', () => {
     assert.equal((await verifyAudit(store)).chains[0]?.firstBroken?.reason, 'untrusted anchor');
     const [anchor] = await store.listAuditAnchors();
     const signature = anchor?.signature ?? '';
-    run(path, 'UPDATE audit_anchors SET signature = ?', (signature[0] === 'A' ? 'B' : 'A') + signature.slice(1));
+    tamperSqlite(path, 'UPDATE audit_anchors SET signature = ?', (signature[0] === 'A' ? 'B' : 'A') + signature.slice(1));
     assert.equal((await verifyAudit(store, { verifier: key })).chains[0]?.firstBroken?.reason, 'untrusted anchor');
   });
 

@@ -12,7 +12,7 @@ import { ReceiptSigner, statementVerifier } from '../../src/receipts/receipt.js'
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import type { Store } from '../../src/store/store.js';
 import { PG_SERVER, ThrowawayDatabases } from '../fixtures/postgres.js';
-import { captureLogger, sqliteStore } from './helpers.js';
+import { captureLogger, sqliteStore, tamperSqlite } from './helpers.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 after(async () => {
@@ -45,15 +45,6 @@ async function seqs(store: Store, chainId: string): Promise<number[]> {
   return (await store.listAuditRecords({ chainId, order: 'chain', limit: 10_000 })).map((row) => row.seq);
 }
 
-/** Edits the SQLite file behind the store's back, as someone with file access would. */
-function tamper(path: string, sql: string, ...params: (string | number)[]): number {
-  const db = new Database(path);
-  try {
-    return db.prepare(sql).run(...params).changes;
-  } finally {
-    db.close();
-  }
-}
 
 describe('pruneAudit', () => {
   it('prunes the records older than the cutoff behind a signed checkpoint, and verify anchors there', async () => {
@@ -101,7 +92,7 @@ describe('pruneAudit', () => {
 
   it('refuses to prune past an altered record, and says where the chain is broken', async () => {
     const { store, path } = await chain('gw', 10);
-    assert.equal(tamper(path, "UPDATE audit_records SET tool = 'forged' WHERE seq = 4"), 1);
+    assert.equal(tamperSqlite(path, "UPDATE audit_records SET tool = 'forged' WHERE seq = 4"), 1);
     const result = await pruneAudit(store, { before: at(9), signer: key, batchSize: 2, pauseMs: 0 });
     const [only] = result.chains;
     // Seq 1–2 verified and went in the first transaction; the batch holding seq 4 did not.
@@ -116,7 +107,7 @@ describe('pruneAudit', () => {
 
   it('names a row whose time was edited into something that is not a time, instead of stopping there silently', async () => {
     const { store, path } = await chain('gw', 6);
-    tamper(path, "UPDATE audit_records SET time = 'yesterday' WHERE seq = 2");
+    tamperSqlite(path, "UPDATE audit_records SET time = 'yesterday' WHERE seq = 2");
     const result = await pruneAudit(store, { before: at(5), signer: key, pauseMs: 0 });
     assert.deepEqual([result.chains[0]?.brokenLink?.seq, result.chains[0]?.brokenLink?.reason], [2, 'malformed row']);
     assert.deepEqual(await seqs(store, 'gw'), [1, 2, 3, 4, 5, 6]);
@@ -196,8 +187,8 @@ describe('verifyAudit of a pruned chain', () => {
     const { store, path } = await pruned();
     // Someone deletes seq 6–7 and moves the checkpoint to seq 7 with seq 7's hash: the signature no longer holds.
     const hash7 = (await store.listAuditRecords({ chainId: 'gw', order: 'chain', limit: 10 })).find((row) => row.seq === 7)?.hash ?? '';
-    assert.equal(tamper(path, 'DELETE FROM audit_records WHERE seq <= 7') > 0, true);
-    assert.equal(tamper(path, 'UPDATE audit_checkpoints SET seq = 7, hash = ? WHERE chain_id = ?', hash7, 'gw'), 1);
+    assert.equal(tamperSqlite(path, 'DELETE FROM audit_records WHERE seq <= 7') > 0, true);
+    assert.equal(tamperSqlite(path, 'UPDATE audit_checkpoints SET seq = 7, hash = ? WHERE chain_id = ?', hash7, 'gw'), 1);
     const result = await verifyAudit(store, { verifier: key });
     assert.equal(result.chains[0]?.firstBroken?.reason, 'untrusted checkpoint');
     assert.match(result.chains[0]?.firstBroken?.detail ?? '', /signature does not verify/);
@@ -208,23 +199,23 @@ describe('verifyAudit of a pruned chain', () => {
     const [checkpoint] = await store.listAuditCheckpoints();
     const signature = checkpoint?.signature ?? '';
     const flipped = (signature[10] === 'A' ? 'B' : 'A') + '';
-    tamper(path, 'UPDATE audit_checkpoints SET signature = ?', signature.slice(0, 10) + flipped + signature.slice(11));
+    tamperSqlite(path, 'UPDATE audit_checkpoints SET signature = ?', signature.slice(0, 10) + flipped + signature.slice(11));
     assert.equal((await verifyAudit(store, { verifier: key })).chains[0]?.firstBroken?.reason, 'untrusted checkpoint');
   });
 
   it('reports a gap at seq 1 when the checkpoint row itself is deleted', async () => {
     const { store, path } = await pruned();
-    assert.equal(tamper(path, 'DELETE FROM audit_checkpoints'), 1);
+    assert.equal(tamperSqlite(path, 'DELETE FROM audit_checkpoints'), 1);
     const result = await verifyAudit(store, { verifier: key });
     assert.deepEqual([result.chains[0]?.firstBroken?.reason, result.chains[0]?.firstBroken?.seq], ['gap', 1]);
   });
 
   it('reports a gap when records after the checkpoint are deleted, or all of them are', async () => {
     const { store, path } = await pruned();
-    tamper(path, 'DELETE FROM audit_records WHERE seq = 6');
+    tamperSqlite(path, 'DELETE FROM audit_records WHERE seq = 6');
     const gap = await verifyAudit(store, { verifier: key });
     assert.deepEqual([gap.chains[0]?.firstBroken?.reason, gap.chains[0]?.firstBroken?.seq], ['gap', 6]);
-    tamper(path, 'DELETE FROM audit_records WHERE chain_id = ?', 'gw');
+    tamperSqlite(path, 'DELETE FROM audit_records WHERE chain_id = ?', 'gw');
     const empty = await verifyAudit(store, { verifier: key });
     assert.equal(empty.chains.length, 1, 'a chain with only a checkpoint left is still reported');
     assert.deepEqual([empty.chains[0]?.firstBroken?.reason, empty.chains[0]?.firstBroken?.seq], ['gap', 6]);
@@ -262,7 +253,7 @@ describe('verifyAudit of a pruned chain', () => {
     assert.equal(raced, true);
     assert.equal(result.ok, true, JSON.stringify(result));
     assert.equal(result.chains[0]?.checkpoint?.seq, 8);
-    tamper(path, 'DELETE FROM audit_records WHERE seq = 9');
+    tamperSqlite(path, 'DELETE FROM audit_records WHERE seq = 9');
     const gap = await verifyAudit(store, { verifier: key });
     assert.deepEqual([gap.chains[0]?.firstBroken?.reason, gap.chains[0]?.firstBroken?.seq], ['gap', 9]);
   });
@@ -296,7 +287,7 @@ describe('AuditRetention', () => {
 
   it('reports a chain it cannot prune, and a run that fails, and tries again next time', async () => {
     const { store, path } = await chain('gw', 6);
-    tamper(path, "UPDATE audit_records SET decision = 'deny' WHERE seq = 1");
+    tamperSqlite(path, "UPDATE audit_records SET decision = 'deny' WHERE seq = 1");
     const { logger } = captureLogger();
     const retention = new AuditRetention({ store, signer: key, maxAgeMs: 1000, everyMs: 60_000, logger, now: () => at(5) });
     await retention.runOnce();
