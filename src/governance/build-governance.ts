@@ -16,6 +16,9 @@ import type { DownstreamSession } from '../session/downstream-session.js';
 import type { Store } from '../store/store.js';
 import { CallGovernor, principalFields } from './call-governor.js';
 
+/** Log levels at which the `audit chain anchored` lines (info) are written. */
+const LOGGED_ANCHORS: ReadonlySet<string> = new Set(['info', 'debug', 'trace']);
+
 /** `audit.anchorEvery` when unset and a signing key exists. */
 const DEFAULT_ANCHOR_EVERY_MS = 5 * 60_000;
 
@@ -123,6 +126,9 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
       ? undefined
       : new AuditAnchoring({ log: audit, store, signer: key, everyMs: anchorEvery ?? DEFAULT_ANCHOR_EVERY_MS, logger });
   anchoring?.start();
+  if (anchoring !== undefined && !LOGGED_ANCHORS.has(config.gateway.logLevel)) {
+    logger.warn({ logLevel: config.gateway.logLevel }, 'audit anchors are logged at info: with this logLevel the log keeps no copy of them to verify against');
+  }
   const governor = new CallGovernor({ audit, policies, servers, logger, countSessions: store !== undefined && gateway.receipts.enabled });
   const pending = new Set<Promise<void>>();
 
