@@ -4,7 +4,7 @@ import { after, describe, it } from 'node:test';
 import type { ErrorCode } from '../../src/errors/codes.js';
 import { GatewayError } from '../../src/errors/gateway-error.js';
 import { MIGRATIONS } from '../../src/store/migrations/migrations.js';
-import type { AuditCheckpointRow, AuditRecordRow, Store } from '../../src/store/store.js';
+import type { AuditAnchorRow, AuditCheckpointRow, AuditRecordRow, Store } from '../../src/store/store.js';
 import type { StoreHarness } from './store-contract.js';
 
 async function rejectsWith(promise: Promise<unknown>, code: ErrorCode): Promise<void> {
@@ -225,6 +225,31 @@ export function runAuditStoreContract(name: string, harness: StoreHarness): void
       await store.appendAuditRecords([row('q', 1, 1), row('q', 2, 2)]);
       await store.pruneAuditChain(checkpoint('q', 3), 2);
       assert.deepEqual((await store.listAuditRecords({ chainId: 'q', order: 'chain', limit: 10 })).map((r) => r.seq), [4]);
+    });
+
+    it('stores signed chain heads once per seq, lists them in order, and prunes them with the records', async () => {
+      const { store } = await migrated();
+      await store.appendAuditRecords([1, 2, 3, 4].map((seq) => row('h', seq, seq)));
+      const head = (seq: number, extra: Partial<AuditAnchorRow> = {}): AuditAnchorRow => ({
+        chainId: 'h',
+        seq,
+        hash: hex(`h/${seq}`),
+        signedAt: new Date(10_000 + seq),
+        keyId: '0123456789abcdef',
+        signature: 'B'.repeat(86),
+        ...extra,
+      });
+      await store.putAuditAnchor(head(3));
+      await store.putAuditAnchor(head(1));
+      await store.putAuditAnchor(head(2, { chainId: 'other' }));
+      await rejectsWith(store.putAuditAnchor(head(3)), 'MCPGATE_ERR_STORE_CONFLICT');
+      for (const extra of [{ seq: 0 }, { hash: 'x' }, { keyId: 'k' }, { signature: '' }, { signedAt: new Date(Number.NaN) }, { chainId: '' }]) {
+        await rejectsWith(store.putAuditAnchor(head(4, extra)), 'MCPGATE_ERR_STORE_INVALID');
+      }
+      assert.deepEqual(await store.listAuditAnchors({ chainId: 'h' }), [head(1), head(3)]);
+      assert.deepEqual((await store.listAuditAnchors()).map((a) => [a.chainId, a.seq]), [['h', 1], ['h', 3], ['other', 2]]);
+      await store.pruneAuditChain(checkpoint('h', 2), 0);
+      assert.deepEqual((await store.listAuditAnchors()).map((a) => [a.chainId, a.seq]), [['h', 3], ['other', 2]]);
     });
 
     it('refuses a malformed checkpoint before writing anything', async () => {
