@@ -82,6 +82,18 @@ describe('audit anchors', () => {
     assert.match(result.chains[0]?.firstBroken?.detail ?? '', /signed seq 6 .* the chain ends at seq 4/);
   });
 
+  it("names a whole chain deleted with its stored anchors, given the log's copy", async () => {
+    const { store, path, anchoring } = await anchored(3);
+    await anchoring.runOnce();
+    const [logged] = await store.listAuditAnchors();
+    assert.ok(logged !== undefined);
+    tamperSqlite(path, 'DELETE FROM audit_records');
+    tamperSqlite(path, 'DELETE FROM audit_anchors');
+    assert.deepEqual((await verifyAudit(store, { verifier: key })).chains, [], 'the database alone has no trace of it');
+    const result = await verifyAudit(store, { verifier: key, anchors: [logged] });
+    assert.deepEqual([result.ok, result.chains[0]?.chainId, result.chains[0]?.firstBroken?.reason], [false, 'gw', 'truncated']);
+  });
+
   it('does not trust an anchor with a flipped signature byte, under another key, or without a key', async () => {
     const { store, path, anchoring } = await anchored(3);
     await anchoring.runOnce();
