@@ -1,5 +1,6 @@
 import type { Store } from '../store/store.js';
 import { errorMessage } from '../errors/error-message.js';
+import { GatewayError } from '../errors/gateway-error.js';
 import { signAnchor, type StatementSigner } from './checkpoint.js';
 import type { RetentionLogger } from './retention-job.js';
 
@@ -90,7 +91,14 @@ export class AuditAnchoring {
     try {
       await log.flush();
       const anchor = signAnchor({ chainId: log.chainId, seq, hash, signedAt: this.#options.now?.() ?? new Date() }, signer);
-      await store.putAuditAnchor(anchor);
+      try {
+        await store.putAuditAnchor(anchor);
+      } catch (error) {
+        // A chain continued under its configured id starts at a head an earlier process may have anchored.
+        if (!GatewayError.is(error) || error.code !== 'MCPGATE_ERR_STORE_CONFLICT') throw error;
+        this.#lastSeq = seq;
+        return;
+      }
       this.#lastSeq = seq;
       this.#lastAt = anchor.signedAt;
       this.#lastError = undefined;

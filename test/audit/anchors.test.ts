@@ -119,6 +119,22 @@ describe('audit anchors', () => {
     assert.equal((await verifyAudit(store, { verifier: key })).ok, true);
   });
 
+  it('a chain continued under its configured id does not anchor again the head an earlier process anchored', async () => {
+    const { store, log, anchoring } = await anchored(3);
+    await anchoring.close();
+    await log.close();
+    const { logger } = captureLogger();
+    const continued = new AuditLog({ store, logger, chainId: 'gw', flushMs: 0 });
+    await continued.ready();
+    const again = new AuditAnchoring({ log: continued, store, signer: key, everyMs: 60_000, logger });
+    await again.runOnce();
+    assert.deepEqual([again.status().lastSeq, again.status().lastError], [3, undefined]);
+    await continued.append({ kind: 'call', decision: 'allow', tool: 't4', time: at(4) });
+    await again.close();
+    await continued.close();
+    assert.deepEqual((await store.listAuditAnchors()).map((a) => a.seq), [3, 4]);
+  });
+
   it('says why an anchor could not be stored, and tries again next time', async () => {
     const { store, anchoring } = await anchored(2);
     await store.close();
