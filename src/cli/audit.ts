@@ -1,21 +1,20 @@
 import { once } from 'node:events';
-import type { Command } from 'commander';
 import { createReadStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
+import type { Command } from 'commander';
 import type { StatementVerifier } from '../audit/checkpoint.js';
-import type { AuditAnchorRow } from '../store/store.js';
 import { exportAudit, parseTimeBound } from '../audit/query.js';
 import { pruneAudit, type ChainPruneResult } from '../audit/retention.js';
 import { verifyAudit, type ChainVerification } from '../audit/verify.js';
-import type { GatewayConfig } from '../config/schema.js';
 import { loadConfig } from '../config/load.js';
+import type { GatewayConfig } from '../config/schema.js';
+import { errorMessage } from '../errors/error-message.js';
 import { statementVerifier } from '../receipts/receipt.js';
 import { existingReceiptKey, resolveReceiptKey } from '../receipts/signing-key.js';
 import { createStore } from '../store/create-store.js';
-import type { Store } from '../store/store.js';
+import type { AuditAnchorRow, Store } from '../store/store.js';
 import { printJson, runCommand, UsageError, type ControlIo } from './control-cli.js';
-import { errorMessage } from '../errors/error-message.js';
 
 /** `audit export` may write more than a pipe holds: `drain` waits until stdout takes more. */
 export interface AuditIo extends ControlIo {
@@ -73,7 +72,7 @@ function keyOptions(config: GatewayConfig): { signingKey?: NonNullable<GatewayCo
   return { ...(receipts.signingKey === undefined ? {} : { signingKey: receipts.signingKey }), ...(store === undefined ? {} : { store }) };
 }
 
-/** What checkpoints are checked against: `--public-key`, else the gateway's own key as configured or stored. */
+/** What checkpoints and anchors are checked against: `--public-key`, else the gateway's own key as configured or stored. */
 async function checkpointVerifier(options: AuditVerifyOptions, config: GatewayConfig): Promise<StatementVerifier | undefined> {
   return options.publicKey === undefined ? existingReceiptKey(keyOptions(config)) : keyFile(options.publicKey, '--public-key');
 }
@@ -153,7 +152,10 @@ function reportPending(io: ControlIo, command: string, journal: JournalPending):
   }
 }
 
-/** `mcpgate audit verify [--chain <id>] [--json]`: 0 every chain verifies, 3 one is broken, 1 it could not be checked. */
+/**
+ * `mcpgate audit verify [--chain <id>] [--anchors <log>] [--public-key <pem>] [--json]`: 0 every chain verifies,
+ * 3 one is broken, 1 it could not be checked.
+ */
 export function runAuditVerify(options: AuditVerifyOptions, io: ControlIo): Promise<number> {
   return runCommand(io, 'audit verify', () =>
     withStore(options.config, io, async (store, config) => {
