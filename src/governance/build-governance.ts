@@ -97,14 +97,14 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
               'catalog reload',
             ),
         });
-  // One key signs everything the gateway signs: session receipts and the checkpoints of pruned audit chains.
+  // One key signs everything the gateway signs: session receipts, and the audit log's checkpoints and anchors.
   const retentionConfig = gateway.audit.retention;
   const { anchorEvery } = gateway.audit;
   let key: ReceiptSigner | undefined;
   if (store !== undefined && (gateway.receipts.enabled || retentionConfig !== undefined || typeof anchorEvery === 'number')) {
     const resolved = await resolveReceiptKey({ ...(gateway.receipts.signingKey === undefined ? {} : { signingKey: gateway.receipts.signingKey }), ...(gateway.store === undefined ? {} : { store: gateway.store }) });
     key = resolved.signer;
-    logger.info({ keyId: key.keyId, source: resolved.source }, 'session receipts and audit checkpoints are signed with this Ed25519 key');
+    logger.info({ keyId: key.keyId, source: resolved.source }, 'session receipts, audit checkpoints and audit anchors are signed with this Ed25519 key');
   }
   const signer = gateway.receipts.enabled ? key : undefined;
   const retention =
