@@ -1,8 +1,9 @@
-import type { Store } from '../store/store.js';
 import { errorMessage } from '../errors/error-message.js';
 import { GatewayError } from '../errors/gateway-error.js';
+import type { Logger } from '../observability/logger.js';
+import type { Store } from '../store/store.js';
+import { Periodic } from '../util/periodic.js';
 import { signAnchor, type StatementSigner } from './checkpoint.js';
-import type { RetentionLogger } from './retention-job.js';
 
 /** What anchoring reads of the audit log: its chain's head, and a way to wait until that head is stored. */
 export interface AnchoredLog {
@@ -19,7 +20,7 @@ export interface AuditAnchoringOptions {
   readonly signer: StatementSigner;
   /** `audit.anchorEvery`. */
   readonly everyMs: number;
-  readonly logger: RetentionLogger;
+  readonly logger: Logger;
   readonly now?: () => Date;
 }
 
@@ -40,29 +41,23 @@ export interface AuditAnchoringStatus {
  */
 export class AuditAnchoring {
   readonly #options: AuditAnchoringOptions;
-  #timer: NodeJS.Timeout | undefined;
-  #running: Promise<void> | undefined;
-  #closed = false;
+  readonly #schedule: Periodic;
   #lastSeq = 0;
   #lastAt: Date | undefined;
   #lastError: string | undefined;
 
   constructor(options: AuditAnchoringOptions) {
     this.#options = options;
+    this.#schedule = new Periodic(() => this.#run(), options.everyMs);
   }
 
   start(): void {
-    if (this.#timer !== undefined || this.#closed) return;
-    this.#timer = setInterval(() => void this.runOnce(), this.#options.everyMs);
-    this.#timer.unref();
+    this.#schedule.start({ now: false });
   }
 
   /** Signs the head now if it moved since the last anchor, unless a run is under way (then that one). Never rejects. */
   runOnce(): Promise<void> {
-    this.#running ??= this.#run().finally(() => {
-      this.#running = undefined;
-    });
-    return this.#running;
+    return this.#schedule.run();
   }
 
   status(): AuditAnchoringStatus {
@@ -76,14 +71,11 @@ export class AuditAnchoring {
 
   /** Stops the schedule and signs the head as it stands at shutdown; call before the audit log closes. */
   async close(): Promise<void> {
-    clearInterval(this.#timer);
-    await this.#running;
-    await this.runOnce();
-    this.#closed = true;
+    await this.#schedule.stop();
+    await this.#run();
   }
 
   async #run(): Promise<void> {
-    if (this.#closed) return;
     const { log, store, signer, logger } = this.#options;
     const seq = log.lastSeq;
     const hash = log.lastHash;

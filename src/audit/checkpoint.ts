@@ -52,8 +52,7 @@ export function checkpointStatement(checkpoint: UnsignedCheckpoint): string {
 }
 
 export function signCheckpoint(checkpoint: Omit<UnsignedCheckpoint, 'keyId'>, signer: StatementSigner): AuditCheckpointRow {
-  const unsigned = { ...checkpoint, keyId: signer.keyId };
-  return { ...unsigned, signature: signer.signStatement(checkpointStatement(unsigned)) };
+  return signed({ ...checkpoint, keyId: signer.keyId }, checkpointStatement, signer);
 }
 
 /**
@@ -83,8 +82,12 @@ export function anchorStatement(anchor: UnsignedAnchor): string {
 }
 
 export function signAnchor(anchor: Omit<UnsignedAnchor, 'keyId'>, signer: StatementSigner): AuditAnchorRow {
-  const unsigned = { ...anchor, keyId: signer.keyId };
-  return { ...unsigned, signature: signer.signStatement(anchorStatement(unsigned)) };
+  return signed({ ...anchor, keyId: signer.keyId }, anchorStatement, signer);
+}
+
+/** The statement with the signer's signature over its canonical text. */
+function signed<T>(unsigned: T, statement: (unsigned: T) => string, signer: StatementSigner): T & { readonly signature: string } {
+  return { ...unsigned, signature: signer.signStatement(statement(unsigned)) };
 }
 
 /** Why an anchor (from the store or from a log line) cannot be trusted, or undefined when it verifies. */

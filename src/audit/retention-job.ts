@@ -1,13 +1,8 @@
+import { errorMessage } from '../errors/error-message.js';
+import type { Logger } from '../observability/logger.js';
+import { Periodic } from '../util/periodic.js';
 import type { StatementSigner, StatementVerifier } from './checkpoint.js';
 import { pruneAudit, type AuditPruneStore, type PruneAuditResult } from './retention.js';
-import { errorMessage } from '../errors/error-message.js';
-
-/** The three methods used; a pino Logger fits. */
-export interface RetentionLogger {
-  info(details: Record<string, unknown>, message: string): void;
-  warn(details: Record<string, unknown>, message: string): void;
-  error(details: Record<string, unknown>, message: string): void;
-}
 
 export interface AuditRetentionOptions {
   readonly store: AuditPruneStore;
@@ -16,7 +11,7 @@ export interface AuditRetentionOptions {
   readonly maxAgeMs: number;
   /** `audit.retention.every`. */
   readonly everyMs: number;
-  readonly logger: RetentionLogger;
+  readonly logger: Logger;
   /** After each run that pruned records or found a problem; for the audit record of it. */
   readonly onRun?: (result: PruneAuditResult) => void;
   readonly now?: () => Date;
@@ -41,8 +36,7 @@ export interface AuditRetentionStatus {
 export class AuditRetention {
   readonly #options: AuditRetentionOptions;
   readonly #abort = new AbortController();
-  #timer: NodeJS.Timeout | undefined;
-  #running: Promise<void> | undefined;
+  readonly #schedule: Periodic;
   #lastRunAt: Date | undefined;
   #lastPruned: number | undefined;
   #problems: { chainId: string; problem: string }[] = [];
@@ -50,22 +44,16 @@ export class AuditRetention {
 
   constructor(options: AuditRetentionOptions) {
     this.#options = options;
+    this.#schedule = new Periodic(() => this.#run(), options.everyMs);
   }
 
   start(): void {
-    if (this.#timer !== undefined || this.#abort.signal.aborted) return;
-    this.#timer = setInterval(() => void this.runOnce(), this.#options.everyMs);
-    this.#timer.unref();
-    void this.runOnce();
+    this.#schedule.start({ now: true });
   }
 
   /** One run now, unless one is under way (then that one). Never rejects. */
   runOnce(): Promise<void> {
-    if (this.#abort.signal.aborted) return Promise.resolve();
-    this.#running ??= this.#run().finally(() => {
-      this.#running = undefined;
-    });
-    return this.#running;
+    return this.#schedule.run();
   }
 
   status(): AuditRetentionStatus {
@@ -81,9 +69,8 @@ export class AuditRetention {
 
   /** Stops the schedule and waits for a run under way to end its current transaction. */
   async close(): Promise<void> {
-    clearInterval(this.#timer);
     this.#abort.abort();
-    await this.#running;
+    await this.#schedule.stop();
   }
 
   async #run(): Promise<void> {

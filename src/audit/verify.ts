@@ -30,6 +30,18 @@ export interface AuditVerification {
   readonly chains: ChainVerification[];
 }
 
+export interface VerifyAuditOptions {
+  readonly chainId?: string;
+  readonly pageSize?: number;
+  /**
+   * The key checkpoints and anchors must be signed with; a function is called only when the store or `anchors`
+   * hold a signed statement (a log with none needs no key, and a key that cannot be read does not stop it).
+   */
+  readonly verifier?: StatementVerifier | (() => Promise<StatementVerifier | undefined>);
+  /** Anchors from outside the store (the gateway's log), checked as the stored ones are. */
+  readonly anchors?: readonly AuditAnchorRow[];
+}
+
 /**
  * Recomputes every chain (or `chainId` alone) and reports, per chain, the first broken link: a record altered
  * (`hash mismatch`), a record whose link to the previous one was altered (`prev-hash mismatch`), a missing seq
@@ -42,12 +54,11 @@ export interface AuditVerification {
  * short at its end (`truncated`). Records after the last anchor are vouched for by the chain alone, as are
  * chains with no anchor; a session receipt's last hash also proves a tail.
  */
-export async function verifyAudit(
-  store: AuditReader,
-  options: { readonly chainId?: string; readonly pageSize?: number; readonly verifier?: StatementVerifier; readonly anchors?: readonly AuditAnchorRow[] } = {},
-): Promise<AuditVerification> {
+export async function verifyAudit(store: AuditReader, options: VerifyAuditOptions = {}): Promise<AuditVerification> {
   const filter = options.chainId === undefined ? {} : { chainId: options.chainId };
   const [summaries, checkpoints, stored] = await Promise.all([store.listAuditChains(filter), store.listAuditCheckpoints(filter), store.listAuditAnchors(filter)]);
+  const signed = checkpoints.length > 0 || stored.length > 0 || (options.anchors?.length ?? 0) > 0;
+  const verifier = typeof options.verifier === 'function' ? (signed ? await options.verifier() : undefined) : options.verifier;
   const counts = new Map(summaries.map((summary) => [summary.chainId, summary.count]));
   const starts = new Map(checkpoints.map((checkpoint) => [checkpoint.chainId, checkpoint]));
   const heads = new Map<string, AuditAnchorRow[]>();
@@ -61,8 +72,9 @@ export async function verifyAudit(
   const chains: ChainVerification[] = [];
   for (const chainId of ids) {
     const wanted = new Set((heads.get(chainId) ?? []).map((anchor) => anchor.seq));
-    const { walk: walked, checkpoint } = await walkWhilePruned(store, chainId, starts.get(chainId), { ...options, wanted });
-    const { walk, anchors, lastAnchorSeq } = checkAnchors(walked, checkpoint, heads.get(chainId) ?? [], options.verifier);
+    const walkOptions = { ...(options.pageSize === undefined ? {} : { pageSize: options.pageSize }), ...(verifier === undefined ? {} : { verifier }), wanted };
+    const { walk: walked, checkpoint } = await walkWhilePruned(store, chainId, starts.get(chainId), walkOptions);
+    const { walk, anchors, lastAnchorSeq } = checkAnchors(walked, checkpoint, heads.get(chainId) ?? [], verifier);
     chains.push({
       chainId,
       records: counts.get(chainId) ?? 0,

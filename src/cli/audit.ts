@@ -159,12 +159,12 @@ function reportPending(io: ControlIo, command: string, journal: JournalPending):
 export function runAuditVerify(options: AuditVerifyOptions, io: ControlIo): Promise<number> {
   return runCommand(io, 'audit verify', () =>
     withStore(options.config, io, async (store, config) => {
-      const only = options.chain === undefined ? {} : { chainId: options.chain };
       const logged = options.anchors === undefined ? [] : await anchorsFromLog(options.anchors, io);
-      // The key is read only when a signed statement needs it: a log with neither checkpoints nor anchors needs none.
-      const signed = logged.length > 0 || (await store.listAuditCheckpoints(only)).length > 0 || (await store.listAuditAnchors(only)).length > 0;
-      const verifier = signed ? await checkpointVerifier(options, config) : undefined;
-      const result = await verifyAudit(store, { ...only, ...(verifier === undefined ? {} : { verifier }), anchors: logged });
+      const result = await verifyAudit(store, {
+        ...(options.chain === undefined ? {} : { chainId: options.chain }),
+        verifier: () => checkpointVerifier(options, config),
+        anchors: logged,
+      });
       const journal = await journalPending(store, options.chain);
       if (options.chain !== undefined && result.chains.length === 0 && journal.pending.length === 0) throw new UsageError(`the store holds no audit chain "${options.chain}"`);
       if (options.json === true) printJson(io, { ...result, journalPending: Object.fromEntries(journal.pending) });

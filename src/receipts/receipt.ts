@@ -213,10 +213,8 @@ export function verifyReceipt(signedJson: string, options: VerifyOptions = {}): 
     return fail('the receipt file must hold exactly "receipt" and "signature"');
   }
   const { receipt, signature } = parsed as { receipt: unknown; signature: unknown };
-  if (typeof signature !== 'string' || !SIGNATURE.test(signature)) return fail('the signature is not the base64url of 64 bytes');
-  const signatureBytes = Buffer.from(signature, 'base64url');
-  // Base64url's last character has spare bits: without this check two spellings would verify alike.
-  if (signatureBytes.length !== 64 || signatureBytes.toString('base64url') !== signature) return fail('the signature is not the base64url of 64 bytes');
+  const signatureBytes = typeof signature === 'string' ? signatureOf(signature) : undefined;
+  if (typeof signature !== 'string' || signatureBytes === undefined) return fail('the signature is not the base64url of 64 bytes');
   const body = receiptBodySchema.safeParse(receipt);
   if (!body.success) return fail(`the receipt body is malformed: ${describeIssue(body.error)}`);
   let canonical: string;
@@ -251,12 +249,18 @@ export function verifyReceipt(signedJson: string, options: VerifyOptions = {}): 
   return { ok: true, signed: { receipt: body.data, signature }, keyId: body.data.keyId, keyPinned };
 }
 
+/** The 64 bytes of a base64url Ed25519 signature in its one spelling, or undefined. */
+function signatureOf(signature: string): Buffer | undefined {
+  if (!SIGNATURE.test(signature)) return undefined;
+  const bytes = Buffer.from(signature, 'base64url');
+  // Base64url's last character has spare bits: without this check two spellings would verify alike.
+  return bytes.length === 64 && bytes.toString('base64url') === signature ? bytes : undefined;
+}
+
 /** Whether `signature` (base64url, exactly 64 bytes in its one spelling) is `key`'s over the UTF-8 text. */
 function verifySignature(key: KeyObject, text: string, signature: string): boolean {
-  if (!SIGNATURE.test(signature)) return false;
-  const bytes = Buffer.from(signature, 'base64url');
-  if (bytes.length !== 64 || bytes.toString('base64url') !== signature) return false;
-  return verify(null, Buffer.from(text, 'utf8'), key, bytes);
+  const bytes = signatureOf(signature);
+  return bytes !== undefined && verify(null, Buffer.from(text, 'utf8'), key, bytes);
 }
 
 /**

@@ -50,10 +50,7 @@ export function receiptKeyPath(sqlitePath: string): string {
  * @throws GatewayError (MCPGATE_ERR_RECEIPT_KEY) for an unusable key or key file.
  */
 export async function resolveReceiptKey(options: ResolveReceiptKeyOptions): Promise<ReceiptKey> {
-  if (options.signingKey !== undefined) {
-    const pem = await resolveSecretValue(options.signingKey, options.baseDir, FIELD);
-    return { signer: ReceiptSigner.fromPem(pem, FIELD), source: 'config' };
-  }
+  if (options.signingKey !== undefined) return { signer: await configuredKey(options.signingKey, options.baseDir), source: 'config' };
   const target = resolveStoreUrl(options.store, options.defaultSqlitePath);
   if (target.kind === 'postgres') {
     throw new ConfigError('MCPGATE_ERR_CONFIG_INVALID', [
@@ -68,15 +65,17 @@ export async function resolveReceiptKey(options: ResolveReceiptKeyOptions): Prom
   return loadOrCreateKeyFile(receiptKeyPath(target.path));
 }
 
+/** `gateway.receipts.signingKey`, read. */
+async function configuredKey(signingKey: SecretValue, baseDir: string | undefined): Promise<ReceiptSigner> {
+  return ReceiptSigner.fromPem(await resolveSecretValue(signingKey, baseDir, FIELD), FIELD);
+}
+
 /**
  * The gateway's key as it is, for checking what it signed (`mcpgate audit verify`): the configured key, or the
  * SQLite key file when it exists. Never creates one; `undefined` when there is none to read.
  */
 export async function existingReceiptKey(options: ResolveReceiptKeyOptions): Promise<ReceiptSigner | undefined> {
-  if (options.signingKey !== undefined) {
-    const pem = await resolveSecretValue(options.signingKey, options.baseDir, FIELD);
-    return ReceiptSigner.fromPem(pem, FIELD);
-  }
+  if (options.signingKey !== undefined) return configuredKey(options.signingKey, options.baseDir);
   const target = resolveStoreUrl(options.store, options.defaultSqlitePath);
   if (target.kind === 'postgres' || target.path === ':memory:') return undefined;
   return readKeyFile(receiptKeyPath(target.path));

@@ -13,6 +13,14 @@ export interface Migration {
   readonly dialects?: Partial<Record<SqlDialect, readonly string[]>>;
 }
 
+/**
+ * The statements of a migration whose tables hold chain ids, per dialect. PostgreSQL compares them in byte order
+ * (`COLLATE "C"`), as SQLite does: pages then follow one order on both backends, whatever the database's collation.
+ */
+function byChainIdCollation(statements: (chainIdCollation: string) => readonly string[]): Pick<Migration, 'statements' | 'dialects'> {
+  return { statements: statements(''), dialects: { postgres: statements(' COLLATE "C"') } };
+}
+
 /** Migration 3's statements; `chainIdCollation` is the only difference between the dialects. */
 function auditRecordsStatements(chainIdCollation: string): readonly string[] {
   return [
@@ -120,12 +128,7 @@ export const MIGRATIONS: readonly Migration[] = [
     // decision: a new kind must not need a table rebuild (SQLite cannot alter a constraint), and the chain's
     // hash, not the schema, is what makes a stored value trustworthy. The time index also serves the keyset
     // paging of the admin API and export, which order by (time, chain, seq).
-    statements: auditRecordsStatements(''),
-    dialects: {
-      // Byte order for chain ids, as SQLite compares them: pages then follow one order on both backends,
-      // whatever the database's collation.
-      postgres: auditRecordsStatements(' COLLATE "C"'),
-    },
+    ...byChainIdCollation(auditRecordsStatements),
   },
   {
     version: 4,
@@ -145,16 +148,14 @@ export const MIGRATIONS: readonly Migration[] = [
     name: 'audit-checkpoints',
     // Where each pruned chain now starts (audit retention): the last pruned record's seq and hash, signed by the
     // gateway, so `audit verify` anchors the chain there instead of at seq 1. One row per chain, only advanced.
-    statements: auditCheckpointsStatements(''),
-    dialects: { postgres: auditCheckpointsStatements(' COLLATE "C"') },
+    ...byChainIdCollation(auditCheckpointsStatements),
   },
   {
     version: 6,
     name: 'audit-anchors',
     // Signed chain heads (audit anchors): the gateway's key vouches that the chain had this hash at this seq, so a
     // chain rewritten from seq 1 or cut short at its end no longer verifies. Pruned with the records they name.
-    statements: auditAnchorsStatements(''),
-    dialects: { postgres: auditAnchorsStatements(' COLLATE "C"') },
+    ...byChainIdCollation(auditAnchorsStatements),
   },
 ];
 

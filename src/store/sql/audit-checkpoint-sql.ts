@@ -1,5 +1,6 @@
 import type { AuditAnchorRow, AuditCheckpointRow } from '../store.js';
 import { invalid } from '../validate.js';
+import { filterText, HEX64 } from './audit-sql.js';
 import type { SqlDriver, SqlRow, SqlValue } from './driver.js';
 
 /**
@@ -11,7 +12,6 @@ import type { SqlDriver, SqlRow, SqlValue } from './driver.js';
 const COLUMNS = ['chain_id', 'seq', 'hash', 'time', 'pruned_records', 'pruned_at', 'key_id', 'signature'] as const;
 const BIGINT_COLUMNS: ReadonlySet<string> = new Set(['seq', 'time', 'pruned_records', 'pruned_at']);
 const SELECT_VALUES = COLUMNS.map((column) => (BIGINT_COLUMNS.has(column) ? 'CAST(? AS BIGINT)' : '?')).join(', ');
-const HEX64 = /^[0-9a-f]{64}$/;
 const KEY_ID = /^[0-9a-f]{16}$/;
 const SIGNATURE = /^[A-Za-z0-9_-]{86}$/;
 
@@ -41,8 +41,7 @@ function checkpointValues(checkpoint: AuditCheckpointRow): SqlValue[] {
 }
 
 export async function listAuditCheckpoints(driver: SqlDriver, filter: { readonly chainId?: string } = {}): Promise<AuditCheckpointRow[]> {
-  const only = filter.chainId;
-  if (only !== undefined && (typeof only !== 'string' || only.includes('\0'))) throw invalid('audit filter chainId must be a string without NUL characters');
+  const only = filter.chainId === undefined ? undefined : filterText(filter.chainId, 'chainId');
   const rows = await driver.all(
     `SELECT ${COLUMNS.join(', ')} FROM audit_checkpoints${only === undefined ? '' : ' WHERE chain_id = ?'} ORDER BY chain_id`,
     only === undefined ? [] : [only],
@@ -108,8 +107,7 @@ export async function putAuditAnchor(driver: SqlDriver, anchor: AuditAnchorRow):
 }
 
 export async function listAuditAnchors(driver: SqlDriver, filter: { readonly chainId?: string } = {}): Promise<AuditAnchorRow[]> {
-  const only = filter.chainId;
-  if (only !== undefined && (typeof only !== 'string' || only.includes('\0'))) throw invalid('audit filter chainId must be a string without NUL characters');
+  const only = filter.chainId === undefined ? undefined : filterText(filter.chainId, 'chainId');
   const rows = await driver.all(
     `SELECT ${ANCHOR_COLUMNS.join(', ')} FROM audit_anchors${only === undefined ? '' : ' WHERE chain_id = ?'} ORDER BY chain_id, seq`,
     only === undefined ? [] : [only],

@@ -45,7 +45,7 @@ export const AUDIT_INSERT_ONE = `INSERT INTO audit_records (${AUDIT_COLUMNS.join
 /** Rows per INSERT: 22 parameters each stays far below SQLite's 32 766, and PostgreSQL gets few round trips. */
 const ROWS_PER_INSERT = 50;
 export const MAX_AUDIT_PAGE = 10_000;
-const HEX64 = /^[0-9a-f]{64}$/;
+export const HEX64 = /^[0-9a-f]{64}$/;
 /** Generous: `src/audit` cuts names to far less; the bound only keeps a runaway value out of the table. */
 const MAX_TEXT = 1024 * 1024;
 
@@ -132,7 +132,7 @@ const FILTER_COLUMNS = {
   kind: 'kind',
 } as const;
 
-function filterText(value: unknown, what: string): string {
+export function filterText(value: unknown, what: string): string {
   if (typeof value !== 'string' || value.includes('\0')) throw invalid(`audit filter ${what} must be a string without NUL characters`);
   return value;
 }
