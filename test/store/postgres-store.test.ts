@@ -5,6 +5,7 @@ import { createStore } from '../../src/store/create-store.js';
 import { MIGRATIONS } from '../../src/store/migrations/migrations.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { runAuditStoreContract } from './audit-contract.js';
+import { runCatalogStoreContract } from './catalog-contract.js';
 import { runStoreContract, type ContractDatabase, type StoreHarness } from './store-contract.js';
 import { PG_SERVER, ThrowawayDatabases, withPgClient as withClient } from '../fixtures/postgres.js';
 
@@ -23,6 +24,7 @@ const harness: StoreHarness = {
 };
 runStoreContract('PostgreSQL', harness);
 runAuditStoreContract('PostgreSQL', harness);
+runCatalogStoreContract('PostgreSQL', harness);
 
 after(async () => {
   await databases.dropAll();
@@ -44,7 +46,7 @@ describe('PostgreSQL store specifics', () => {
     }
     const tables = await withClient(name, (c) => c.query("SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename"));
     assert.deepEqual(tables.rows.map((r: { tablename: string }) => r.tablename), [
-      'api_keys', 'audit_anchors', 'audit_checkpoints', 'audit_records', 'orgs', 'permissions', 'principals', 'schema_migrations', 'session_receipts', 'teams', 'toolsets', 'vault_secrets',
+      'api_keys', 'audit_anchors', 'audit_checkpoints', 'audit_records', 'catalog_approvals', 'orgs', 'permissions', 'principals', 'schema_migrations', 'session_receipts', 'teams', 'toolsets', 'vault_secrets',
     ]);
   });
 

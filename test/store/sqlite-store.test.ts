@@ -9,6 +9,7 @@ import { createStore, resolveStoreUrl } from '../../src/store/create-store.js';
 import { MIGRATIONS } from '../../src/store/migrations/migrations.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { runAuditStoreContract } from './audit-contract.js';
+import { runCatalogStoreContract } from './catalog-contract.js';
 import { runStoreContract, type ContractDatabase, type StoreHarness } from './store-contract.js';
 
 const root = mkdtempSync(join(tmpdir(), 'mcpgate-sqlite-'));
@@ -38,6 +39,7 @@ const harness: StoreHarness = {
 };
 runStoreContract('SQLite', harness);
 runAuditStoreContract('SQLite', harness);
+runCatalogStoreContract('SQLite', harness);
 
 describe('SQLite store specifics', () => {
   const dir = mkdtempSync(join(tmpdir(), 'mcpgate-sqlite-x-'));

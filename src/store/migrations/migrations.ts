@@ -157,6 +157,21 @@ export const MIGRATIONS: readonly Migration[] = [
     // chain rewritten from seq 1 or cut short at its end no longer verifies. Pruned with the records they name.
     ...byChainIdCollation(auditAnchorsStatements),
   },
+  {
+    version: 7,
+    name: 'catalog-approvals',
+    // Approved tool definitions in the control plane (`gateway.catalog.source: store`), so every replica enforces
+    // the same approvals. Append-only: each change is a new version holding the whole approvals document, so the
+    // history of who approved what stays readable and a writer can only build on the version it read.
+    statements: [
+      `CREATE TABLE catalog_approvals (
+        version BIGINT PRIMARY KEY,
+        document TEXT NOT NULL,
+        snapshot_hash TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        actor TEXT NOT NULL)`,
+    ],
+  },
 ];
 
 /** Migration 6's statement; the chain id collates as in `audit_records`. */

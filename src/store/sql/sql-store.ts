@@ -19,6 +19,8 @@ import type {
   Principal,
   PrincipalKind,
   PutReceiptInput,
+  PutCatalogApprovalsInput,
+  CatalogApprovalsRecord,
   SessionReceiptRecord,
   Store,
   Team,
@@ -33,6 +35,7 @@ import { checkLevel, checkName, checkPermissionDocument, checkToolsetEntries, ch
 import { listAuditAnchors, listAuditCheckpoints, pruneAuditChain, putAuditAnchor } from './audit-checkpoint-sql.js';
 import { appendAuditRecords, listAuditChainHeads, listAuditChains, listAuditRecords } from './audit-sql.js';
 import { getReceipt, putReceipt } from './receipt-sql.js';
+import { getCatalogApprovals, getCatalogApprovalsVersion, listCatalogApprovals, putCatalogApprovals } from './catalog-approvals-sql.js';
 import type { SqlDriver, SqlStatement, SqlValue } from './driver.js';
 import { runMigrations } from './migrate.js';
 import { toKey, toOrg, toPermission, toPrincipal, toTeam, toToolset, toVaultSecret, toVaultSecretMeta } from './rows.js';
@@ -395,6 +398,22 @@ export class SqlStore implements Store {
 
   getReceipt(sessionId: string): Promise<SessionReceiptRecord | undefined> {
     return getReceipt(this.#driver, sessionId);
+  }
+
+  putCatalogApprovals(input: PutCatalogApprovalsInput): Promise<CatalogApprovalsRecord> {
+    return putCatalogApprovals(this.#driver, input);
+  }
+
+  getCatalogApprovals(): Promise<CatalogApprovalsRecord | undefined> {
+    return getCatalogApprovals(this.#driver);
+  }
+
+  getCatalogApprovalsVersion(): Promise<number> {
+    return getCatalogApprovalsVersion(this.#driver);
+  }
+
+  listCatalogApprovals(options?: { readonly limit?: number }): Promise<Omit<CatalogApprovalsRecord, 'document'>[]> {
+    return listCatalogApprovals(this.#driver, options);
   }
 
   async #mustGetKey(id: string): Promise<ApiKeyRecord> {
