@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, open, readFile, rename, stat, unlink } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
-import type { CatalogConfig } from '../config/governance-schema.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { JsonObject } from '../jsonrpc/message.js';
 import { canonicalJson } from '../upstream/execution-identity.js';
@@ -24,6 +23,9 @@ export interface CatalogFile {
   readonly version: 1;
   readonly servers: Readonly<Record<string, ApprovedServer>>;
 }
+
+/** Where an approvals document came from: the approvals file's path, or a version in the control-plane store. */
+export type CatalogOrigin = string | { readonly storeVersion: number };
 
 /** Far above any real catalog; stops a wrong path (a log, a disk image) from being read into memory. */
 const MAX_FILE_BYTES = 64 * 1024 * 1024;
@@ -74,19 +76,20 @@ export function catalogSnapshotHash(catalog: CatalogFile): string {
  * hash is what the gateway compares live tools against, so an entry whose hash and definition disagree (a
  * hand edit, a bad merge) would make the approval mean something nobody reviewed. Such a file is refused whole.
  *
- * @throws GatewayError MCPGATE_ERR_CATALOG_INVALID naming the file, and the server and tool of each bad entry.
+ * @throws GatewayError MCPGATE_ERR_CATALOG_INVALID naming where the document came from, and the server and tool of
+ * each bad entry.
  */
-export function parseCatalog(text: string, file: string): CatalogFile {
+export function parseCatalog(text: string, origin: CatalogOrigin): CatalogFile {
   let raw: unknown;
   try {
     raw = JSON.parse(text.startsWith('\uFEFF') ? text.slice(1) : text);
   } catch (error) {
-    throw invalid(file, [`not valid JSON: ${(error as Error).message}`]);
+    throw invalid(origin, [`not valid JSON: ${(error as Error).message}`]);
   }
   const parsed = catalogSchema.safeParse(raw);
   if (!parsed.success) {
     throw invalid(
-      file,
+      origin,
       parsed.error.issues.map((issue) => `${issue.path.map(String).join('.') || '(document)'}: ${issue.message}`),
       locate(parsed.error.issues[0]?.path),
     );
@@ -100,14 +103,14 @@ export function parseCatalog(text: string, file: string): CatalogFile {
       if (approved.definition.name !== tool) {
         problem = `${at}: definition.name is ${JSON.stringify(approved.definition.name)}, not the entry's name`;
       } else if (toolDefinitionHash(approved.definition) !== approved.hash) {
-        problem = `${at}: hash does not match the stored definition of tool "${tool}" of server "${server}" (edited by hand?); restore the file, or delete this entry and run \`mcpgate catalog approve ${server} ${tool}\``;
+        problem = `${at}: hash does not match the stored definition of tool "${tool}" of server "${server}" (edited by hand?); ${typeof origin === 'string' ? 'restore the file, or delete this entry and' : 'import the reviewed approvals (`mcpgate catalog import <file>`), or'} run \`mcpgate catalog approve ${server} ${tool}\``;
       }
       if (problem === undefined) continue;
       problems.push(problem);
       first ??= { server, tool };
     }
   }
-  if (problems.length > 0) throw invalid(file, problems, first);
+  if (problems.length > 0) throw invalid(origin, problems, first);
   return parsed.data as CatalogFile;
 }
 
@@ -131,31 +134,12 @@ export async function readCatalog(file: string): Promise<CatalogFile | undefined
 }
 
 /**
- * The approvals a gateway starts with, for `gateway.catalog`. `off` reads nothing. Otherwise the file must be
- * valid, or the start is refused (fail closed, issue 7 "Bad input"); a missing file is an empty catalog in
- * `observe` mode and an error in `pinned` mode, where it would hide every tool, which is far more likely a
- * wrong path than an intent.
- *
- * @throws GatewayError MCPGATE_ERR_CATALOG_INVALID
- */
-export async function loadGatewayCatalog(config: CatalogConfig, cwd: string = process.cwd()): Promise<CatalogFile> {
-  if (config.mode === 'off') return emptyCatalog();
-  const file = resolve(cwd, config.file);
-  const catalog = await readCatalog(file);
-  if (catalog !== undefined) return catalog;
-  if (config.mode === 'pinned') {
-    throw invalid(file, ['does not exist; with catalog.mode "pinned" every tool must be approved: run `mcpgate catalog snapshot` first']);
-  }
-  return emptyCatalog();
-}
-
-/**
  * Writes the approvals file atomically: a temporary file beside it, flushed, then renamed over it, so that a
  * crash or a concurrent gateway start never sees half a file. Keys are sorted, so that files kept in version
  * control diff cleanly.
  */
 export async function writeCatalog(file: string, catalog: CatalogFile): Promise<void> {
-  const text = `${JSON.stringify(sortKeys(catalog), null, 2)}\n`;
+  const text = catalogText(catalog);
   await mkdir(dirname(resolve(file)), { recursive: true });
   const temporary = `${file}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
   const handle = await open(temporary, 'wx', 0o644);
@@ -175,6 +159,14 @@ export async function writeCatalog(file: string, catalog: CatalogFile): Promise<
   }
 }
 
+/**
+ * The approvals as they are written, to a file or to the store: keys sorted and indented, so that files kept in
+ * version control diff cleanly and `mcpgate catalog export` gives back what was imported.
+ */
+export function catalogText(catalog: CatalogFile): string {
+  return `${JSON.stringify(sortKeys(catalog), null, 2)}\n`;
+}
+
 function sortKeys(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(sortKeys);
   if (value === null || typeof value !== 'object') return value;
@@ -191,10 +183,13 @@ function locate(path: readonly PropertyKey[] | undefined): { server: string; too
   return { server: path[1], tool: path[2] === 'tools' && typeof path[3] === 'string' ? path[3] : undefined };
 }
 
-function invalid(file: string, problems: readonly string[], where?: { server: string; tool: string | undefined }): GatewayError {
+/** The error for an approvals document that cannot be used, naming where it came from. */
+export function invalid(origin: CatalogOrigin, problems: readonly string[], where?: { server: string; tool: string | undefined }): GatewayError {
   const listed = problems.slice(0, MAX_LISTED_ISSUES).map((problem) => `  ${problem}`);
   if (problems.length > MAX_LISTED_ISSUES) listed.push(`  … and ${problems.length - MAX_LISTED_ISSUES} more`);
-  return new GatewayError('MCPGATE_ERR_CATALOG_INVALID', [`approvals file ${file} is invalid:`, ...listed].join('\n'), {
-    data: { file, ...(where === undefined ? {} : { server: where.server }), ...(where?.tool === undefined ? {} : { tool: where.tool }) },
+  const [title, source] =
+    typeof origin === 'string' ? [`approvals file ${origin}`, { file: origin }] : [`approvals version ${origin.storeVersion} in the control-plane store`, { storeVersion: origin.storeVersion }];
+  return new GatewayError('MCPGATE_ERR_CATALOG_INVALID', [`${title} is invalid:`, ...listed].join('\n'), {
+    data: { ...source, ...(where === undefined ? {} : { server: where.server }), ...(where?.tool === undefined ? {} : { tool: where.tool }) },
   });
 }

@@ -2,7 +2,7 @@ import type { CatalogConfig } from '../config/governance-schema.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { JsonObject } from '../jsonrpc/message.js';
 import type { Logger } from '../observability/logger.js';
-import { catalogSnapshotHash, loadGatewayCatalog, type ApprovedTool, type CatalogFile } from './catalog-file.js';
+import { catalogSnapshotHash, type ApprovedTool, type CatalogFile } from './catalog-file.js';
 import { diffDefinitions, type DefinitionDiff } from './definition-diff.js';
 import { toolDefinition, toolDefinitionHash } from './definition-hash.js';
 
@@ -207,18 +207,6 @@ export class CatalogGuard {
     this.#reported.delete(oldest);
     this.#current.delete(oldest);
   }
-}
-
-/**
- * The guard a gateway starts with for `gateway.catalog` (approvals read per {@link loadGatewayCatalog}).
- * @throws GatewayError MCPGATE_ERR_CATALOG_INVALID: the gateway must not start.
- */
-export async function createCatalogGuard(
-  config: CatalogConfig,
-  options: Omit<CatalogGuardOptions, 'mode' | 'approvals'> & { readonly cwd?: string } = {},
-): Promise<CatalogGuard> {
-  const { cwd, ...rest } = options;
-  return new CatalogGuard({ ...rest, mode: config.mode, approvals: await loadGatewayCatalog(config, cwd) });
 }
 
 /** The error a call to a quarantined tool gets; `tool` is the name the client used. */

@@ -78,8 +78,15 @@ export const catalogSchema = z.strictObject({
    * definition differs from its approved hash, or that was never approved, is hidden and refused.
    */
   mode: z.enum(['off', 'observe', 'pinned']).default('off'),
-  /** The approvals file written by `mcpgate catalog snapshot|approve`; relative to the working directory. */
+  /**
+   * Where approvals live. `file`: the approvals file, kept in version control and shipped to every replica.
+   * `store`: the control-plane store, which every replica reads (decision 0012).
+   */
+  source: z.enum(['file', 'store']).default('file'),
+  /** The approvals file written by `mcpgate catalog snapshot|approve` (`source: file`); relative to the working directory. */
   file: z.string().min(1).default('./mcpgate.catalog.json'),
+  /** How often a gateway looks for new approvals in the store (`source: store`): one indexed read. */
+  pollEvery: duration(1).prefault('2s'),
 });
 
 export const policySetSchema = z.strictObject({

@@ -194,6 +194,13 @@ export const configSchema = z
         message: 'auth.mode "none" is allowed only with gateway.mode "dev" and a loopback listen.host (127.0.0.1, ::1, localhost)',
       });
     }
+    if (config.gateway.auth.mode === 'none' && config.gateway.catalog.source === 'store') {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['gateway', 'catalog', 'source'],
+        message: 'catalog.source "store" needs the control-plane store, which auth.mode "none" does not open',
+      });
+    }
     const separator = config.gateway.separator;
     for (const [name, server] of Object.entries(config.servers)) {
       if (server.visibility === 'internal' && server.allowedCidrs.length === 0) {

@@ -1,6 +1,7 @@
-import { resolve } from 'node:path';
-import { createCatalogGuard, type CatalogGuard } from '../approvals/catalog-guard.js';
+import { emptyCatalog } from '../approvals/catalog-file.js';
+import { CatalogGuard } from '../approvals/catalog-guard.js';
 import { CatalogReloader } from '../approvals/catalog-reload.js';
+import { catalogSource, loadGatewayCatalog } from '../approvals/catalog-source.js';
 import { auditLogFromConfig, type AuditLog } from '../audit/audit-log.js';
 import type { AuditInput } from '../audit/record.js';
 import { AuditAnchoring } from '../audit/anchor-job.js';
@@ -28,8 +29,8 @@ export interface Governance {
   readonly audit: AuditLog | undefined;
   readonly policies: CedarPolicies | undefined;
   readonly catalog: CatalogGuard;
-  /** Puts a changed approvals file in force; absent with catalog mode off. */
-  readonly catalogFile: CatalogReloader | undefined;
+  /** Puts changed approvals (the file's, or the store's) in force; absent with catalog mode off. */
+  readonly catalogReloader: CatalogReloader | undefined;
   /** Prunes old audit records behind signed checkpoints; absent without `audit.retention`. */
   readonly retention: AuditRetention | undefined;
   /** Signs the chain head on schedule; absent without an audit log, a signing key, or with `anchorEvery: off`. */
@@ -77,18 +78,24 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
               'policy reload',
             ),
         });
-  const catalog = await createCatalogGuard(gateway.catalog, {
+  const source = gateway.catalog.mode === 'off' ? undefined : catalogSource(gateway.catalog, store === undefined ? {} : { store });
+  const loaded = source === undefined ? undefined : await loadGatewayCatalog(gateway.catalog, source);
+  const catalog = new CatalogGuard({
+    mode: gateway.catalog.mode,
+    approvals: loaded?.catalog ?? emptyCatalog(),
     logger,
     onDrift: (event) =>
       note({ kind: 'drift', decision: 'drift', server: event.server, tool: event.tool, reason: `${event.kind}: live ${event.liveHash}, approved ${event.approvedHash ?? 'none'}` }, 'drift'),
   });
-  const catalogFile =
-    gateway.catalog.mode === 'off'
+  const catalogReloader =
+    source === undefined
       ? undefined
       : new CatalogReloader(catalog, {
-          file: resolve(gateway.catalog.file),
+          source,
+          ...(loaded === undefined ? {} : { loaded }),
           logger,
           watch: true,
+          pollEveryMs: gateway.catalog.pollEvery,
           onReload: (event) =>
             note(
               event.ok
@@ -168,7 +175,7 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
     audit,
     policies,
     catalog,
-    catalogFile,
+    catalogReloader,
     retention,
     anchoring,
     sessionEnded(session) {
@@ -184,7 +191,7 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
       await retention?.close();
       await anchoring?.close();
       policies?.close();
-      catalogFile?.close();
+      catalogReloader?.close();
       await audit?.close();
     },
   };

@@ -8,7 +8,7 @@ import type { Governance } from './build-governance.js';
  * Names, hashes and counts only: no record, policy text or key.
  */
 export function governanceStatus(governance: Governance): Record<string, unknown> {
-  const { audit, policies, catalog, catalogFile, retention, anchoring } = governance;
+  const { audit, policies, catalog, catalogReloader, retention, anchoring } = governance;
   const failure = audit?.failure;
   return {
     audit:
@@ -25,6 +25,6 @@ export function governanceStatus(governance: Governance): Record<string, unknown
             ...(anchoring === undefined ? {} : { anchors: anchoring.status() }),
           },
     policies: policies?.status() ?? [],
-    catalog: { mode: catalog.mode, ...catalogFile?.status(), snapshotHash: catalog.snapshotHash, drifts: catalog.drifts().length },
+    catalog: { mode: catalog.mode, ...catalogReloader?.status(), snapshotHash: catalog.snapshotHash, drifts: catalog.drifts().length },
   };
 }

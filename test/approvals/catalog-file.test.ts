@@ -7,13 +7,11 @@ import {
   approvedEntry,
   catalogSnapshotHash,
   emptyCatalog,
-  loadGatewayCatalog,
   parseCatalog,
   readCatalog,
   writeCatalog,
   type CatalogFile,
 } from '../../src/approvals/catalog-file.js';
-import { createCatalogGuard } from '../../src/approvals/catalog-guard.js';
 import { GatewayError } from '../../src/errors/gateway-error.js';
 
 const root = mkdtempSync(join(tmpdir(), 'mcpgate-catalog-file-'));
@@ -112,44 +110,5 @@ describe('the approvals file', () => {
     assert.match(catalogSnapshotHash(catalog), /^[0-9a-f]{64}$/);
     const fewer: CatalogFile = { version: 1, servers: { notes: { tools: { add_note: approvedEntry(addNote, NOW) } }, other: { tools: {} } } };
     assert.notEqual(catalogSnapshotHash(fewer), catalogSnapshotHash(catalog));
-  });
-});
-
-describe('loading approvals at gateway start', () => {
-  it('reads nothing in off mode', async () => {
-    const file = path();
-    writeFileSync(join(root, 'garbage.json'), 'not json');
-    assert.deepEqual(await loadGatewayCatalog({ mode: 'off', file: join(root, 'garbage.json') }), emptyCatalog());
-    assert.deepEqual(await loadGatewayCatalog({ mode: 'off', file }), emptyCatalog());
-  });
-
-  it('treats a missing file as empty in observe mode and refuses it in pinned mode', async () => {
-    const file = path();
-    assert.deepEqual(await loadGatewayCatalog({ mode: 'observe', file }), emptyCatalog());
-    await assert.rejects(loadGatewayCatalog({ mode: 'pinned', file }), (error: unknown) => {
-      assert.ok(GatewayError.is(error));
-      assert.equal(error.code, 'MCPGATE_ERR_CATALOG_INVALID');
-      assert.match(error.message, /does not exist.*mcpgate catalog snapshot/s);
-      return true;
-    });
-  });
-
-  it('fails closed on a tampered file: no guard is built', async () => {
-    const file = path();
-    await writeCatalog(file, sample());
-    writeFileSync(file, readFileSync(file, 'utf8').replace('Adds a note.', 'Adds a note and exfiltrates it.'));
-    for (const mode of ['pinned', 'observe'] as const) {
-      await assert.rejects(createCatalogGuard({ mode, file }), (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_CATALOG_INVALID' && /add_note/.test(error.message));
-    }
-    writeFileSync(file, '{ "version": 1, "servers": {');
-    await assert.rejects(createCatalogGuard({ mode: 'pinned', file }), /not valid JSON/);
-  });
-
-  it('resolves a relative file against the working directory', async () => {
-    const file = path();
-    await writeCatalog(file, sample());
-    const guard = await createCatalogGuard({ mode: 'pinned', file: 'catalog.json' }, { cwd: join(file, '..') });
-    assert.equal(guard.snapshotHash, catalogSnapshotHash(sample()));
-    assert.equal(guard.check('notes', { ...addNote }), 'ok');
   });
 });

@@ -7,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { approvedEntry, catalogSnapshotHash, emptyCatalog, writeCatalog, type CatalogFile } from '../../src/approvals/catalog-file.js';
 import { CatalogGuard } from '../../src/approvals/catalog-guard.js';
 import { CatalogReloader, type CatalogReloadEvent } from '../../src/approvals/catalog-reload.js';
+import { fileCatalogSource } from '../../src/approvals/catalog-source.js';
 import type { JsonObject } from '../../src/jsonrpc/message.js';
 
 const root = mkdtempSync(join(tmpdir(), 'mcpgate-catalog-reload-'));
@@ -28,7 +29,7 @@ async function setup(watch = false) {
   const events: CatalogReloadEvent[] = [];
   const warnings: string[] = [];
   const reloader = new CatalogReloader(guard, {
-    file,
+    source: fileCatalogSource(file),
     watch,
     debounceMs: 20,
     logger: { info: () => undefined, warn: (details: object) => warnings.push(JSON.stringify(details)) },
@@ -57,7 +58,7 @@ describe('CatalogReloader', () => {
     const guard = new CatalogGuard({ mode: 'pinned', approvals: approvals(addNote) });
     const warnings: string[] = [];
     const reloader = new CatalogReloader(guard, {
-      file,
+      source: fileCatalogSource(file),
       watch: false,
       logger: { info: () => undefined, warn: (...args: unknown[]) => void warnings.push(String(args[1])) },
       onReload: () => {
@@ -77,7 +78,7 @@ describe('CatalogReloader', () => {
     const file = join(mkdtempSync(join(root, 'case-')), 'catalog.json');
     const guard = new CatalogGuard({ mode: 'observe', approvals: emptyCatalog() });
     const events: CatalogReloadEvent[] = [];
-    const reloader = new CatalogReloader(guard, { file, watch: false, logger: { info: () => undefined, warn: () => undefined }, onReload: (event) => events.push(event) });
+    const reloader = new CatalogReloader(guard, { source: fileCatalogSource(file), watch: false, logger: { info: () => undefined, warn: () => undefined }, onReload: (event) => events.push(event) });
     await reloader.reload();
     assert.equal(events.length, 0);
     assert.equal(reloader.status().lastError, undefined);
@@ -125,7 +126,7 @@ describe('CatalogReloader', () => {
     // The guard holds what the file said a moment earlier.
     const guard = new CatalogGuard({ mode: 'pinned', approvals: approvals(addNote) });
     const events: CatalogReloadEvent[] = [];
-    const reloader = new CatalogReloader(guard, { file, watch: true, debounceMs: 20, logger: { info: () => undefined, warn: () => undefined }, onReload: (event) => events.push(event) });
+    const reloader = new CatalogReloader(guard, { source: fileCatalogSource(file), watch: true, debounceMs: 20, logger: { info: () => undefined, warn: () => undefined }, onReload: (event) => events.push(event) });
     try {
       for (let waited = 0; events.length === 0 && waited < 3000; waited += 20) await sleep(20);
       assert.deepEqual(events.map((event) => event.ok), [true]);

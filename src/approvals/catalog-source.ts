@@ -1,0 +1,178 @@
+import { hostname, userInfo } from 'node:os';
+import { resolve } from 'node:path';
+import type { CatalogConfig } from '../config/governance-schema.js';
+import { GatewayError } from '../errors/gateway-error.js';
+import type { Store } from '../store/store.js';
+import { catalogSnapshotHash, catalogText, emptyCatalog, invalid, parseCatalog, readCatalog, writeCatalog, type CatalogFile } from './catalog-file.js';
+
+/** Approvals as read from their source. */
+export interface LoadedCatalog {
+  readonly catalog: CatalogFile;
+  readonly snapshotHash: string;
+  /** The store's version number (1, 2, …); absent for a file, which has none. */
+  readonly version?: number;
+}
+
+/**
+ * Where the approvals live (`gateway.catalog.source`): the approvals file, kept in version control and shipped to
+ * every replica, or the control-plane store, which every replica reads (decision 0012).
+ */
+export interface CatalogSource {
+  readonly kind: CatalogConfig['source'];
+  /** For messages and status: the file's absolute path, or "the control-plane store". */
+  readonly where: string;
+  /**
+   * The approvals now; `undefined` when there are none yet.
+   * @throws GatewayError MCPGATE_ERR_CATALOG_INVALID for approvals that cannot be used (unreadable, a wrong hash).
+   */
+  read(): Promise<LoadedCatalog | undefined>;
+  /** Whether the approvals may differ from `loaded`: the store compares version numbers; a file cannot tell, so always. */
+  mayHaveChanged(loaded: LoadedCatalog | undefined): Promise<boolean>;
+  /**
+   * Stores `catalog` as the approvals that follow `basedOn`. The store refuses, with STORE_CONFLICT, when another
+   * writer stored a version after `basedOn` meanwhile; a file is replaced whole, last writer wins.
+   */
+  write(catalog: CatalogFile, basedOn: LoadedCatalog | undefined): Promise<LoadedCatalog>;
+}
+
+class FileCatalogSource implements CatalogSource {
+  readonly kind = 'file';
+  readonly where: string;
+
+  constructor(file: string) {
+    this.where = file;
+  }
+
+  async read(): Promise<LoadedCatalog | undefined> {
+    const catalog = await readCatalog(this.where);
+    return catalog === undefined ? undefined : { catalog, snapshotHash: catalogSnapshotHash(catalog) };
+  }
+
+  mayHaveChanged(): Promise<boolean> {
+    return Promise.resolve(true);
+  }
+
+  async write(catalog: CatalogFile): Promise<LoadedCatalog> {
+    await writeCatalog(this.where, catalog);
+    return { catalog, snapshotHash: catalogSnapshotHash(catalog) };
+  }
+}
+
+class StoreCatalogSource implements CatalogSource {
+  readonly kind = 'store';
+  readonly where = 'the control-plane store';
+  readonly #store: Store;
+  readonly #actor: string;
+
+  constructor(store: Store, actor: string) {
+    this.#store = store;
+    this.#actor = actor;
+  }
+
+  async read(): Promise<LoadedCatalog | undefined> {
+    const record = await this.#store.getCatalogApprovals();
+    if (record === undefined) return undefined;
+    const origin = { storeVersion: record.version };
+    // Every entry's hash is recomputed here, as for a file: a row edited behind the store's back is refused whole.
+    const catalog = parseCatalog(record.document, origin);
+    const snapshotHash = catalogSnapshotHash(catalog);
+    if (snapshotHash !== record.snapshotHash) {
+      throw invalid(origin, [`its snapshot hash ${record.snapshotHash} is not the document's (${snapshotHash}): the row was changed behind the gateway's back`]);
+    }
+    return { catalog, snapshotHash, version: record.version };
+  }
+
+  async mayHaveChanged(loaded: LoadedCatalog | undefined): Promise<boolean> {
+    return (await this.#store.getCatalogApprovalsVersion()) !== (loaded?.version ?? 0);
+  }
+
+  async write(catalog: CatalogFile, basedOn: LoadedCatalog | undefined): Promise<LoadedCatalog> {
+    const snapshotHash = catalogSnapshotHash(catalog);
+    const record = await this.#store.putCatalogApprovals({ version: (basedOn?.version ?? 0) + 1, document: catalogText(catalog), snapshotHash, actor: this.#actor });
+    return { catalog, snapshotHash, version: record.version };
+  }
+}
+
+/** `user@host` of this process, as the store's history names a writer; self-declared, like a commit's author. */
+export function localActor(): string {
+  let user = 'unknown';
+  try {
+    user = userInfo().username;
+  } catch {
+    // No passwd entry (a container's arbitrary uid): the host still says where the change came from.
+  }
+  return `${user}@${hostname()}`.slice(0, 200);
+}
+
+export interface CatalogSourceOptions {
+  /** Resolves a relative `file`; default the working directory. */
+  readonly cwd?: string;
+  /** Required for `source: store`. */
+  readonly store?: Store;
+  /** Who writes, in the store's history; default {@link localActor}. */
+  readonly actor?: string;
+}
+
+/** Approvals in `file` (absolute). */
+export function fileCatalogSource(file: string): CatalogSource {
+  return new FileCatalogSource(file);
+}
+
+/** Approvals in `store`, written as `actor` (default {@link localActor}). */
+export function storeCatalogSource(store: Store, actor: string = localActor()): CatalogSource {
+  return new StoreCatalogSource(store, actor);
+}
+
+/** The configured source of approvals. @throws GatewayError MCPGATE_ERR_CONFIG_INVALID for `store` without a store. */
+export function catalogSource(config: CatalogConfig, options: CatalogSourceOptions = {}): CatalogSource {
+  if (config.source === 'file') return fileCatalogSource(resolve(options.cwd ?? process.cwd(), config.file));
+  if (options.store === undefined) {
+    throw new GatewayError('MCPGATE_ERR_CONFIG_INVALID', 'gateway.catalog.source "store" needs the control-plane store, which auth.mode "none" does not open');
+  }
+  return storeCatalogSource(options.store, options.actor);
+}
+
+/**
+ * The approvals a gateway starts with, for `gateway.catalog`. `off` reads nothing. Otherwise they must be valid,
+ * or the start is refused (fail closed, issue 7 "Bad input"). None at all is an empty catalog in `observe` mode and
+ * an error in `pinned` mode, where it would hide every tool: far more likely a wrong path or store than an intent.
+ *
+ * @throws GatewayError MCPGATE_ERR_CATALOG_INVALID
+ */
+export async function loadGatewayCatalog(config: CatalogConfig, source: CatalogSource): Promise<LoadedCatalog> {
+  const empty = emptyCatalog();
+  if (config.mode === 'off') return { catalog: empty, snapshotHash: catalogSnapshotHash(empty) };
+  const loaded = await source.read();
+  if (loaded !== undefined) return loaded;
+  if (config.mode === 'pinned') {
+    const hint = 'with catalog.mode "pinned" every tool must be approved: run `mcpgate catalog snapshot` first';
+    if (source.kind === 'file') throw invalid(source.where, [`does not exist; ${hint}`]);
+    throw new GatewayError('MCPGATE_ERR_CATALOG_INVALID', `the control-plane store holds no approvals; ${hint}`, { data: { storeVersion: 0 } });
+  }
+  return { catalog: empty, snapshotHash: catalogSnapshotHash(empty) };
+}
+
+/** How often {@link updateCatalog} rereads and retries when another writer got in first. */
+const UPDATE_ATTEMPTS = 5;
+
+/**
+ * Read, change, write: `change` gets the approvals in force (empty when there are none) and returns the next ones,
+ * or the same object to write nothing. When another writer stored a version meanwhile, it runs again on that one,
+ * so two operators approving different tools at once both keep their approval.
+ */
+export async function updateCatalog<T>(
+  source: CatalogSource,
+  change: (catalog: CatalogFile) => { readonly catalog: CatalogFile; readonly result: T },
+): Promise<{ readonly result: T; readonly written: LoadedCatalog | undefined }> {
+  for (let attempt = 1; ; attempt += 1) {
+    const before = await source.read();
+    const current = before?.catalog ?? emptyCatalog();
+    const { catalog, result } = change(current);
+    if (catalog === current || (before !== undefined && catalogSnapshotHash(catalog) === before.snapshotHash)) return { result, written: undefined };
+    try {
+      return { result, written: await source.write(catalog, before) };
+    } catch (error) {
+      if (!GatewayError.is(error) || error.code !== 'MCPGATE_ERR_STORE_CONFLICT' || attempt >= UPDATE_ATTEMPTS) throw error;
+    }
+  }
+}
