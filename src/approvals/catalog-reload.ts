@@ -4,7 +4,7 @@ import { Periodic } from '../util/periodic.js';
 import { watchFiles, type FileWatch } from '../util/watch-files.js';
 import { catalogSnapshotHash, emptyCatalog } from './catalog-file.js';
 import type { CatalogGuard } from './catalog-guard.js';
-import type { CatalogSource, LoadedCatalog } from './catalog-source.js';
+import { mayHaveChanged, type CatalogSource, type LoadedCatalog } from './catalog-source.js';
 
 const EMPTY_SNAPSHOT = catalogSnapshotHash(emptyCatalog());
 
@@ -110,7 +110,7 @@ export class CatalogReloader {
   }
 
   async #reloadOnce(): Promise<void> {
-    if (!(await this.#source.mayHaveChanged(this.#loaded))) {
+    if (!(await mayHaveChanged(this.#source, this.#loaded))) {
       this.#lastError = undefined;
       return;
     }

@@ -26,13 +26,13 @@ export interface CatalogSource {
    * @throws GatewayError MCPGATE_ERR_CATALOG_INVALID for approvals that cannot be used (unreadable, a wrong hash).
    */
   read(): Promise<LoadedCatalog | undefined>;
-  /** Whether the approvals may differ from `loaded`: the store compares version numbers; a file cannot tell, so always. */
-  mayHaveChanged(loaded: LoadedCatalog | undefined): Promise<boolean>;
+  /** The store's newest version number, 0 when it holds none; a file has none (`undefined`). */
+  version(): Promise<number | undefined>;
   /**
-   * Stores `catalog` as the approvals that follow `basedOn`. The store refuses, with STORE_CONFLICT, when another
-   * writer stored a version after `basedOn` meanwhile; a file is replaced whole, last writer wins.
+   * Stores `catalog` as the approvals that follow version `basedOn`. The store refuses, with STORE_CONFLICT, when
+   * another writer stored a version after it meanwhile; a file is replaced whole, last writer wins.
    */
-  write(catalog: CatalogFile, basedOn: LoadedCatalog | undefined): Promise<LoadedCatalog>;
+  write(catalog: CatalogFile, basedOn: number | undefined): Promise<LoadedCatalog>;
 }
 
 class FileCatalogSource implements CatalogSource {
@@ -48,8 +48,8 @@ class FileCatalogSource implements CatalogSource {
     return catalog === undefined ? undefined : { catalog, snapshotHash: catalogSnapshotHash(catalog) };
   }
 
-  mayHaveChanged(): Promise<boolean> {
-    return Promise.resolve(true);
+  version(): Promise<number | undefined> {
+    return Promise.resolve(undefined);
   }
 
   async write(catalog: CatalogFile): Promise<LoadedCatalog> {
@@ -82,13 +82,13 @@ class StoreCatalogSource implements CatalogSource {
     return { catalog, snapshotHash, version: record.version };
   }
 
-  async mayHaveChanged(loaded: LoadedCatalog | undefined): Promise<boolean> {
-    return (await this.#store.getCatalogApprovalsVersion()) !== (loaded?.version ?? 0);
+  version(): Promise<number> {
+    return this.#store.getCatalogApprovalsVersion();
   }
 
-  async write(catalog: CatalogFile, basedOn: LoadedCatalog | undefined): Promise<LoadedCatalog> {
+  async write(catalog: CatalogFile, basedOn: number | undefined): Promise<LoadedCatalog> {
     const snapshotHash = catalogSnapshotHash(catalog);
-    const record = await this.#store.putCatalogApprovals({ version: (basedOn?.version ?? 0) + 1, document: catalogText(catalog), snapshotHash, actor: this.#actor });
+    const record = await this.#store.putCatalogApprovals({ version: (basedOn ?? 0) + 1, document: catalogText(catalog), snapshotHash, actor: this.#actor });
     return { catalog, snapshotHash, version: record.version };
   }
 }
@@ -156,21 +156,40 @@ export async function loadGatewayCatalog(config: CatalogConfig, source: CatalogS
 const UPDATE_ATTEMPTS = 5;
 
 /**
- * Read, change, write: `change` gets the approvals in force (empty when there are none) and returns the next ones,
- * or the same object to write nothing. When another writer stored a version meanwhile, it runs again on that one,
- * so two operators approving different tools at once both keep their approval.
+ * Whether the approvals may differ from `loaded`: the store compares version numbers, one indexed read; a file
+ * cannot tell, so always.
+ */
+export async function mayHaveChanged(source: CatalogSource, loaded: LoadedCatalog | undefined): Promise<boolean> {
+  const version = await source.version();
+  return version === undefined || version !== (loaded?.version ?? 0);
+}
+
+/**
+ * Read, change, write: `change` gets the approvals in force (empty when there are none) and returns the next ones;
+ * approvals equal to those in force are not written. When another writer stored a version meanwhile, it runs again
+ * on that one, so two operators approving different tools at once both keep their approval.
+ *
+ * Approvals in force that cannot be used (a hand edit, a wrong hash) are refused, so nothing is built on them;
+ * `replacesInvalid` is for a change that does not read them (an import of a reviewed file), and lets it replace them.
  */
 export async function updateCatalog<T>(
   source: CatalogSource,
   change: (catalog: CatalogFile) => { readonly catalog: CatalogFile; readonly result: T },
+  options: { readonly replacesInvalid?: boolean } = {},
 ): Promise<{ readonly result: T; readonly written: LoadedCatalog | undefined }> {
   for (let attempt = 1; ; attempt += 1) {
-    const before = await source.read();
-    const current = before?.catalog ?? emptyCatalog();
-    const { catalog, result } = change(current);
-    if (catalog === current || (before !== undefined && catalogSnapshotHash(catalog) === before.snapshotHash)) return { result, written: undefined };
+    const version = await source.version();
+    let before: LoadedCatalog | undefined;
     try {
-      return { result, written: await source.write(catalog, before) };
+      before = await source.read();
+    } catch (error) {
+      if (options.replacesInvalid !== true || !GatewayError.is(error) || error.code !== 'MCPGATE_ERR_CATALOG_INVALID') throw error;
+    }
+    const { catalog, result } = change(before?.catalog ?? emptyCatalog());
+    // The version read first: a version stored between the two reads then makes this write a conflict, and a retry.
+    if (before !== undefined && before.version === version && catalogSnapshotHash(catalog) === before.snapshotHash) return { result, written: undefined };
+    try {
+      return { result, written: await source.write(catalog, version) };
     } catch (error) {
       if (!GatewayError.is(error) || error.code !== 'MCPGATE_ERR_STORE_CONFLICT' || attempt >= UPDATE_ATTEMPTS) throw error;
     }

@@ -1,12 +1,15 @@
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
-import { emptyCatalog, readCatalog, writeCatalog, type CatalogFile } from '../approvals/catalog-file.js';
+import { catalogText, emptyCatalog, readCatalog, writeCatalog, type CatalogFile } from '../approvals/catalog-file.js';
+import { catalogSource, updateCatalog, type CatalogSource, type LoadedCatalog } from '../approvals/catalog-source.js';
 import { approveServer, compareServer, hasDrift, withServer, type ServerComparison } from '../approvals/compare.js';
 import type { DefinitionDiff } from '../approvals/definition-diff.js';
 import { fetchLiveTools, type LiveCatalog } from '../approvals/live-catalog.js';
 import { loadConfig } from '../config/load.js';
 import type { GatewayConfig } from '../config/schema.js';
 import { createLogger } from '../observability/logger.js';
+import { createStore } from '../store/create-store.js';
+import type { Store } from '../store/store.js';
 import { printJson, printTable, runCommand, UsageError, type ControlIo } from './control-cli.js';
 
 export interface CatalogOptions {
@@ -23,14 +26,33 @@ const MAX_VALUE_CHARS = 200;
 
 interface Context {
   readonly config: GatewayConfig;
-  /** gateway.catalog.file resolved against the working directory. */
-  readonly file: string;
+  /** gateway.catalog.source: the file resolved against the working directory, or the control-plane store. */
+  readonly source: CatalogSource;
+  /** The opened store with `source: store`, for the history. */
+  readonly store: Store | undefined;
 }
 
-async function context(options: CatalogOptions, io: ControlIo): Promise<Context> {
+/** Runs `use` with the configured approvals; the store, when one was opened, is closed afterwards. */
+async function withContext<T>(options: CatalogOptions, io: ControlIo, use: (context: Context) => Promise<T>): Promise<T> {
   const config = await loadConfig(options.config, { env: io.env });
   if (options.server !== undefined && config.servers[options.server] === undefined) throw new UsageError(`no server "${options.server}" in ${options.config}`);
-  return { config, file: resolve(config.gateway.catalog.file) };
+  const store = config.gateway.catalog.source === 'store' ? await createStore(config.gateway.store) : undefined;
+  try {
+    return await use({ config, source: catalogSource(config.gateway.catalog, store === undefined ? {} : { store }), store });
+  } finally {
+    await store?.close();
+  }
+}
+
+/** Where approvals went, for `--json`: the file, or the store and the version written. */
+function target(source: CatalogSource, written: LoadedCatalog | undefined): Record<string, unknown> {
+  return source.kind === 'file' ? { source: 'file', file: source.where } : { source: 'store', ...(written?.version === undefined ? {} : { version: written.version }) };
+}
+
+/** Where approvals went, for people: the file, or the store and the version written. */
+function described(source: CatalogSource, written: LoadedCatalog | undefined): string {
+  if (source.kind === 'file') return source.where;
+  return written?.version === undefined ? `${source.where} (unchanged)` : `${source.where} (version ${written.version})`;
 }
 
 async function live(config: GatewayConfig, io: ControlIo, servers?: readonly string[]): Promise<LiveCatalog> {
@@ -49,30 +71,31 @@ function reportFailures(io: ControlIo, command: string, failed: ReadonlyMap<stri
  * others are still written; the failed one keeps its previous approvals).
  */
 export function runCatalogSnapshot(options: CatalogOptions, io: ControlIo): Promise<number> {
-  return runCommand(io, 'catalog snapshot', async () => {
-    const { config, file } = await context(options, io);
-    // Read first: an invalid file is refused before any upstream is contacted, and never silently replaced.
-    let catalog = (await readCatalog(file)) ?? emptyCatalog();
-    const { tools, failed } = await live(config, io, options.server === undefined ? undefined : [options.server]);
-    reportFailures(io, 'snapshot', failed);
-    if (tools.size === 0) {
-      io.stderr(`mcpgate catalog snapshot: no server could be listed; ${file} is unchanged`);
-      return 1;
-    }
-    const now = new Date();
-    const rows: string[][] = [];
-    for (const [server, list] of [...tools].sort(([a], [b]) => (a < b ? -1 : 1))) {
-      catalog = withServer(catalog, server, approveServer(catalog.servers[server], list, now));
-      rows.push([server, String(list.length)]);
-    }
-    await writeCatalog(file, catalog);
-    if (options.json === true) printJson(io, { file, servers: Object.fromEntries(rows.map(([server, count]) => [server, Number(count)])), failed: Object.fromEntries(failed) });
-    else {
-      printTable(io, ['server', 'tools'], rows);
-      io.stdout(`approved the live definitions of ${rows.length} server${rows.length === 1 ? '' : 's'} in ${file}`);
-    }
-    return failed.size > 0 ? 1 : 0;
-  });
+  return runCommand(io, 'catalog snapshot', () =>
+    withContext(options, io, async ({ config, source }) => {
+      // Read first: invalid approvals are refused before any upstream is contacted, and never silently replaced.
+      await source.read();
+      const { tools, failed } = await live(config, io, options.server === undefined ? undefined : [options.server]);
+      reportFailures(io, 'snapshot', failed);
+      if (tools.size === 0) {
+        io.stderr(`mcpgate catalog snapshot: no server could be listed; ${source.where} is unchanged`);
+        return 1;
+      }
+      const now = new Date();
+      const servers = [...tools].sort(([a], [b]) => (a < b ? -1 : 1));
+      const { written } = await updateCatalog(source, (current) => ({
+        catalog: servers.reduce((catalog, [server, list]) => withServer(catalog, server, approveServer(catalog.servers[server], list, now)), current),
+        result: undefined,
+      }));
+      const rows = servers.map(([server, list]) => [server, String(list.length)]);
+      if (options.json === true) printJson(io, { ...target(source, written), servers: Object.fromEntries(rows.map(([server, count]) => [server, Number(count)])), failed: Object.fromEntries(failed) });
+      else {
+        printTable(io, ['server', 'tools'], rows);
+        io.stdout(`approved the live definitions of ${rows.length} server${rows.length === 1 ? '' : 's'} in ${described(source, written)}`);
+      }
+      return failed.size > 0 ? 1 : 0;
+    }),
+  );
 }
 
 /**
@@ -81,26 +104,27 @@ export function runCatalogSnapshot(options: CatalogOptions, io: ControlIo): Prom
  * nothing else differed: a drift found elsewhere still answers 2).
  */
 export function runCatalogDiff(options: CatalogOptions, io: ControlIo): Promise<number> {
-  return runCommand(io, 'catalog diff', async () => {
-    const { config, file } = await context(options, io);
-    const stored = await readCatalog(file);
-    const catalog: CatalogFile = stored ?? emptyCatalog();
-    const { tools, failed } = await live(config, io, options.server === undefined ? undefined : [options.server]);
-    reportFailures(io, 'diff', failed);
-    const comparisons = [...tools]
-      .sort(([a], [b]) => (a < b ? -1 : 1))
-      .map(([server, list]) => compareServer(server, catalog.servers[server], list));
-    const drift = comparisons.some(hasDrift);
-    if (options.json === true) {
-      printJson(io, { file, exists: stored !== undefined, drift, servers: comparisons, failed: Object.fromEntries(failed) });
-    } else {
-      if (stored === undefined) io.stdout(`no approvals file at ${file}: every tool is unapproved (run \`mcpgate catalog snapshot\`)`);
-      for (const comparison of comparisons) printComparison(io, comparison);
-      if (!drift && failed.size === 0) io.stdout(`no drift: ${comparisons.length === 1 ? '1 server matches' : `${comparisons.length} servers match`} the approvals in ${file}`);
-    }
-    if (drift) return EXIT_DRIFT;
-    return failed.size > 0 ? 1 : 0;
-  });
+  return runCommand(io, 'catalog diff', () =>
+    withContext(options, io, async ({ config, source }) => {
+      const stored = await source.read();
+      const catalog: CatalogFile = stored?.catalog ?? emptyCatalog();
+      const { tools, failed } = await live(config, io, options.server === undefined ? undefined : [options.server]);
+      reportFailures(io, 'diff', failed);
+      const comparisons = [...tools]
+        .sort(([a], [b]) => (a < b ? -1 : 1))
+        .map(([server, list]) => compareServer(server, catalog.servers[server], list));
+      const drift = comparisons.some(hasDrift);
+      if (options.json === true) {
+        printJson(io, { ...target(source, stored), exists: stored !== undefined, drift, servers: comparisons, failed: Object.fromEntries(failed) });
+      } else {
+        if (stored === undefined) io.stdout(`${source.kind === 'file' ? `no approvals file at ${source.where}` : `no approvals in ${source.where}`}: every tool is unapproved (run \`mcpgate catalog snapshot\`)`);
+        for (const comparison of comparisons) printComparison(io, comparison);
+        if (!drift && failed.size === 0) io.stdout(`no drift: ${comparisons.length === 1 ? '1 server matches' : `${comparisons.length} servers match`} the approvals in ${source.where}`);
+      }
+      if (drift) return EXIT_DRIFT;
+      return failed.size > 0 ? 1 : 0;
+    }),
+  );
 }
 
 /**
@@ -109,42 +133,96 @@ export function runCatalogDiff(options: CatalogOptions, io: ControlIo): Promise<
  * approval. Exit 0, or 1 when the server cannot be listed or lists no such tool.
  */
 export function runCatalogApprove(server: string, tool: string | undefined, options: CatalogOptions, io: ControlIo): Promise<number> {
-  return runCommand(io, 'catalog approve', async () => {
-    const { config, file } = await context({ ...options, server }, io);
-    const catalog = (await readCatalog(file)) ?? emptyCatalog();
-    const { tools, failed } = await live(config, io, [server]);
-    const list = tools.get(server);
-    if (list === undefined) throw new UsageError(`server "${server}" could not be listed: ${failed.get(server) ?? 'unknown error'}; nothing was approved`);
-    const before = compareServer(server, catalog.servers[server], list);
-    const now = new Date();
-    if (tool === undefined) {
-      await writeCatalog(file, withServer(catalog, server, approveServer(catalog.servers[server], list, now)));
-      const summary = `${list.length} tool${list.length === 1 ? '' : 's'} approved (${before.changed.length} changed, ${before.unapproved.length} new, ${before.removed.length} removed, ${before.unchanged} unchanged)`;
-      if (options.json === true) printJson(io, { file, server, approved: list.length, changed: before.changed.length, new: before.unapproved.length, removed: before.removed.length, unchanged: before.unchanged });
-      else io.stdout(`server "${server}": ${summary}`);
-      return 0;
-    }
-    const previous = catalog.servers[server];
-    const liveTool = list.find((item) => item.name === tool);
-    const approvedBefore = previous !== undefined && Object.prototype.hasOwnProperty.call(previous.tools, tool);
-    if (liveTool === undefined && !approvedBefore) throw new UsageError(`server "${server}" lists no tool "${tool}" and none is approved`);
-    // Only this tool moves: every other tool of the server keeps exactly its current approval.
-    const others = Object.values(previous?.tools ?? {}).filter((entry) => entry.definition.name !== tool);
-    const next = approveServer(previous, liveTool === undefined ? [] : [liveTool], now);
-    const merged = { tools: Object.fromEntries([...others.map((entry) => [entry.definition.name, entry] as const), ...Object.entries(next.tools)]) };
-    await writeCatalog(file, withServer(catalog, server, merged));
-    const outcome =
-      liveTool === undefined
+  return runCommand(io, 'catalog approve', () =>
+    withContext({ ...options, server }, io, async ({ config, source }) => {
+      await source.read();
+      const { tools, failed } = await live(config, io, [server]);
+      const list = tools.get(server);
+      if (list === undefined) throw new UsageError(`server "${server}" could not be listed: ${failed.get(server) ?? 'unknown error'}; nothing was approved`);
+      const now = new Date();
+      // The comparison is made inside the update: when another writer got in first, it is made again on theirs.
+      const { result: before, written } = await updateCatalog(source, (catalog) => {
+        const comparison = compareServer(server, catalog.servers[server], list);
+        if (tool === undefined) return { catalog: withServer(catalog, server, approveServer(catalog.servers[server], list, now)), result: comparison };
+        const previous = catalog.servers[server];
+        const liveTool = list.find((item) => item.name === tool);
+        const approvedBefore = previous !== undefined && Object.prototype.hasOwnProperty.call(previous.tools, tool);
+        if (liveTool === undefined && !approvedBefore) throw new UsageError(`server "${server}" lists no tool "${tool}" and none is approved`);
+        // Only this tool moves: every other tool of the server keeps exactly its current approval.
+        const others = Object.values(previous?.tools ?? {}).filter((entry) => entry.definition.name !== tool);
+        const next = approveServer(previous, liveTool === undefined ? [] : [liveTool], now);
+        const merged = { tools: Object.fromEntries([...others.map((entry) => [entry.definition.name, entry] as const), ...Object.entries(next.tools)]) };
+        return { catalog: withServer(catalog, server, merged), result: comparison };
+      });
+      if (tool === undefined) {
+        const summary = `${list.length} tool${list.length === 1 ? '' : 's'} approved (${before.changed.length} changed, ${before.unapproved.length} new, ${before.removed.length} removed, ${before.unchanged} unchanged)`;
+        if (options.json === true) printJson(io, { ...target(source, written), server, approved: list.length, changed: before.changed.length, new: before.unapproved.length, removed: before.removed.length, unchanged: before.unchanged });
+        else io.stdout(`server "${server}": ${summary}`);
+        return 0;
+      }
+      const outcome = !list.some((item) => item.name === tool)
         ? 'approval removed (the server no longer lists it)'
         : before.changed.some((item) => item.tool === tool)
           ? 'approved (changed)'
           : before.unapproved.some((item) => item.tool === tool)
             ? 'approved (new)'
             : 'already approved (unchanged)';
-    if (options.json === true) printJson(io, { file, server, tool, outcome });
-    else io.stdout(`tool "${tool}" of server "${server}": ${outcome}`);
-    return 0;
-  });
+      if (options.json === true) printJson(io, { ...target(source, written), server, tool, outcome });
+      else io.stdout(`tool "${tool}" of server "${server}": ${outcome}`);
+      return 0;
+    }),
+  );
+}
+
+/**
+ * `mcpgate catalog import <file>`: puts a reviewed approvals file in force as a whole, in the configured source:
+ * with `source: store`, the file kept in version control is what every replica then enforces. The file is checked
+ * as the gateway checks it (every hash recomputed); a bad one changes nothing.
+ */
+export function runCatalogImport(file: string, options: CatalogOptions, io: ControlIo): Promise<number> {
+  return runCommand(io, 'catalog import', () =>
+    withContext(options, io, async ({ source }) => {
+      const path = resolve(file);
+      const imported = await readCatalog(path);
+      if (imported === undefined) throw new UsageError(`${path} does not exist`);
+      const { written } = await updateCatalog(source, () => ({ catalog: imported, result: undefined }), { replacesInvalid: true });
+      const tools = Object.values(imported.servers).reduce((count, server) => count + Object.keys(server.tools).length, 0);
+      if (options.json === true) printJson(io, { ...target(source, written), imported: path, servers: Object.keys(imported.servers).length, tools, changed: written !== undefined });
+      else io.stdout(`${written === undefined ? 'no change: the approvals in force are already' : 'imported'} ${path} (${tools} tool${tools === 1 ? '' : 's'}) into ${described(source, written)}`);
+      return 0;
+    }),
+  );
+}
+
+/** `mcpgate catalog export [--output file]`: the approvals in force, as an approvals file (stdout by default). */
+export function runCatalogExport(options: CatalogOptions & { readonly output?: string }, io: ControlIo): Promise<number> {
+  return runCommand(io, 'catalog export', () =>
+    withContext(options, io, async ({ source }) => {
+      const loaded = await source.read();
+      if (loaded === undefined) throw new UsageError(`no approvals in ${source.where}`);
+      if (options.output === undefined) io.stdout(catalogText(loaded.catalog).trimEnd());
+      else {
+        await writeCatalog(resolve(options.output), loaded.catalog);
+        io.stderr(`wrote the approvals of ${described(source, loaded)} to ${resolve(options.output)}`);
+      }
+      return 0;
+    }),
+  );
+}
+
+/** `mcpgate catalog history [--limit n]`: who changed the approvals in the store, and when (newest first). */
+export function runCatalogHistory(options: CatalogOptions & { readonly limit?: string }, io: ControlIo): Promise<number> {
+  return runCommand(io, 'catalog history', () =>
+    withContext(options, io, async ({ store }) => {
+      if (store === undefined) throw new UsageError('history needs gateway.catalog.source "store"; an approvals file\'s history is its version control');
+      const limit = options.limit === undefined ? 20 : Number(options.limit);
+      if (!Number.isSafeInteger(limit) || limit < 1 || limit > 1000) throw new UsageError('--limit must be a whole number from 1 to 1000');
+      const versions = await store.listCatalogApprovals({ limit });
+      if (options.json === true) printJson(io, versions.map((item) => ({ ...item, createdAt: item.createdAt.toISOString() })));
+      else printTable(io, ['version', 'created', 'actor', 'snapshot'], versions.map((item) => [String(item.version), item.createdAt.toISOString(), item.actor, item.snapshotHash.slice(0, 12)]));
+      return 0;
+    }),
+  );
 }
 
 function printComparison(io: ControlIo, comparison: ServerComparison): void {
@@ -215,5 +293,31 @@ export function registerCatalogCommand(program: Command, io: ControlIo, defaultC
     .option('--json', 'machine-readable output')
     .action(async (server: string, tool: string | undefined, options: CatalogOptions) => {
       process.exitCode = await runCatalogApprove(server, tool, options, io);
+    });
+  catalog
+    .command('import')
+    .description('put a reviewed approvals file in force as a whole (with catalog.source store: on every replica)')
+    .argument('<file>', 'an approvals file, as `catalog export` or `catalog snapshot` with source file writes it')
+    .option('-c, --config <file>', 'configuration file', defaultConfig)
+    .option('--json', 'machine-readable output')
+    .action(async (file: string, options: CatalogOptions) => {
+      process.exitCode = await runCatalogImport(file, options, io);
+    });
+  catalog
+    .command('export')
+    .description('print the approvals in force as an approvals file, for review or version control')
+    .option('-c, --config <file>', 'configuration file', defaultConfig)
+    .option('-o, --output <file>', 'write it to this file instead')
+    .action(async (options: CatalogOptions & { output?: string }) => {
+      process.exitCode = await runCatalogExport(options, io);
+    });
+  catalog
+    .command('history')
+    .description('who changed the approvals in the store, and when, newest first (catalog.source store)')
+    .option('-c, --config <file>', 'configuration file', defaultConfig)
+    .option('--limit <n>', 'how many versions (1–1000)', '20')
+    .option('--json', 'machine-readable output')
+    .action(async (options: CatalogOptions & { limit?: string }) => {
+      process.exitCode = await runCatalogHistory(options, io);
     });
 }

@@ -8,7 +8,7 @@ import Database from 'better-sqlite3';
 import { approvedEntry, catalogSnapshotHash, emptyCatalog, writeCatalog, type CatalogFile } from '../../src/approvals/catalog-file.js';
 import { CatalogGuard } from '../../src/approvals/catalog-guard.js';
 import { CatalogReloader, type CatalogReloadEvent } from '../../src/approvals/catalog-reload.js';
-import { catalogSource, loadGatewayCatalog, storeCatalogSource, updateCatalog, type CatalogSource } from '../../src/approvals/catalog-source.js';
+import { catalogSource, loadGatewayCatalog, mayHaveChanged, storeCatalogSource, updateCatalog, type CatalogSource } from '../../src/approvals/catalog-source.js';
 import type { CatalogConfig } from '../../src/config/governance-schema.js';
 import { GatewayError } from '../../src/errors/gateway-error.js';
 import type { JsonObject } from '../../src/jsonrpc/message.js';
@@ -127,11 +127,11 @@ describe('approvals in the control-plane store', () => {
   it('each change is the next version, named by its writer; the same approvals again store nothing', async () => {
     const { store } = await sqliteStore();
     const source = storeCatalogSource(store, 'ada@laptop');
-    assert.equal(await source.mayHaveChanged(undefined), false);
+    assert.equal(await mayHaveChanged(source, undefined), false);
     const first = await approve(source, addNote);
     assert.equal(first.written?.version, 1);
-    assert.equal(await source.mayHaveChanged(undefined), true);
-    assert.equal(await source.mayHaveChanged(first.written), false);
+    assert.equal(await mayHaveChanged(source, undefined), true);
+    assert.equal(await mayHaveChanged(source, first.written), false);
     const second = await approve(source, deleteAll);
     assert.equal(second.written?.version, 2);
     const again = await approve(source, deleteAll);
@@ -164,6 +164,11 @@ describe('approvals in the control-plane store', () => {
     await rejectsCatalog(source.read(), /snapshot hash .* is not the document's/);
     edit(path, "UPDATE catalog_approvals SET document = '{\"version\": 1'");
     await rejectsCatalog(loadGatewayCatalog(config({ mode: 'observe', source: 'store' }), source), /not valid JSON/);
+    // Nothing is built on them; only a change that does not read them (an import of a reviewed file) replaces them.
+    await rejectsCatalog(approve(source, deleteAll), /not valid JSON/);
+    const replaced = await updateCatalog(source, () => ({ catalog: approvals(addNote), result: undefined }), { replacesInvalid: true });
+    assert.equal(replaced.written?.version, 2);
+    assert.deepEqual((await loadGatewayCatalog(config({ source: 'store' }), source)).catalog, approvals(addNote));
   });
 });
 

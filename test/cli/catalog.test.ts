@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, describe, it } from 'node:test';
+import Database from 'better-sqlite3';
 import { readCatalog } from '../../src/approvals/catalog-file.js';
 import { CatalogGuard } from '../../src/approvals/catalog-guard.js';
 import { toolDefinitionHash } from '../../src/approvals/definition-hash.js';
@@ -32,11 +33,15 @@ interface Case {
 }
 
 /** A directory with a dev-mode config of stdio fixture servers, each listing what `serve` last wrote. */
-function setup(servers: Record<string, unknown[]>, extra = ''): Case {
+const FILE_GATEWAY = '  auth: { mode: none }\n  catalog: { mode: pinned, file: approvals/catalog.json }\n';
+/** Approvals in the control-plane store: an SQLite file in the case's directory. */
+const STORE_GATEWAY = '  auth: { mode: apiKey }\n  store: data/mcpgate.db\n  catalog: { mode: pinned, source: store }\n';
+
+function setup(servers: Record<string, unknown[]>, extra = '', gateway = FILE_GATEWAY): Case {
   const dir = join(root, `case-${counter++}`);
   mkdirSync(dir);
   const serve = (name: string, tools: unknown[]) => writeFileSync(join(dir, `${name}.tools.json`), JSON.stringify({ tools }));
-  let yaml = 'gateway:\n  mode: dev\n  auth: { mode: none }\n  catalog: { mode: pinned, file: approvals/catalog.json }\nservers:\n';
+  let yaml = `gateway:\n  mode: dev\n${gateway}servers:\n`;
   for (const [name, tools] of Object.entries(servers)) {
     serve(name, tools);
     yaml += `  ${name}:\n    transport: stdio\n    command: ${JSON.stringify(process.execPath)}\n    args: [${JSON.stringify(FIXTURE)}, ${JSON.stringify(join(dir, `${name}.tools.json`))}]\n`;
@@ -188,5 +193,78 @@ describe('mcpgate catalog', () => {
     assert.match(diff.stdout, /no approvals file at .*catalog\.json/);
     assert.match(diff.stdout, /new {6}add_note/);
     assert.equal(existsSync(c.catalog), false);
+  });
+
+  it('with catalog.source store: versions written by snapshot, approve and import, exported, listed by history, and an edited row refused until a reviewed file is imported', async () => {
+    const c = setup({ notes: [addNote, listNotes] }, '', STORE_GATEWAY);
+    const db = join(c.dir, 'data', 'mcpgate.db');
+    const none = await c.cli('export');
+    assert.equal(none.code, 1);
+    assert.match(none.stderr, /no approvals in the control-plane store/);
+
+    const snapshot = await c.cli('snapshot', '--json');
+    assert.equal(snapshot.code, 0, snapshot.stderr);
+    assert.deepEqual(JSON.parse(snapshot.stdout), { source: 'store', version: 1, servers: { notes: 2 }, failed: {} });
+    assert.equal(existsSync(c.catalog), false, 'no file is written');
+
+    c.serve('notes', [rugPull, listNotes]);
+    const drift = await c.cli('diff');
+    assert.equal(drift.code, 2, drift.stderr);
+    assert.match(drift.stdout, /changed {2}add_note/);
+    const approve = await c.cli('approve', 'notes', 'add_note');
+    assert.equal(approve.code, 0, approve.stderr);
+    assert.match(approve.stdout, /approved \(changed\)/);
+    assert.equal((await c.cli('diff')).code, 0);
+
+    const reviewed = join(c.dir, 'reviewed.json');
+    const exported = await c.cli('export', '-o', reviewed);
+    assert.equal(exported.code, 0, exported.stderr);
+    assert.match(exported.stderr, /version 2/);
+    assert.equal((await readCatalog(reviewed))?.servers.notes?.tools.add_note?.hash, toolDefinitionHash(rugPull));
+    const printed = await c.cli('export');
+    assert.equal(printed.stdout, readFileSync(reviewed, 'utf8'));
+    const same = await c.cli('import', reviewed);
+    assert.match(same.stdout, /no change/);
+
+    // A row edited behind the store's back: refused by every command that builds on it, replaced by an import.
+    const raw = new Database(db);
+    try {
+      raw.prepare("UPDATE catalog_approvals SET document = replace(document, 'Lists notes.', 'Lists notes, and mails them out.') WHERE version = 2").run();
+    } finally {
+      raw.close();
+    }
+    const refused = await c.cli('diff');
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /approvals version 2 in the control-plane store is invalid:.*list_notes: hash does not match/s);
+    assert.equal((await c.cli('approve', 'notes')).code, 1);
+    const imported = await c.cli('import', reviewed, '--json');
+    assert.equal(imported.code, 0, imported.stderr);
+    assert.deepEqual(JSON.parse(imported.stdout), { source: 'store', version: 3, imported: reviewed, servers: 1, tools: 2, changed: true });
+    assert.equal((await c.cli('diff')).code, 0);
+
+    const history = await c.cli('history', '--json');
+    assert.equal(history.code, 0, history.stderr);
+    const versions = JSON.parse(history.stdout) as Array<{ version: number; actor: string }>;
+    assert.deepEqual(versions.map((item) => item.version), [3, 2, 1]);
+    assert.match(versions[0]?.actor ?? '', /^.+@.+$/);
+    const table = await c.cli('history', '--limit', '1');
+    assert.match(table.stdout, /^version\s+created\s+actor\s+snapshot\n3\s/);
+    assert.equal((await c.cli('history', '--limit', '0')).code, 1);
+  });
+
+  it('import refuses a file with a wrong hash and changes nothing; history needs the store', async () => {
+    const c = setup({ notes: [addNote] });
+    assert.equal((await c.cli('snapshot')).code, 0);
+    const before = readFileSync(c.catalog, 'utf8');
+    const bad = join(c.dir, 'bad.json');
+    writeFileSync(bad, before.replace('Adds a note.', 'Adds a note, then exfiltrates it.'));
+    const refused = await c.cli('import', bad);
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /bad\.json is invalid:.*add_note: hash does not match/s);
+    assert.equal(readFileSync(c.catalog, 'utf8'), before);
+    assert.equal((await c.cli('import', join(c.dir, 'missing.json'))).code, 1);
+    const history = await c.cli('history');
+    assert.equal(history.code, 1);
+    assert.match(history.stderr, /needs gateway\.catalog\.source "store"/);
   });
 });
