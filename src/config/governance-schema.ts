@@ -23,11 +23,11 @@ function duration(maxDays: number) {
 }
 
 /**
- * Audit retention: records older than `maxAge` are pruned behind a signed checkpoint (src/audit/retention.ts).
- * Absent: records are kept for ever.
+ * Retention: audit records older than `maxAge` are pruned behind a signed checkpoint (src/audit/retention.ts);
+ * session receipts older than `maxAge` are deleted (src/receipts/receipt-retention.ts). Absent: kept for ever.
  */
-export const auditRetentionSchema = z.strictObject({
-  /** How long a record is kept. */
+export const retentionSchema = z.strictObject({
+  /** How long a record or receipt is kept. */
   maxAge: duration(3650),
   /** How often the gateway prunes; the first run is at start. At most 7d: a timer cannot wait 25 days or more. */
   every: duration(7).prefault('1h'),
@@ -63,7 +63,7 @@ export const auditSchema = z.strictObject({
   captureArguments: z.boolean().default(false),
   /** This instance's chain id; default a fresh id per process start (each instance writes its own chain). */
   chainId: z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/).optional(),
-  retention: auditRetentionSchema.optional(),
+  retention: retentionSchema.optional(),
   /**
    * How often the chain head is signed (src/audit/anchor-job.ts), stored and logged, so a rewritten or truncated
    * chain no longer verifies; `off` to stop. Unset: every 5m whenever the gateway has its signing key (receipts
@@ -102,6 +102,11 @@ export const receiptsSchema = z.strictObject({
   enabled: z.boolean().default(true),
   /** Ed25519 private key (PKCS#8 PEM), inline or `{ file }`; unset: generated on first start and kept beside the store. */
   signingKey: secretValueSchema.optional(),
+  /**
+   * Receipts older than `maxAge` are deleted from the store (`GET …/receipt` then answers 404); a client's saved
+   * copy still verifies. Absent: kept for ever.
+   */
+  retention: retentionSchema.optional(),
 });
 
 /** Gateway-level governance keys, spread into the gateway schema. */

@@ -11,6 +11,7 @@ import { CedarPolicies } from '../cedar/policy-store.js';
 import type { GatewayConfig } from '../config/schema.js';
 import type { Logger } from '../observability/logger.js';
 import { issueSessionReceipt } from '../receipts/issue.js';
+import { ReceiptRetention } from '../receipts/receipt-retention.js';
 import type { ReceiptSigner } from '../receipts/receipt.js';
 import { resolveReceiptKey } from '../receipts/signing-key.js';
 import type { DownstreamSession } from '../session/downstream-session.js';
@@ -33,6 +34,8 @@ export interface Governance {
   readonly catalogReloader: CatalogReloader | undefined;
   /** Prunes old audit records behind signed checkpoints; absent without `audit.retention`. */
   readonly retention: AuditRetention | undefined;
+  /** Deletes old session receipts; absent without `receipts.retention`. */
+  readonly receiptRetention: ReceiptRetention | undefined;
   /** Signs the chain head on schedule; absent without an audit log, a signing key, or with `anchorEvery: off`. */
   readonly anchoring: AuditAnchoring | undefined;
   /** Signs and stores the receipt of a session that ended (issue 7 §5); never rejects. */
@@ -128,6 +131,18 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
           },
         });
   retention?.start();
+  const receiptRetentionConfig = gateway.receipts.retention;
+  const receiptRetention =
+    store === undefined || receiptRetentionConfig === undefined
+      ? undefined
+      : new ReceiptRetention({
+          store,
+          maxAgeMs: receiptRetentionConfig.maxAge,
+          everyMs: receiptRetentionConfig.every,
+          logger,
+          onRun: ({ pruned, before }) => note({ kind: 'retention', decision: 'allow', reason: `pruned ${pruned} session receipt(s) created before ${before.toISOString()}` }, 'retention'),
+        });
+  receiptRetention?.start();
   const anchoring =
     store === undefined || audit === undefined || key === undefined || anchorEvery === 'off'
       ? undefined
@@ -177,6 +192,7 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
     catalog,
     catalogReloader,
     retention,
+    receiptRetention,
     anchoring,
     sessionEnded(session) {
       const receipt = issue(session).catch((error: unknown) => logger.error({ err: error, session: session.id }, 'session receipt not issued'));
@@ -189,6 +205,7 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
     async close() {
       await Promise.all([...pending]);
       await retention?.close();
+      await receiptRetention?.close();
       await anchoring?.close();
       policies?.close();
       catalogReloader?.close();

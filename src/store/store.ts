@@ -454,6 +454,11 @@ export interface Store {
   putReceipt(input: PutReceiptInput): Promise<SessionReceiptRecord>;
   /** One indexed read; `undefined` when the session has no receipt. */
   getReceipt(sessionId: string): Promise<SessionReceiptRecord | undefined>;
+  /**
+   * Deletes up to `limit` (1–10 000) of the oldest receipts created before `before`, in one statement; how many it
+   * deleted. Fewer than `limit` means none older is left. Malformed input is STORE_INVALID.
+   */
+  pruneReceipts(before: Date, limit: number): Promise<number>;
 
   /**
    * Stores the next version of the approvals. `version` must be exactly one past the newest stored (1 when there

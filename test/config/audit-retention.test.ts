@@ -33,4 +33,12 @@ describe('config: audit.retention', () => {
       assert.throws(() => parse(text), (error: unknown) => error instanceof ConfigError && message.test(error.message), text);
     }
   });
+
+  it('receipts.retention takes the same form, and is absent by default', () => {
+    const text = (retention: string) => `gateway:\n  mode: dev\n  receipts:\n    retention: ${retention}\nservers: {}\n`;
+    const config = parseConfig(text('{ maxAge: 400d, every: 1d }'), { env: {}, fileName: 'receipts.yaml' });
+    assert.deepEqual(config.gateway.receipts.retention, { maxAge: 400 * 86_400_000, every: 86_400_000 });
+    assert.equal(parseConfig('gateway: { mode: dev }\nservers: {}\n', { env: {}, fileName: 'plain.yaml' }).gateway.receipts.retention, undefined);
+    assert.throws(() => parseConfig(text('{ maxAge: 400 }'), { env: {}, fileName: 'receipts.yaml' }), (error: unknown) => error instanceof ConfigError && /gateway\.receipts\.retention\.maxAge/.test(error.message));
+  });
 });

@@ -2,7 +2,8 @@
  * Audit retention in a running gateway: records older than `audit.retention.maxAge` are pruned on schedule
  * behind a signed checkpoint, the pruning is itself a record in the chain, `GET /admin/v1/status` reports it, and
  * the real `mcpgate audit verify` accepts the pruned chain from its checkpoint. A real production-mode gateway,
- * a real SQLite store, the real CLI.
+ * a real SQLite store, the real CLI. Session receipts older than `receipts.retention.maxAge` are deleted the same
+ * way, with a record of it.
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -13,7 +14,7 @@ import { createStore } from '../../src/store/create-store.js';
 import type { AuditCheckpointRow, AuditRecordRow } from '../../src/store/store.js';
 import { AccessStore, type IssuedKey } from '../fixtures/integration/access-store.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../fixtures/integration/recording-upstream.js';
-import { adminStatus, cleanup, connect, GATEWAY_BIN, productionGateway, ROOT, startGateway, tempPath, textOf, waitFor, type Gateway } from './harness.js';
+import { adminStatus, cleanup, connect, GATEWAY_BIN, mcpHeaders, productionGateway, raw, ROOT, startGateway, tempPath, textOf, waitFor, type Gateway } from './harness.js';
 
 const ADMIN_TOKEN = randomBytes(32).toString('hex');
 
@@ -45,7 +46,11 @@ before(async () => {
   await access.org('acme');
   alice = await access.key({ org: 'acme', name: 'alice' });
   gateway = await startGateway({
-    gateway: { ...productionGateway(access.path, ADMIN_TOKEN), audit: { retention: { maxAge: '2s', every: '1s' } } },
+    gateway: {
+      ...productionGateway(access.path, ADMIN_TOKEN),
+      audit: { retention: { maxAge: '2s', every: '1s' } },
+      receipts: { retention: { maxAge: '2s', every: '1s' } },
+    },
     servers: { files: { transport: 'http', url: files.url } },
   });
 });
@@ -85,5 +90,29 @@ describe('audit retention in a running gateway', () => {
     assert.match(verify.stdout, new RegExp(`^chain ${chainId}: \\d+ record\\(s\\) after checkpoint seq \\d+ \\(\\d+ pruned\\), ok$`, 'm'));
     // Calls keep working and keep being recorded after a prune.
     assert.equal(textOf(await client.callTool({ name: 'files__list', arguments: {} })), 'files:list');
+  });
+
+  it('deletes a session receipt once it is older than receipts.retention.maxAge, and records that it did', async () => {
+    const init = await raw(gateway.url, {
+      headers: { ...mcpHeaders(), authorization: `Bearer ${alice.key}` },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'r', version: '1' } } }),
+    });
+    const sessionId = String(init.headers['mcp-session-id']);
+    const headers = { ...mcpHeaders(sessionId, '2025-11-25'), authorization: `Bearer ${alice.key}` };
+    await raw(gateway.url, { headers, body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) });
+    assert.equal((await raw(gateway.url, { method: 'DELETE', headers })).status, 200);
+    const receiptUrl = `${gateway.origin}/admin/v1/sessions/${sessionId}/receipt`;
+    const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
+    await waitFor(async () => (await raw(receiptUrl, { method: 'GET', headers: admin })).status === 200, 'the receipt served', 10_000);
+
+    await waitFor(async () => (await raw(receiptUrl, { method: 'GET', headers: admin })).status === 404, 'the receipt pruned', 15_000);
+    // Audit retention prunes this record too, two seconds on: look for it at once.
+    const record = await waitFor(async () => (await read()).rows.find((row) => row.kind === 'retention' && /session receipt/.test(row.reason ?? '')), 'the receipt retention record', 5000);
+    assert.equal(record.decision, 'allow');
+    assert.match(record.reason ?? '', /^pruned \d+ session receipt\(s\) created before \S+$/);
+    const status = (await adminStatus<{ governance: { receipts: { retention: { maxAgeMs: number; lastRunAt?: string; lastError?: string } } } }>(gateway.origin, ADMIN_TOKEN)).governance.receipts.retention;
+    assert.equal(status.maxAgeMs, 2000);
+    assert.ok(status.lastRunAt !== undefined);
+    assert.equal(status.lastError, undefined);
   });
 });

@@ -386,6 +386,26 @@ export function runStoreContract(name: string, harness: StoreHarness): void {
       assert.equal(await store.getReceipt('s-2'), undefined);
     });
 
+    it('prunes receipts created before a time, oldest first, at most a batch at a time', async () => {
+      const { store, db } = await migrated();
+      const signature = 'A'.repeat(86);
+      for (let i = 1; i <= 5; i += 1) await store.putReceipt({ sessionId: `s-${i}`, body: `{"n":${i}}`, signature });
+      // Dated behind the store's back: s-1 oldest … s-5 youngest, ten seconds apart.
+      for (let i = 1; i <= 5; i += 1) await db.query(`UPDATE session_receipts SET created_at = ${i * 10_000} WHERE session_id = 's-${i}'`);
+      assert.equal(await store.pruneReceipts(new Date(35_000), 2), 2);
+      assert.equal(await store.getReceipt('s-1'), undefined);
+      assert.equal(await store.getReceipt('s-2'), undefined);
+      assert.ok(await store.getReceipt('s-3'));
+      assert.equal(await store.pruneReceipts(new Date(35_000), 2), 1);
+      assert.equal(await store.pruneReceipts(new Date(35_000), 2), 0);
+      assert.ok(await store.getReceipt('s-4'), 'younger than the cutoff');
+      assert.equal(await store.pruneReceipts(new Date(50_000), 10), 1, 'created exactly at the cutoff is kept');
+      assert.ok(await store.getReceipt('s-5'));
+      await rejectsWith(store.pruneReceipts(new Date(Number.NaN), 1), 'MCPGATE_ERR_STORE_INVALID');
+      await rejectsWith(store.pruneReceipts(new Date(), 0), 'MCPGATE_ERR_STORE_INVALID');
+      await rejectsWith(store.pruneReceipts(new Date(), 10_001), 'MCPGATE_ERR_STORE_INVALID');
+    });
+
     it('adds session_receipts to a database migrated before it existed', async () => {
       const { store, db, orgId } = await seeded();
       await store.close();

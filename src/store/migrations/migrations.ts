@@ -172,6 +172,12 @@ export const MIGRATIONS: readonly Migration[] = [
         actor TEXT NOT NULL)`,
     ],
   },
+  {
+    version: 8,
+    name: 'session-receipts-created-at',
+    // Receipt retention (`gateway.receipts.retention`) deletes the oldest receipts first, a batch at a time.
+    statements: ['CREATE INDEX session_receipts_created_at ON session_receipts (created_at)'],
+  },
 ];
 
 /** Migration 6's statement; the chain id collates as in `audit_records`. */

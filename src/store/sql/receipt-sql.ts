@@ -46,3 +46,15 @@ export async function getReceipt(driver: SqlExecutor, sessionId: string): Promis
   const [row] = await driver.all('SELECT session_id, body, signature, created_at FROM session_receipts WHERE session_id = ?', [checkSessionId(sessionId)]);
   return row === undefined ? undefined : toReceipt(row);
 }
+
+const MAX_PRUNE_BATCH = 10_000;
+
+export async function pruneReceipts(driver: SqlExecutor, before: Date, limit: number): Promise<number> {
+  if (!(before instanceof Date) || Number.isNaN(before.getTime())) throw invalid('before must be a valid Date');
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_PRUNE_BATCH) throw invalid(`limit must be an integer from 1 to ${MAX_PRUNE_BATCH}`);
+  // Neither SQLite (as built) nor PostgreSQL takes DELETE … LIMIT; the oldest first, through the created_at index.
+  return driver.run(
+    'DELETE FROM session_receipts WHERE session_id IN (SELECT session_id FROM session_receipts WHERE created_at < CAST(? AS BIGINT) ORDER BY created_at LIMIT CAST(? AS BIGINT))',
+    [before.getTime(), limit],
+  );
+}

@@ -34,7 +34,7 @@ import type {
 import { checkLevel, checkName, checkPermissionDocument, checkToolsetEntries, checkVaultSecretInput, invalid, notFound } from '../validate.js';
 import { listAuditAnchors, listAuditCheckpoints, pruneAuditChain, putAuditAnchor } from './audit-checkpoint-sql.js';
 import { appendAuditRecords, listAuditChainHeads, listAuditChains, listAuditRecords } from './audit-sql.js';
-import { getReceipt, putReceipt } from './receipt-sql.js';
+import { getReceipt, pruneReceipts, putReceipt } from './receipt-sql.js';
 import { getCatalogApprovals, getCatalogApprovalsVersion, listCatalogApprovals, putCatalogApprovals } from './catalog-approvals-sql.js';
 import type { SqlDriver, SqlStatement, SqlValue } from './driver.js';
 import { runMigrations } from './migrate.js';
@@ -398,6 +398,10 @@ export class SqlStore implements Store {
 
   getReceipt(sessionId: string): Promise<SessionReceiptRecord | undefined> {
     return getReceipt(this.#driver, sessionId);
+  }
+
+  pruneReceipts(before: Date, limit: number): Promise<number> {
+    return pruneReceipts(this.#driver, before, limit);
   }
 
   putCatalogApprovals(input: PutCatalogApprovalsInput): Promise<CatalogApprovalsRecord> {
