@@ -27,6 +27,8 @@ export interface AuditRetentionStatus {
   readonly problems: readonly { readonly chainId: string; readonly problem: string }[];
   /** Why the last run failed as a whole (the store unreachable); cleared by the next run that completes. */
   readonly lastError?: string;
+  /** A run under way: when it started and what it pruned so far (a first run over a large table takes minutes). */
+  readonly running?: { readonly since: string; readonly pruned: number };
 }
 
 /**
@@ -41,6 +43,7 @@ export class AuditRetention {
   #lastPruned: number | undefined;
   #problems: { chainId: string; problem: string }[] = [];
   #lastError: string | undefined;
+  #running: { since: Date; pruned: number } | undefined;
 
   constructor(options: AuditRetentionOptions) {
     this.#options = options;
@@ -64,6 +67,7 @@ export class AuditRetention {
       ...(this.#lastPruned === undefined ? {} : { lastPruned: this.#lastPruned }),
       problems: this.#problems,
       ...(this.#lastError === undefined ? {} : { lastError: this.#lastError }),
+      ...(this.#running === undefined ? {} : { running: { since: this.#running.since.toISOString(), pruned: this.#running.pruned } }),
     };
   }
 
@@ -78,12 +82,24 @@ export class AuditRetention {
     const now = this.#options.now?.() ?? new Date();
     const before = new Date(now.getTime() - maxAgeMs);
     let result: PruneAuditResult;
+    const running = { since: now, pruned: 0 };
+    this.#running = running;
     try {
-      result = await pruneAudit(store, { before, signer, signal: this.#abort.signal, ...(this.#options.now === undefined ? {} : { now: this.#options.now }) });
+      result = await pruneAudit(store, {
+        before,
+        signer,
+        signal: this.#abort.signal,
+        onBatch: (_chainId, pruned) => {
+          running.pruned += pruned;
+        },
+        ...(this.#options.now === undefined ? {} : { now: this.#options.now }),
+      });
     } catch (error) {
       this.#lastError = errorMessage(error);
       logger.error({ err: error }, 'audit retention run failed; the next run tries again');
       return;
+    } finally {
+      this.#running = undefined;
     }
     this.#lastRunAt = now;
     this.#lastPruned = result.pruned;

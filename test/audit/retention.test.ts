@@ -276,6 +276,7 @@ describe('AuditRetention', () => {
     assert.deepEqual(await seqs(store, 'gw'), [4, 5, 6]);
     assert.deepEqual(runs, [3]);
     const status = retention.status();
+    assert.equal(status.running, undefined, 'no run under way');
     assert.equal(status.lastPruned, 3);
     assert.equal(status.lastRunAt, at(5).toISOString());
     assert.deepEqual(status.problems, []);
@@ -295,6 +296,29 @@ describe('AuditRetention', () => {
     await store.close();
     await retention.runOnce();
     assert.match(retention.status().lastError ?? '', /closed/);
+    await retention.close();
+  });
+});
+
+describe('audit retention status during a long run', () => {
+  it('shows the run under way and what it pruned so far, transaction by transaction', async () => {
+    const { store } = await chain('gw', 801);
+    const retention = new AuditRetention({ store, signer: key, maxAgeMs: 1000, everyMs: 60_000, logger: captureLogger().logger, now: () => at(900) });
+    const run = retention.runOnce();
+    const seen: number[] = [];
+    // 800 records in transactions of 250, 10 ms apart: the status is read between them.
+    while (retention.status().running !== undefined || seen.length === 0) {
+      const running = retention.status().running;
+      if (running !== undefined) {
+        assert.equal(running.since, at(900).toISOString());
+        if (seen.at(-1) !== running.pruned) seen.push(running.pruned);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+    await run;
+    assert.ok(seen.some((pruned) => pruned > 0 && pruned < 800), `progress between transactions: ${seen.join(', ')}`);
+    assert.equal(retention.status().running, undefined);
+    assert.equal(retention.status().lastPruned, 800);
     await retention.close();
   });
 });
