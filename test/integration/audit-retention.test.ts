@@ -14,7 +14,7 @@ import { createStore } from '../../src/store/create-store.js';
 import type { AuditCheckpointRow, AuditRecordRow } from '../../src/store/store.js';
 import { AccessStore, type IssuedKey } from '../fixtures/integration/access-store.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../fixtures/integration/recording-upstream.js';
-import { adminStatus, cleanup, connect, GATEWAY_BIN, mcpHeaders, productionGateway, raw, ROOT, startGateway, tempPath, textOf, waitFor, type Gateway } from './harness.js';
+import { adminStatus, cleanup, connect, GATEWAY_BIN, mcpHeaders, productionGateway, raw, rawSession, ROOT, startGateway, tempPath, textOf, waitFor, type Gateway } from './harness.js';
 
 const ADMIN_TOKEN = randomBytes(32).toString('hex');
 
@@ -93,13 +93,8 @@ describe('audit retention in a running gateway', () => {
   });
 
   it('deletes a session receipt once it is older than receipts.retention.maxAge, and records that it did', async () => {
-    const init = await raw(gateway.url, {
-      headers: { ...mcpHeaders(), authorization: `Bearer ${alice.key}` },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'r', version: '1' } } }),
-    });
-    const sessionId = String(init.headers['mcp-session-id']);
+    const sessionId = await rawSession(gateway.url, '2025-11-25', { authorization: `Bearer ${alice.key}` });
     const headers = { ...mcpHeaders(sessionId, '2025-11-25'), authorization: `Bearer ${alice.key}` };
-    await raw(gateway.url, { headers, body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) });
     assert.equal((await raw(gateway.url, { method: 'DELETE', headers })).status, 200);
     const receiptUrl = `${gateway.origin}/admin/v1/sessions/${sessionId}/receipt`;
     const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };

@@ -1,15 +1,9 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { after, describe, it } from 'node:test';
-import type { ErrorCode } from '../../src/errors/codes.js';
-import { GatewayError } from '../../src/errors/gateway-error.js';
+import { describe, it } from 'node:test';
 import { MIGRATIONS } from '../../src/store/migrations/migrations.js';
-import type { AuditAnchorRow, AuditCheckpointRow, AuditRecordRow, Store } from '../../src/store/store.js';
-import type { StoreHarness } from './store-contract.js';
-
-async function rejectsWith(promise: Promise<unknown>, code: ErrorCode): Promise<void> {
-  await assert.rejects(promise, (error: unknown) => GatewayError.is(error) && error.code === code);
-}
+import type { AuditAnchorRow, AuditCheckpointRow, AuditRecordRow } from '../../src/store/store.js';
+import { contractStores, rejectsWith, type StoreHarness } from './store-contract.js';
 
 const hex = (text: string): string => createHash('sha256').update(text).digest('hex');
 
@@ -45,19 +39,7 @@ function checkpoint(chainId: string, seq: number, extra: Partial<AuditCheckpoint
 /** The audit half of the Store contract (issue 7 §1), run by both backends beside `runStoreContract`. */
 export function runAuditStoreContract(name: string, harness: StoreHarness): void {
   describe(`Store contract, audit records: ${name}`, () => {
-    const open: Store[] = [];
-    after(async () => {
-      for (const store of open) await store.close();
-      await harness.cleanup();
-    });
-
-    async function migrated() {
-      const db = await harness.fresh();
-      const store = db.open();
-      open.push(store);
-      await store.migrate();
-      return { store, db };
-    }
+    const { migrated, track } = contractStores(harness);
 
     it('appends a batch and reads it back by time and by chain, every field as given', async () => {
       const { store } = await migrated();
@@ -278,7 +260,7 @@ export function runAuditStoreContract(name: string, harness: StoreHarness): void
       await db.query('DROP TABLE audit_records');
       await db.query('DELETE FROM schema_migrations WHERE version = 3');
       const upgraded = db.open();
-      open.push(upgraded);
+      track(upgraded);
       await upgraded.migrate();
       await upgraded.appendAuditRecords([row('u', 1, 1)]);
       assert.equal((await upgraded.listAuditChains())[0]?.count, 1);

@@ -1,14 +1,9 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { after, describe, it } from 'node:test';
-import type { ErrorCode } from '../../src/errors/codes.js';
+import { describe, it } from 'node:test';
 import { GatewayError } from '../../src/errors/gateway-error.js';
-import type { PutCatalogApprovalsInput, Store } from '../../src/store/store.js';
-import type { StoreHarness } from './store-contract.js';
-
-async function rejectsWith(promise: Promise<unknown>, code: ErrorCode): Promise<void> {
-  await assert.rejects(promise, (error: unknown) => GatewayError.is(error) && error.code === code);
-}
+import type { PutCatalogApprovalsInput } from '../../src/store/store.js';
+import { contractStores, rejectsWith, type StoreHarness } from './store-contract.js';
 
 /** A well-formed version; the store checks shapes only, the document's meaning is `src/approvals`'. */
 function approvals(version: number, extra: Partial<PutCatalogApprovalsInput> = {}): PutCatalogApprovalsInput {
@@ -19,19 +14,7 @@ function approvals(version: number, extra: Partial<PutCatalogApprovalsInput> = {
 /** The approved-definitions part of the Store contract (issue 7 §2, `catalog.source: store`), run by both backends. */
 export function runCatalogStoreContract(name: string, harness: StoreHarness): void {
   describe(`Store contract, catalog approvals: ${name}`, () => {
-    const open: Store[] = [];
-    after(async () => {
-      for (const store of open) await store.close();
-      await harness.cleanup();
-    });
-
-    async function migrated() {
-      const db = await harness.fresh();
-      const store = db.open();
-      open.push(store);
-      await store.migrate();
-      return { store, db };
-    }
+    const { migrated, track } = contractStores(harness);
 
     it('stores versions in order and reads the newest, its number alone, and the history', async () => {
       const { store } = await migrated();
@@ -64,7 +47,7 @@ export function runCatalogStoreContract(name: string, harness: StoreHarness): vo
     it('of two writers that read the same version, exactly one stores the next', async () => {
       const { store, db } = await migrated();
       const other = db.open();
-      open.push(other);
+      track(other);
       await store.putCatalogApprovals(approvals(1));
       const results = await Promise.allSettled([store.putCatalogApprovals(approvals(2, { actor: 'a@h' })), other.putCatalogApprovals(approvals(2, { actor: 'b@h' }))]);
       assert.equal(results.filter((result) => result.status === 'fulfilled').length, 1);

@@ -18,7 +18,7 @@ export interface StoreHarness {
   cleanup(): Promise<void>;
 }
 
-async function rejectsWith(promise: Promise<unknown>, code: ErrorCode): Promise<GatewayError> {
+export async function rejectsWith(promise: Promise<unknown>, code: ErrorCode): Promise<GatewayError> {
   try {
     await promise;
   } catch (error) {
@@ -34,22 +34,35 @@ function sealed(principalId: string, server: string, keyId = '0123456789abcdef')
   return { principalId, server, keyId, nonce: randomBytes(12).toString('base64'), ciphertext: randomBytes(40).toString('base64') };
 }
 
-/** The one contract suite every Store implementation must pass (STYLE.md §9). */
-export function runStoreContract(name: string, harness: StoreHarness): void {
-  describe(`Store contract: ${name}`, () => {
-    const open: Store[] = [];
-    after(async () => {
-      for (const store of open) await store.close();
-      await harness.cleanup();
-    });
-
-    async function migrated(): Promise<{ store: Store; db: ContractDatabase }> {
+/**
+ * Stores for one contract suite; call it inside the suite's `describe`. Every store it migrates or is given to
+ * `track` is closed after the suite, and then the harness cleans up.
+ */
+export function contractStores(harness: StoreHarness): { migrated(): Promise<{ store: Store; db: ContractDatabase }>; track(store: Store): Store } {
+  const open: Store[] = [];
+  after(async () => {
+    for (const store of open) await store.close();
+    await harness.cleanup();
+  });
+  return {
+    track(store) {
+      open.push(store);
+      return store;
+    },
+    async migrated() {
       const db = await harness.fresh();
       const store = db.open();
       open.push(store);
       await store.migrate();
       return { store, db };
-    }
+    },
+  };
+}
+
+/** The one contract suite every Store implementation must pass (STYLE.md §9). */
+export function runStoreContract(name: string, harness: StoreHarness): void {
+  describe(`Store contract: ${name}`, () => {
+    const { migrated, track } = contractStores(harness);
 
     async function seeded(): Promise<{ store: Store; db: ContractDatabase; orgId: string; teamId: string; userId: string; agentId: string }> {
       const { store, db } = await migrated();
@@ -64,7 +77,7 @@ export function runStoreContract(name: string, harness: StoreHarness): void {
       const { store, db } = await migrated();
       await store.migrate();
       const again = db.open();
-      open.push(again);
+      track(again);
       await again.migrate();
       const rows = await db.query('SELECT version FROM schema_migrations ORDER BY version');
       assert.deepEqual(rows.map((r) => Number(r.version)), MIGRATIONS.map((m) => m.version));
@@ -73,7 +86,8 @@ export function runStoreContract(name: string, harness: StoreHarness): void {
     it('two stores migrating one fresh database at once both succeed and apply the schema once', async () => {
       const db = await harness.fresh();
       const [a, b] = [db.open(), db.open()];
-      open.push(a, b);
+      track(a);
+      track(b);
       await Promise.all([a.migrate(), b.migrate()]);
       const rows = await db.query('SELECT version FROM schema_migrations');
       assert.equal(rows.length, MIGRATIONS.length);
@@ -412,7 +426,7 @@ export function runStoreContract(name: string, harness: StoreHarness): void {
       await db.query('DROP TABLE session_receipts');
       await db.query('DELETE FROM schema_migrations WHERE version = 4');
       const upgraded = db.open();
-      open.push(upgraded);
+      track(upgraded);
       await upgraded.migrate();
       assert.equal((await upgraded.getOrg(orgId))?.name, 'acme');
       await upgraded.putReceipt({ sessionId: 'after-upgrade', body: '{}', signature: 'AAAA' });
@@ -426,7 +440,7 @@ export function runStoreContract(name: string, harness: StoreHarness): void {
       await db.query('DROP TABLE vault_secrets');
       await db.query('DELETE FROM schema_migrations WHERE version = 2');
       const upgraded = db.open();
-      open.push(upgraded);
+      track(upgraded);
       await upgraded.migrate();
       assert.equal((await upgraded.getPrincipal(userId))?.name, 'ada');
       await upgraded.putVaultSecret(sealed(userId, 'github'));
@@ -441,7 +455,7 @@ export function runStoreContract(name: string, harness: StoreHarness): void {
       await store.close();
       await rejectsWith(store.getOrg(orgId), 'MCPGATE_ERR_STORE_UNAVAILABLE');
       const reopened = db.open();
-      open.push(reopened);
+      track(reopened);
       await reopened.migrate();
       assert.equal((await reopened.getOrg(orgId))?.name, 'acme');
     });
