@@ -4,6 +4,7 @@ import { catalogText, emptyCatalog, readCatalog, writeCatalog, type CatalogFile 
 import { catalogSource, updateCatalog, type CatalogSource, type LoadedCatalog } from '../approvals/catalog-source.js';
 import { approveServer, compareServer, hasDrift, withServer, type ServerComparison } from '../approvals/compare.js';
 import type { DefinitionDiff } from '../approvals/definition-diff.js';
+import { toolDefinitionHash } from '../approvals/definition-hash.js';
 import { fetchLiveTools, type LiveCatalog } from '../approvals/live-catalog.js';
 import { loadConfig } from '../config/load.js';
 import type { GatewayConfig } from '../config/schema.js';
@@ -20,6 +21,9 @@ export interface CatalogOptions {
 
 /** Exit code of `catalog diff` when something differs from the approvals (1 stays "the command failed"). */
 export const EXIT_DRIFT = 2;
+
+/** `approve --expect`: the live hash as `catalog diff` prints it (12 digits) or whole. */
+const EXPECTED_HASH = /^[0-9a-f]{12,64}$/;
 
 /** Longest JSON value printed in a text diff line; `--json` carries the full values. */
 const MAX_VALUE_CHARS = 200;
@@ -132,13 +136,26 @@ export function runCatalogDiff(options: CatalogOptions, io: ControlIo): Promise<
  * server (new ones included, removed ones dropped). Approving a tool the server no longer lists drops its
  * approval. Exit 0, or 1 when the server cannot be listed or lists no such tool.
  */
-export function runCatalogApprove(server: string, tool: string | undefined, options: CatalogOptions, io: ControlIo): Promise<number> {
+export function runCatalogApprove(server: string, tool: string | undefined, options: CatalogOptions & { readonly expect?: string }, io: ControlIo): Promise<number> {
   return runCommand(io, 'catalog approve', () =>
     withContext({ ...options, server }, io, async ({ config, source }) => {
+      const { expect } = options;
+      if (expect !== undefined) {
+        if (tool === undefined) throw new UsageError('--expect needs a tool: it names the one definition that was reviewed');
+        if (!EXPECTED_HASH.test(expect)) throw new UsageError('--expect must be the live hash `catalog diff` showed: 12 to 64 lower-case hex digits');
+      }
       await source.read();
       const { tools, failed } = await live(config, io, [server]);
       const list = tools.get(server);
       if (list === undefined) throw new UsageError(`server "${server}" could not be listed: ${failed.get(server) ?? 'unknown error'}; nothing was approved`);
+      const reviewed = tool === undefined ? undefined : list.find((item) => item.name === tool);
+      const liveHash = reviewed === undefined ? undefined : toolDefinitionHash(reviewed);
+      // The upstream may have changed the tool again since it was reviewed: approve only the definition that was.
+      if (expect !== undefined && liveHash?.startsWith(expect) !== true) {
+        throw new UsageError(
+          `the live definition of tool "${tool ?? ''}" of server "${server}" is ${liveHash === undefined ? 'gone' : liveHash.slice(0, 12)}, not the ${expect.slice(0, 12)} that was reviewed; nothing was approved: run \`mcpgate catalog diff\` again`,
+        );
+      }
       const now = new Date();
       // The comparison is made inside the update: when another writer got in first, it is made again on theirs.
       const { result: before, written } = await updateCatalog(source, (catalog) => {
@@ -167,8 +184,8 @@ export function runCatalogApprove(server: string, tool: string | undefined, opti
           : before.unapproved.some((item) => item.tool === tool)
             ? 'approved (new)'
             : 'already approved (unchanged)';
-      if (options.json === true) printJson(io, { ...target(source, written), server, tool, outcome });
-      else io.stdout(`tool "${tool}" of server "${server}": ${outcome}`);
+      if (options.json === true) printJson(io, { ...target(source, written), server, tool, outcome, ...(liveHash === undefined ? {} : { hash: liveHash }) });
+      else io.stdout(`tool "${tool}" of server "${server}": ${outcome}${liveHash === undefined ? '' : `, hash ${liveHash.slice(0, 12)}`}`);
       return 0;
     }),
   );
@@ -290,8 +307,9 @@ export function registerCatalogCommand(program: Command, io: ControlIo, defaultC
     .argument('<server>', 'the configured server name')
     .argument('[tool]', "the upstream's tool name (before any rename); all tools when omitted")
     .option('-c, --config <file>', 'configuration file', defaultConfig)
+    .option('--expect <hash>', "approve the tool only if its live definition still has this hash (as `catalog diff` shows it)")
     .option('--json', 'machine-readable output')
-    .action(async (server: string, tool: string | undefined, options: CatalogOptions) => {
+    .action(async (server: string, tool: string | undefined, options: CatalogOptions & { expect?: string }) => {
       process.exitCode = await runCatalogApprove(server, tool, options, io);
     });
   catalog
