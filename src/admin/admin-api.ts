@@ -11,7 +11,7 @@ import type { PermissionEngine } from '../policy/permission-engine.js';
 import type { Store } from '../store/store.js';
 import { readBody } from '../transport/read-body.js';
 import type { Vault } from '../vault/vault.js';
-import { buildRoutes, type AdminMount, type Handler, type HttpMethod, type Route } from './routes.js';
+import { buildRoutes, type AdminMount, type Handler, type HttpMethod, type Route, type RouteExtras } from './routes.js';
 import { queryObject } from './schemas.js';
 
 /** Sent with every 401: a realm of its own, so a client never offers its gateway key here by habit. */
@@ -41,6 +41,8 @@ export interface AdminApiOptions {
   readonly catalog?: CatalogGuard;
   /** See `RouteExtras.flushAudit`. */
   readonly flushAudit?: () => Promise<void>;
+  /** See `RouteExtras.approveTool`. */
+  readonly approveTool?: RouteExtras['approveTool'];
 }
 
 const METHODS: readonly HttpMethod[] = ['GET', 'POST', 'PUT', 'DELETE'];
@@ -78,6 +80,7 @@ export class AdminApi {
     this.#routes = buildRoutes(control, {
       ...(options.catalog === undefined ? {} : { catalog: options.catalog }),
       ...(options.flushAudit === undefined ? {} : { flushAudit: options.flushAudit }),
+      ...(options.approveTool === undefined ? {} : { approveTool: options.approveTool }),
     });
   }
 

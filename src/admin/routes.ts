@@ -1,10 +1,12 @@
 import type { CatalogGuard } from '../approvals/catalog-guard.js';
+import type { ToolApproval } from '../approvals/compare.js';
 import { readAuditPage } from '../audit/query.js';
 import type { ControlPlane } from '../control/control-plane.js';
 import { permissionsNotFound, secretNotFound, toolsetNotFound } from '../control/views.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import { storedReceiptFile } from '../receipts/issue.js';
 import {
+  approveToolBody,
   auditQuery,
   createKeyBody,
   createOrgBody,
@@ -76,6 +78,8 @@ export interface RouteExtras {
    * milliseconds later); run before an audit page is read, so the page holds every call answered before it.
    */
   readonly flushAudit?: () => Promise<void>;
+  /** Approves a drifting tool's reviewed live definition (governance's `approveTool`); absent: 404. */
+  readonly approveTool?: (request: { readonly server: string; readonly tool: string; readonly hash: string }) => Promise<ToolApproval>;
 }
 
 /** The admin API's routes over one control plane (docs/admin-api.md lists them with examples). */
@@ -258,6 +262,14 @@ export function buildRoutes(control: ControlPlane, extras: RouteExtras = {}): Ro
         const catalog = extras.catalog;
         if (catalog === undefined) return ok({ mode: 'off', drifts: [] });
         return ok({ mode: catalog.mode, snapshotHash: catalog.snapshotHash, drifts: catalog.drifts() });
+      },
+    }),
+    route('/catalog/approvals', {
+      POST: async (c) => {
+        const request = parseWith(approveToolBody, await c.body(), 'body');
+        if (extras.approveTool === undefined) throw new GatewayError('MCPGATE_ERR_ADMIN_NOT_FOUND', 'catalog mode is off: nothing is approved');
+        const approval = await extras.approveTool(request);
+        return { status: 200, body: { approval }, audit: { action: 'catalog.approve', fields: { ...approval } } };
       },
     }),
   ];

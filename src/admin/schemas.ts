@@ -48,6 +48,13 @@ export const putToolsetBody = z.strictObject({
   entries: z.array(z.strictObject({ server: name, toolGlob: name })).min(1).max(10_000),
 });
 
+/** `POST /catalog/approvals`: the tool as its upstream names it, and the live hash `GET /catalog/drift` showed. */
+export const approveToolBody = z.strictObject({
+  server: z.string().min(1).max(64),
+  tool: z.string().min(1).max(256),
+  hash: z.string().regex(/^[0-9a-f]{64}$/, 'must be the 64 lower-case hex digits of the live hash'),
+});
+
 /** The length and character rules are the vault's, so every front end refuses the same secrets the same way. */
 export const putSecretBody = z.strictObject({ secret: z.string() });
 

@@ -70,8 +70,8 @@ export class CatalogGuard {
   #version = 0;
   /** server\0tool → live hash → the drift reported for it (insertion order = age, for eviction). */
   readonly #reported = new Map<string, Map<string, DriftRecord>>();
-  /** server\0tool → the drift of its latest live definition, while it differs from the approval. */
-  readonly #current = new Map<string, DriftRecord>();
+  /** server\0tool → the drift of its latest live definition while it differs from the approval, and that definition. */
+  readonly #current = new Map<string, { readonly record: DriftRecord; readonly tool: JsonObject }>();
 
   constructor(options: CatalogGuardOptions) {
     this.mode = options.mode;
@@ -114,7 +114,16 @@ export class CatalogGuard {
 
   /** The tools whose latest live definition differs from their approval, sorted by server and tool. */
   drifts(): DriftRecord[] {
-    return [...this.#current.values()].sort((a, b) => compare(a.server, b.server) || compare(a.tool, b.tool));
+    return [...this.#current.values()].map(({ record }) => record).sort((a, b) => compare(a.server, b.server) || compare(a.tool, b.tool));
+  }
+
+  /**
+   * The latest live definition of a drifted tool (the upstream's original object) and its hash: what an operator
+   * reviewing this replica's drift approves. `undefined` when the tool is not drifting here.
+   */
+  liveDefinition(server: string, tool: string): { readonly hash: string; readonly definition: JsonObject } | undefined {
+    const current = this.#current.get(toolKey(server, tool));
+    return current === undefined ? undefined : { hash: current.record.liveHash, definition: current.tool };
   }
 
   /**
@@ -130,7 +139,7 @@ export class CatalogGuard {
       }
       if (byHash.size === 0) this.#reported.delete(key);
     }
-    for (const [key, record] of this.#current) {
+    for (const [key, { record }] of this.#current) {
       const approvedHash = this.#approved.get(record.server)?.get(record.tool)?.hash;
       // Approved now, or approved differently: the next check decides afresh.
       if (approvedHash === record.liveHash || approvedHash !== record.approvedHash) this.#current.delete(key);
@@ -160,11 +169,11 @@ export class CatalogGuard {
   #noteDrift(server: string, name: string, tool: JsonObject, approved: ApprovedTool | undefined, live: string): void {
     const key = toolKey(server, name);
     const current = this.#current.get(key);
-    if (current?.liveHash === live) return;
+    if (current?.record.liveHash === live) return;
     let byHash = this.#reported.get(key);
     const known = byHash?.get(live);
     if (known !== undefined) {
-      this.#current.set(key, known);
+      this.#current.set(key, { record: known, tool });
       return;
     }
     const record: DriftRecord = {
@@ -187,7 +196,7 @@ export class CatalogGuard {
       if (oldest !== undefined) byHash.delete(oldest);
     }
     byHash.set(live, record);
-    this.#current.set(key, record);
+    this.#current.set(key, { record, tool });
     this.#logger?.warn(
       { server, tool: name, kind: record.kind, approvedHash: record.approvedHash, liveHash: live, quarantined: record.quarantined },
       record.kind === 'changed' ? 'tool definition differs from its approval' : 'tool was never approved',

@@ -62,6 +62,28 @@ export function approveServer(previous: ApprovedServer | undefined, live: readon
   return { tools };
 }
 
+/** One tool approved in a running gateway (`POST /admin/v1/catalog/approvals`), and the approvals in force after it. */
+export interface ToolApproval {
+  readonly server: string;
+  readonly tool: string;
+  /** The live definition's hash that was reviewed and approved. */
+  readonly hash: string;
+  readonly snapshotHash: string;
+  /** The store's version written (`catalog.source: store`). */
+  readonly version?: number;
+}
+
+/**
+ * The approvals of one server after accepting the live definition of one tool, `live` (or dropping its approval
+ * when the server no longer lists it: `live` undefined). Every other tool keeps exactly its current approval.
+ */
+export function approveServerTool(previous: ApprovedServer | undefined, name: string, live: JsonObject | undefined, now: Date): ApprovedServer {
+  const others = Object.entries(previous?.tools ?? {}).filter(([tool]) => tool !== name);
+  const next = approveServer(previous, live === undefined ? [] : [live], now);
+  // Object.fromEntries defines properties: a tool named "__proto__" stays a plain key.
+  return { tools: Object.fromEntries([...others, ...Object.entries(next.tools)]) };
+}
+
 /** `catalog` with `server`'s approvals replaced (or removed when `approvals` is undefined). */
 export function withServer(catalog: CatalogFile, server: string, approvals: ApprovedServer | undefined): CatalogFile {
   const servers: Record<string, ApprovedServer> = {};

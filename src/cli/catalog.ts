@@ -2,7 +2,7 @@ import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import { catalogText, emptyCatalog, readCatalog, writeCatalog, type CatalogFile } from '../approvals/catalog-file.js';
 import { catalogSource, updateCatalog, type CatalogSource, type LoadedCatalog } from '../approvals/catalog-source.js';
-import { approveServer, compareServer, hasDrift, withServer, type ServerComparison } from '../approvals/compare.js';
+import { approveServer, approveServerTool, compareServer, hasDrift, withServer, type ServerComparison } from '../approvals/compare.js';
 import type { DefinitionDiff } from '../approvals/definition-diff.js';
 import { toolDefinitionHash } from '../approvals/definition-hash.js';
 import { fetchLiveTools, type LiveCatalog } from '../approvals/live-catalog.js';
@@ -165,11 +165,7 @@ export function runCatalogApprove(server: string, tool: string | undefined, opti
         const liveTool = list.find((item) => item.name === tool);
         const approvedBefore = previous !== undefined && Object.prototype.hasOwnProperty.call(previous.tools, tool);
         if (liveTool === undefined && !approvedBefore) throw new UsageError(`server "${server}" lists no tool "${tool}" and none is approved`);
-        // Only this tool moves: every other tool of the server keeps exactly its current approval.
-        const others = Object.values(previous?.tools ?? {}).filter((entry) => entry.definition.name !== tool);
-        const next = approveServer(previous, liveTool === undefined ? [] : [liveTool], now);
-        const merged = { tools: Object.fromEntries([...others.map((entry) => [entry.definition.name, entry] as const), ...Object.entries(next.tools)]) };
-        return { catalog: withServer(catalog, server, merged), result: comparison };
+        return { catalog: withServer(catalog, server, approveServerTool(previous, tool, liveTool, now)), result: comparison };
       });
       if (tool === undefined) {
         const summary = `${list.length} tool${list.length === 1 ? '' : 's'} approved (${before.changed.length} changed, ${before.unapproved.length} new, ${before.removed.length} removed, ${before.unchanged} unchanged)`;

@@ -1,7 +1,9 @@
+import { hostname } from 'node:os';
 import { emptyCatalog } from '../approvals/catalog-file.js';
 import { CatalogGuard } from '../approvals/catalog-guard.js';
 import { CatalogReloader } from '../approvals/catalog-reload.js';
-import { catalogSource, loadGatewayCatalog } from '../approvals/catalog-source.js';
+import { catalogSource, loadGatewayCatalog, updateCatalog } from '../approvals/catalog-source.js';
+import { approveServerTool, withServer, type ToolApproval } from '../approvals/compare.js';
 import { auditLogFromConfig, type AuditLog } from '../audit/audit-log.js';
 import type { AuditInput } from '../audit/record.js';
 import { AuditAnchoring } from '../audit/anchor-job.js';
@@ -9,6 +11,7 @@ import { AuditRetention } from '../audit/retention-job.js';
 import type { PruneAuditResult } from '../audit/retention.js';
 import { CedarPolicies } from '../cedar/policy-store.js';
 import type { GatewayConfig } from '../config/schema.js';
+import { GatewayError } from '../errors/gateway-error.js';
 import type { Logger } from '../observability/logger.js';
 import { issueSessionReceipt } from '../receipts/issue.js';
 import { ReceiptRetention } from '../receipts/receipt-retention.js';
@@ -40,6 +43,13 @@ export interface Governance {
   readonly anchoring: AuditAnchoring | undefined;
   /** Signs and stores the receipt of a session that ended (issue 7 §5); never rejects. */
   sessionEnded(session: DownstreamSession): void;
+  /**
+   * Approves the live definition of a tool this replica sees drifting, if it still has the reviewed `hash`, in the
+   * configured source (so, with the store, on every replica), and puts it in force here at once.
+   * @throws GatewayError ADMIN_NOT_FOUND (catalog off, or the tool is not drifting here), STORE_CONFLICT (the live
+   * definition is no longer the reviewed one), CATALOG_INVALID (the approvals in force cannot be built on).
+   */
+  approveTool(request: { readonly server: string; readonly tool: string; readonly hash: string }): Promise<ToolApproval>;
   /** Records a refused authentication (issue 7 §1); never rejects, never waits. */
   authFailure(refusal: { readonly reason: string; readonly code: string; readonly clientIp: string; readonly path: string | undefined }): void;
   /** Waits for receipts in progress, flushes the audit log and stops policy watchers. */
@@ -83,6 +93,8 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
         });
   const source = gateway.catalog.mode === 'off' ? undefined : catalogSource(gateway.catalog, store === undefined ? {} : { store });
   const loaded = source === undefined ? undefined : await loadGatewayCatalog(gateway.catalog, source);
+  // Approvals made through the admin API name it as their writer in the store's history.
+  const approvalSource = gateway.catalog.mode === 'off' ? undefined : catalogSource(gateway.catalog, { ...(store === undefined ? {} : { store }), actor: `admin-api@${hostname()}` });
   const catalog = new CatalogGuard({
     mode: gateway.catalog.mode,
     approvals: loaded?.catalog ?? emptyCatalog(),
@@ -198,6 +210,27 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
       const receipt = issue(session).catch((error: unknown) => logger.error({ err: error, session: session.id }, 'session receipt not issued'));
       pending.add(receipt);
       void receipt.finally(() => pending.delete(receipt));
+    },
+    async approveTool({ server, tool, hash }) {
+      const live = catalog.liveDefinition(server, tool);
+      if (approvalSource === undefined || catalogReloader === undefined || live === undefined) {
+        throw new GatewayError('MCPGATE_ERR_ADMIN_NOT_FOUND', `tool "${tool}" of server "${server}" is not drifting on this replica (catalog mode ${catalog.mode}): nothing to approve`, {
+          data: { server, tool },
+        });
+      }
+      if (live.hash !== hash) {
+        throw new GatewayError('MCPGATE_ERR_STORE_CONFLICT', `the live definition of tool "${tool}" of server "${server}" is now ${live.hash}, not the ${hash} that was reviewed; nothing was approved`, {
+          data: { server, tool, liveHash: live.hash },
+        });
+      }
+      const now = new Date();
+      const { written } = await updateCatalog(approvalSource, (current) => ({
+        catalog: withServer(current, server, approveServerTool(current.servers[server], tool, live.definition, now)),
+        result: undefined,
+      }));
+      await catalogReloader.reload();
+      note({ kind: 'catalog', decision: 'allow', server, tool, reason: `approved through the admin API: live hash ${hash}; snapshot hash ${catalog.snapshotHash}` }, 'catalog approval');
+      return { server, tool, hash, snapshotHash: catalog.snapshotHash, ...(written?.version === undefined ? {} : { version: written.version }) };
     },
     authFailure(refusal) {
       note({ kind: 'auth-failure', decision: 'refused', reason: `${refusal.code} (${refusal.reason}) from ${refusal.clientIp} on ${refusal.path ?? '?'}` }, 'auth-failure');

@@ -157,6 +157,22 @@ describe('CatalogGuard', () => {
     assert.equal(g.drifts().length, 1);
   });
 
+  it('hands out the latest live definition of a drifting tool and its hash, and nothing once it matches again', () => {
+    const { guard: g } = guard('pinned');
+    assert.equal(g.liveDefinition('notes', 'add_note'), undefined);
+    g.check('notes', rugPull);
+    assert.deepEqual(g.liveDefinition('notes', 'add_note'), { hash: toolDefinitionHash(rugPull), definition: rugPull });
+    const again = { ...rugPull, description: 'Adds a note, then mails it.' };
+    g.check('notes', again);
+    assert.deepEqual(g.liveDefinition('notes', 'add_note'), { hash: toolDefinitionHash(again), definition: again });
+    assert.equal(g.liveDefinition('notes', 'list_notes'), undefined);
+    g.check('notes', addNote);
+    assert.equal(g.liveDefinition('notes', 'add_note'), undefined, 'back to the approved definition');
+    g.check('notes', rugPull);
+    g.reload(approvals(rugPull, listNotes));
+    assert.equal(g.liveDefinition('notes', 'add_note'), undefined, 'approved meanwhile');
+  });
+
   it('names the server and tool in the error a call to a quarantined tool gets', () => {
     const error = quarantinedError('notes', 'notes__add_note');
     assert.equal(error.code, 'MCPGATE_ERR_TOOL_QUARANTINED');

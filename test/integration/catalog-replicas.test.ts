@@ -3,7 +3,8 @@
  * PostgreSQL database with `catalog.source: store`. A tool approved once with the real `mcpgate catalog approve` is
  * released on both replicas without a restart, and each records the change in its own chain; a version written
  * into the table behind the gateways' backs with a wrong hash keeps the approvals in force on both, reported once
- * each; `mcpgate catalog import` of the reviewed approvals puts them right everywhere.
+ * each; `mcpgate catalog import` of the reviewed approvals puts them right everywhere. A tool approved through one
+ * replica's admin API, by the live hash its drift showed, is released on both.
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -17,7 +18,7 @@ import type { AuditRecordRow } from '../../src/store/store.js';
 import { AccessStore, type IssuedKey } from '../fixtures/integration/access-store.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../fixtures/integration/recording-upstream.js';
 import { PG_SERVER, ThrowawayDatabases } from '../fixtures/postgres.js';
-import { adminStatus, cleanup, connect, GATEWAY_BIN, productionGateway, rejectsMcp, ROOT, startGateway, tempPath, textOf, waitFor, writeConfig, type Gateway } from './harness.js';
+import { adminStatus, cleanup, connect, GATEWAY_BIN, productionGateway, raw, rejectsMcp, ROOT, startGateway, tempPath, textOf, waitFor, writeConfig, type Gateway } from './harness.js';
 
 const ADMIN_TOKEN = randomBytes(32).toString('hex');
 const run = promisify(execFile);
@@ -62,7 +63,7 @@ before(async () => {
   access = await AccessStore.open(url);
   await access.org('acme');
   alice = await access.key({ org: 'acme', name: 'alice' });
-  files = await startRecordingUpstream({ label: 'files', tools: ['list', 'delete'] });
+  files = await startRecordingUpstream({ label: 'files', tools: ['list', 'delete', 'rename'] });
   const config = {
     gateway: {
       ...productionGateway(url, ADMIN_TOKEN),
@@ -164,5 +165,43 @@ describe('approvals in the store, shared by two replicas', () => {
         return catalog.version === 4 && catalog.lastError === undefined ? catalog : undefined;
       }, 'version 4 in force, the error cleared', 10_000);
     }
+  });
+
+  it('a tool approved through one replica\'s admin API, by the live hash of its drift, is released on both', async () => {
+    const [a, b] = replicas as [Gateway, Gateway];
+    const admin = { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' };
+    const post = (body: unknown) => raw(`${a.origin}/admin/v1/catalog/approvals`, { method: 'POST', headers: admin, body: JSON.stringify(body) });
+    const onA = await connect(a.url, { headers: { authorization: `Bearer ${alice.key}` } });
+    assert.deepEqual((await onA.listTools()).tools.map((tool) => tool.name).sort(), ['files__delete', 'files__list']);
+    const drift = (await raw(`${a.origin}/admin/v1/catalog/drift`, { method: 'GET', headers: admin })).json() as { drifts: Array<{ server: string; tool: string; liveHash: string; kind: string }> };
+    const rename = drift.drifts.find((item) => item.tool === 'rename') ?? assert.fail(JSON.stringify(drift));
+    assert.equal(rename.kind, 'unapproved');
+
+    const stale = await post({ server: 'files', tool: 'rename', hash: 'f'.repeat(64) });
+    assert.equal(stale.status, 409, stale.body);
+    assert.match(stale.body, /not the f{64} that was reviewed/);
+    assert.equal((await post({ server: 'files', tool: 'nothing', hash: rename.liveHash })).status, 404);
+    assert.equal((await post({ server: 'files', tool: 'rename', hash: 'F'.repeat(64) })).status, 400);
+    assert.equal((await post({ server: 'files', tool: 'rename', hash: rename.liveHash, extra: 1 })).status, 400);
+
+    const approved = await post({ server: 'files', tool: 'rename', hash: rename.liveHash });
+    assert.equal(approved.status, 200, approved.body);
+    const { approval } = approved.json() as { approval: { server: string; tool: string; hash: string; version: number; snapshotHash: string } };
+    assert.deepEqual({ ...approval, snapshotHash: undefined }, { server: 'files', tool: 'rename', hash: rename.liveHash, version: 5, snapshotHash: undefined });
+    // In force on A at once, on B within its poll.
+    assert.equal(textOf(await onA.callTool({ name: 'files__rename', arguments: {} })), 'files:rename');
+    await waitFor(async () => ((await catalogOf(b)).version === 5 ? true : undefined), 'version 5 on the other replica', 10_000);
+    const onB = await connect(b.url, { headers: { authorization: `Bearer ${alice.key}` } });
+    assert.equal(textOf(await onB.callTool({ name: 'files__rename', arguments: {} })), 'files:rename');
+    assert.equal((await catalogOf(b)).snapshotHash, approval.snapshotHash);
+
+    const store = await createStore(url);
+    try {
+      assert.match((await store.listCatalogApprovals({ limit: 1 }))[0]?.actor ?? '', /^admin-api@/);
+    } finally {
+      await store.close();
+    }
+    const records = await catalogRecords();
+    assert.ok(records.some((row) => row.tool === 'rename' && row.reason === `approved through the admin API: live hash ${rename.liveHash}; snapshot hash ${approval.snapshotHash}`));
   });
 });
