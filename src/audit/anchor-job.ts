@@ -2,7 +2,7 @@ import { errorMessage } from '../errors/error-message.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { Logger } from '../observability/logger.js';
 import type { Store } from '../store/store.js';
-import { Periodic } from '../util/periodic.js';
+import { PeriodicJob } from '../util/periodic.js';
 import { signAnchor, type StatementSigner } from './checkpoint.js';
 
 /** What anchoring reads of the audit log: its chain's head, and a way to wait until that head is stored. */
@@ -39,25 +39,15 @@ export interface AuditAnchoringStatus {
  * pipeline keeps a copy the database cannot take back; `mcpgate audit verify --anchors <log>` checks the chain
  * against those copies. Only a head already durable is signed: the log is flushed first.
  */
-export class AuditAnchoring {
+export class AuditAnchoring extends PeriodicJob {
   readonly #options: AuditAnchoringOptions;
-  readonly #schedule: Periodic;
   #lastSeq = 0;
   #lastAt: Date | undefined;
   #lastError: string | undefined;
 
   constructor(options: AuditAnchoringOptions) {
+    super(options.everyMs, { runAtStart: false });
     this.#options = options;
-    this.#schedule = new Periodic(() => this.#run(), options.everyMs);
-  }
-
-  start(): void {
-    this.#schedule.start({ now: false });
-  }
-
-  /** Signs the head now if it moved since the last anchor, unless a run is under way (then that one). Never rejects. */
-  runOnce(): Promise<void> {
-    return this.#schedule.run();
   }
 
   status(): AuditAnchoringStatus {
@@ -70,12 +60,13 @@ export class AuditAnchoring {
   }
 
   /** Stops the schedule and signs the head as it stands at shutdown; call before the audit log closes. */
-  async close(): Promise<void> {
-    await this.#schedule.stop();
-    await this.#run();
+  override async close(): Promise<void> {
+    await super.close();
+    await this.run();
   }
 
-  async #run(): Promise<void> {
+  /** Signs the head if it moved since the last anchor; the shutdown anchor runs after the schedule's abort. */
+  protected async run(): Promise<void> {
     const { log, store, signer, logger } = this.#options;
     const seq = log.lastSeq;
     const hash = log.lastHash;

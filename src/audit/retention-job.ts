@@ -1,6 +1,6 @@
 import { errorMessage } from '../errors/error-message.js';
 import type { Logger } from '../observability/logger.js';
-import { Periodic } from '../util/periodic.js';
+import { PeriodicJob } from '../util/periodic.js';
 import type { StatementSigner, StatementVerifier } from './checkpoint.js';
 import { pruneAudit, type AuditPruneStore, type PruneAuditResult } from './retention.js';
 
@@ -35,10 +35,8 @@ export interface AuditRetentionStatus {
  * Runs audit retention in a running gateway: at start, then every `everyMs`, one run at a time. A run that fails
  * (the store down) is logged and tried again at the next tick; nothing is pruned that was not verified first.
  */
-export class AuditRetention {
+export class AuditRetention extends PeriodicJob {
   readonly #options: AuditRetentionOptions;
-  readonly #abort = new AbortController();
-  readonly #schedule: Periodic;
   #lastRunAt: Date | undefined;
   #lastPruned: number | undefined;
   #problems: { chainId: string; problem: string }[] = [];
@@ -46,17 +44,8 @@ export class AuditRetention {
   #running: { since: Date; pruned: number } | undefined;
 
   constructor(options: AuditRetentionOptions) {
+    super(options.everyMs, { runAtStart: true });
     this.#options = options;
-    this.#schedule = new Periodic(() => this.#run(), options.everyMs);
-  }
-
-  start(): void {
-    this.#schedule.start({ now: true });
-  }
-
-  /** One run now, unless one is under way (then that one). Never rejects. */
-  runOnce(): Promise<void> {
-    return this.#schedule.run();
   }
 
   status(): AuditRetentionStatus {
@@ -71,13 +60,7 @@ export class AuditRetention {
     };
   }
 
-  /** Stops the schedule and waits for a run under way to end its current transaction. */
-  async close(): Promise<void> {
-    this.#abort.abort();
-    await this.#schedule.stop();
-  }
-
-  async #run(): Promise<void> {
+  protected async run(signal: AbortSignal): Promise<void> {
     const { store, signer, maxAgeMs, logger } = this.#options;
     const now = this.#options.now?.() ?? new Date();
     const before = new Date(now.getTime() - maxAgeMs);
@@ -88,7 +71,7 @@ export class AuditRetention {
       result = await pruneAudit(store, {
         before,
         signer,
-        signal: this.#abort.signal,
+        signal,
         onBatch: (_chainId, pruned) => {
           running.pruned += pruned;
         },

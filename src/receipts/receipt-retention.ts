@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { errorMessage } from '../errors/error-message.js';
 import type { Logger } from '../observability/logger.js';
 import type { Store } from '../store/store.js';
-import { Periodic } from '../util/periodic.js';
+import { PeriodicJob } from '../util/periodic.js';
 
 /** Receipts deleted per statement: a few milliseconds of the store's connection at a time. */
 const BATCH = 500;
@@ -37,26 +37,15 @@ export interface ReceiptRetentionStatus {
  * client kept still verifies under the gateway's public key, and only the gateway's own copy goes. Unlike audit
  * records, receipts form no chain, so nothing has to vouch for the ones removed.
  */
-export class ReceiptRetention {
+export class ReceiptRetention extends PeriodicJob {
   readonly #options: ReceiptRetentionOptions;
-  readonly #abort = new AbortController();
-  readonly #schedule: Periodic;
   #lastRunAt: Date | undefined;
   #lastPruned: number | undefined;
   #lastError: string | undefined;
 
   constructor(options: ReceiptRetentionOptions) {
+    super(options.everyMs, { runAtStart: true });
     this.#options = options;
-    this.#schedule = new Periodic(() => this.#run(), options.everyMs);
-  }
-
-  start(): void {
-    this.#schedule.start({ now: true });
-  }
-
-  /** One run now, unless one is under way (then that one). Never rejects. */
-  runOnce(): Promise<void> {
-    return this.#schedule.run();
   }
 
   status(): ReceiptRetentionStatus {
@@ -69,17 +58,10 @@ export class ReceiptRetention {
     };
   }
 
-  /** Stops the schedule and waits for a run under way to end its current batch. */
-  async close(): Promise<void> {
-    this.#abort.abort();
-    await this.#schedule.stop();
-  }
-
-  async #run(): Promise<void> {
+  protected async run(signal: AbortSignal): Promise<void> {
     const { store, maxAgeMs, logger } = this.#options;
     const now = this.#options.now?.() ?? new Date();
     const before = new Date(now.getTime() - maxAgeMs);
-    const signal = this.#abort.signal;
     let pruned = 0;
     try {
       for (;;) {

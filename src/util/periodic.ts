@@ -38,3 +38,36 @@ export class Periodic {
     await this.#running;
   }
 }
+
+/**
+ * The life cycle the gateway's background jobs share (audit retention, audit anchoring, receipt retention): a run
+ * at start or not, one on demand, and a close that aborts `signal` and waits for the run under way. A subclass
+ * implements {@link run}, which must not reject.
+ */
+export abstract class PeriodicJob {
+  readonly #schedule: Periodic;
+  readonly #abort = new AbortController();
+  readonly #runAtStart: boolean;
+
+  protected constructor(everyMs: number, options: { readonly runAtStart: boolean }) {
+    this.#schedule = new Periodic(() => this.run(this.#abort.signal), everyMs);
+    this.#runAtStart = options.runAtStart;
+  }
+
+  start(): void {
+    this.#schedule.start({ now: this.#runAtStart });
+  }
+
+  /** One run now, unless one is under way (then that one). Never rejects. */
+  runOnce(): Promise<void> {
+    return this.#schedule.run();
+  }
+
+  /** Stops the schedule, aborts `signal`, and waits for a run under way to reach a point where it stops. */
+  async close(): Promise<void> {
+    this.#abort.abort();
+    await this.#schedule.stop();
+  }
+
+  protected abstract run(signal: AbortSignal): Promise<void>;
+}
