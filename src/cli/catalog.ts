@@ -245,13 +245,17 @@ function printComparison(io: ControlIo, comparison: ServerComparison): void {
     return;
   }
   io.stdout(`server "${server}": ${changed.length} changed, ${unapproved.length} new, ${removed.length} removed`);
+  // The command that approves exactly the definition shown, and no later one (`approve --expect`).
+  const approve = (tool: string, liveHash: string) => io.stdout(`    approve: mcpgate catalog approve ${server} ${tool} --expect ${liveHash.slice(0, 12)}`);
   for (const item of changed) {
     io.stdout(`  changed  ${item.tool}  (approved ${item.approvedHash.slice(0, 12)}, live ${item.liveHash.slice(0, 12)})`);
     printDiff(io, item.diff);
+    approve(item.tool, item.liveHash);
   }
   for (const item of unapproved) {
     io.stdout(`  new      ${item.tool}  (never approved, live ${item.liveHash.slice(0, 12)})`);
     printDiff(io, item.diff);
+    approve(item.tool, item.liveHash);
   }
   for (const item of removed) io.stdout(`  removed  ${item.tool}  (approved ${item.approvedHash.slice(0, 12)}, no longer listed)`);
 }
