@@ -104,9 +104,11 @@ export class CatalogReloader {
     return this.#queue;
   }
 
-  close(): void {
+  /** Stops following changes and waits for a read under way, so none reaches a store or audit log being closed. */
+  async close(): Promise<void> {
     this.#watch?.close();
-    void this.#poll?.stop();
+    await this.#poll?.stop();
+    await this.#queue;
   }
 
   async #reloadOnce(): Promise<void> {

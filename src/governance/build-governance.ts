@@ -241,7 +241,7 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
       await receiptRetention?.close();
       await anchoring?.close();
       policies?.close();
-      catalogReloader?.close();
+      await catalogReloader?.close();
       await audit?.close();
     },
   };

@@ -132,7 +132,7 @@ describe('CatalogReloader', () => {
       assert.deepEqual(events.map((event) => event.ok), [true]);
       assert.equal(guard.check('notes', deleteAll), 'ok');
     } finally {
-      reloader.close();
+      await reloader.close();
     }
   });
 
@@ -144,7 +144,7 @@ describe('CatalogReloader', () => {
       assert.deepEqual(events.map((event) => event.ok), [true]);
       assert.equal(guard.check('notes', deleteAll), 'ok');
     } finally {
-      reloader.close();
+      await reloader.close();
     }
   });
 });

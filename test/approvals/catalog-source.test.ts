@@ -198,7 +198,7 @@ describe('CatalogReloader over the store', () => {
       assert.deepEqual(events, [{ ok: true, snapshotHash: catalogSnapshotHash(approvals(addNote, deleteAll)) }]);
       assert.deepEqual({ ...reloader.status(), loadedAt: undefined }, { source: 'store', version: 2, loadedAt: undefined });
     } finally {
-      reloader.close();
+      await reloader.close();
     }
   });
 
@@ -224,7 +224,7 @@ describe('CatalogReloader over the store', () => {
       assert.equal(reloader.status().lastError, undefined);
       assert.equal(guard.check('notes', { name: 'count', inputSchema: { type: 'object' } }), 'ok');
     } finally {
-      reloader.close();
+      await reloader.close();
     }
   });
 
@@ -243,7 +243,7 @@ describe('CatalogReloader over the store', () => {
       assert.equal(guard.snapshotHash, inForce);
       assert.equal(guard.check('notes', addNote), 'ok');
     } finally {
-      reloader.close();
+      await reloader.close();
     }
   });
 });
