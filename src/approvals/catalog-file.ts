@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, open, readFile, rename, stat, unlink } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
+import { errorMessage } from '../errors/error-message.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { JsonObject } from '../jsonrpc/message.js';
 import { canonicalJson } from '../upstream/execution-identity.js';
@@ -140,22 +141,27 @@ export async function readCatalog(file: string): Promise<CatalogFile | undefined
  */
 export async function writeCatalog(file: string, catalog: CatalogFile): Promise<void> {
   const text = catalogText(catalog);
-  await mkdir(dirname(resolve(file)), { recursive: true });
-  const temporary = `${file}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
-  const handle = await open(temporary, 'wx', 0o644);
   try {
+    await mkdir(dirname(resolve(file)), { recursive: true });
+    const temporary = `${file}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
+    const handle = await open(temporary, 'wx', 0o644);
     try {
-      // The umask may have narrowed the mode given to open(); approvals are not secret and the gateway may run as another user.
-      await handle.chmod(0o644);
-      await handle.writeFile(text, 'utf8');
-      await handle.sync();
-    } finally {
-      await handle.close();
+      try {
+        // The umask may have narrowed the mode given to open(); approvals are not secret and the gateway may run as another user.
+        await handle.chmod(0o644);
+        await handle.writeFile(text, 'utf8');
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+      await rename(temporary, file);
+    } catch (error) {
+      await unlink(temporary).catch(() => undefined);
+      throw error;
     }
-    await rename(temporary, file);
   } catch (error) {
-    await unlink(temporary).catch(() => undefined);
-    throw error;
+    // A read-only mount or a full disk is the operator's to fix: one line naming the file, not a stack trace.
+    throw new GatewayError('MCPGATE_ERR_CATALOG_WRITE', `approvals file ${file} cannot be written: ${errorMessage(error)}`, { cause: error, data: { file } });
   }
 }
 

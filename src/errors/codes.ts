@@ -66,6 +66,7 @@ export const ErrorCatalogue = {
   MCPGATE_ERR_UPSTREAM_TOKEN: { http: 502, rpc: RpcCode.ServerError },
   MCPGATE_ERR_CREDENTIAL_MISSING: { http: 403, rpc: RpcCode.InvalidRequest },
   MCPGATE_ERR_CATALOG_INVALID: { http: 500, rpc: RpcCode.InternalError },
+  MCPGATE_ERR_CATALOG_WRITE: { http: 500, rpc: RpcCode.InternalError },
   MCPGATE_ERR_TOOL_QUARANTINED: { http: 403, rpc: RpcCode.InvalidParams },
   MCPGATE_ERR_RESULT_TOO_LARGE: { http: 502, rpc: RpcCode.ServerError },
   MCPGATE_ERR_RESULT_SECRET: { http: 502, rpc: RpcCode.ServerError },

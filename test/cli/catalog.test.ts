@@ -266,7 +266,7 @@ describe('mcpgate catalog', () => {
     assert.equal((await c.cli('history', '--limit', '0')).code, 1);
   });
 
-  it('import refuses a file with a wrong hash and changes nothing; history needs the store', async () => {
+  it('import refuses a file with a wrong hash and changes nothing; history needs the store; an unwritable file is one line', async () => {
     const c = setup({ notes: [addNote] });
     assert.equal((await c.cli('snapshot')).code, 0);
     const before = readFileSync(c.catalog, 'utf8');
@@ -280,5 +280,11 @@ describe('mcpgate catalog', () => {
     const history = await c.cli('history');
     assert.equal(history.code, 1);
     assert.match(history.stderr, /needs gateway\.catalog\.source "store"/);
+    // An approvals file that cannot be written: one line naming it and the cause, exit 1, no stack trace.
+    const blocked = await c.cli('export', '-o', join(c.catalog, 'inside-a-file.json'));
+    assert.equal(blocked.code, 1);
+    assert.match(blocked.stderr, /^mcpgate catalog export: approvals file .*inside-a-file\.json cannot be written: EEXIST/);
+    assert.doesNotMatch(blocked.stderr, /\n\s+at /);
+    assert.equal(readFileSync(c.catalog, 'utf8'), before);
   });
 });
