@@ -8,6 +8,7 @@ import { storedReceiptFile } from '../receipts/issue.js';
 import {
   approveToolBody,
   auditQuery,
+  catalogApprovalsQuery,
   createKeyBody,
   createOrgBody,
   createPrincipalBody,
@@ -265,6 +266,11 @@ export function buildRoutes(control: ControlPlane, extras: RouteExtras = {}): Ro
       },
     }),
     route('/catalog/approvals', {
+      // The store's versions (`catalog.source: store`), newest first, without their documents; with a file, none.
+      GET: async (c) => {
+        const { limit } = parseWith(catalogApprovalsQuery, c.query, 'query');
+        return ok({ versions: await control.store.listCatalogApprovals({ limit }) });
+      },
       POST: async (c) => {
         const request = parseWith(approveToolBody, await c.body(), 'body');
         if (extras.approveTool === undefined) throw new GatewayError('MCPGATE_ERR_ADMIN_NOT_FOUND', 'catalog mode is off: nothing is approved');

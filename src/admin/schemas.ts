@@ -102,6 +102,11 @@ export const auditQuery = z.strictObject({
   cursor: z.string().min(1).max(1024).optional(),
 });
 
+/** `GET /catalog/approvals`: how many of the store's newest versions. */
+export const catalogApprovalsQuery = z.strictObject({
+  limit: z.string().regex(/^[0-9]{1,4}$/).transform(Number).pipe(z.number().int().min(1).max(1000)).default(20),
+});
+
 /** Parses `value` or throws ADMIN_INVALID naming the first problem and where it is. */
 export function parseWith<T>(schema: z.ZodType<T>, value: unknown, what: string): T {
   const parsed = schema.safeParse(value);

@@ -195,12 +195,13 @@ describe('approvals in the store, shared by two replicas', () => {
     assert.equal(textOf(await onB.callTool({ name: 'files__rename', arguments: {} })), 'files:rename');
     assert.equal((await catalogOf(b)).snapshotHash, approval.snapshotHash);
 
-    const store = await createStore(url);
-    try {
-      assert.match((await store.listCatalogApprovals({ limit: 1 }))[0]?.actor ?? '', /^admin-api@/);
-    } finally {
-      await store.close();
-    }
+    const history = await raw(`${b.origin}/admin/v1/catalog/approvals?limit=2`, { method: 'GET', headers: admin });
+    assert.equal(history.status, 200, history.body);
+    const { versions } = history.json() as { versions: Array<{ version: number; actor: string; snapshotHash: string }> };
+    assert.deepEqual(versions.map((item) => item.version), [5, 4]);
+    assert.match(versions[0]?.actor ?? '', /^admin-api@/);
+    assert.equal(versions[0]?.snapshotHash, approval.snapshotHash);
+    assert.equal((await raw(`${b.origin}/admin/v1/catalog/approvals?limit=0`, { method: 'GET', headers: admin })).status, 400);
     const records = await catalogRecords();
     assert.ok(records.some((row) => row.tool === 'rename' && row.reason === `approved through the admin API: live hash ${rename.liveHash}; snapshot hash ${approval.snapshotHash}`));
   });
