@@ -2,11 +2,8 @@ import { errorMessage } from '../errors/error-message.js';
 import type { Logger } from '../observability/logger.js';
 import { Periodic } from '../util/periodic.js';
 import { watchFiles, type FileWatch } from '../util/watch-files.js';
-import { catalogSnapshotHash, emptyCatalog } from './catalog-file.js';
 import type { CatalogGuard } from './catalog-guard.js';
-import { mayHaveChanged, type CatalogSource, type LoadedCatalog } from './catalog-source.js';
-
-const EMPTY_SNAPSHOT = catalogSnapshotHash(emptyCatalog());
+import { mayHaveChanged, NO_APPROVALS, type CatalogSource, type LoadedCatalog } from './catalog-source.js';
 
 /** One reload attempt that changed the approvals in force or was refused (not one that found the same approvals). */
 export interface CatalogReloadEvent {
@@ -121,7 +118,7 @@ export class CatalogReloader {
     if (loaded === undefined) {
       // None, and none in force (observe mode starts so): nothing changed. Approvals in force that are gone are
       // another matter: they stay, and that is reported.
-      if (this.#guard.snapshotHash === EMPTY_SNAPSHOT) this.#lastError = undefined;
+      if (this.#guard.snapshotHash === NO_APPROVALS.snapshotHash) this.#lastError = undefined;
       else this.#refuse(this.#source.kind === 'file' ? `approvals file ${this.#source.where} does not exist` : 'the control-plane store holds no approvals any more');
       return;
     }

@@ -13,6 +13,9 @@ export interface LoadedCatalog {
   readonly version?: number;
 }
 
+/** No approvals at all: what a gateway in `observe` mode starts with before the first snapshot. */
+export const NO_APPROVALS: LoadedCatalog = { catalog: emptyCatalog(), snapshotHash: catalogSnapshotHash(emptyCatalog()) };
+
 /**
  * Where the approvals live (`gateway.catalog.source`): the approvals file, kept in version control and shipped to
  * every replica, or the control-plane store, which every replica reads (decision 0012).
@@ -140,8 +143,7 @@ export function catalogSource(config: CatalogConfig, options: CatalogSourceOptio
  * @throws GatewayError MCPGATE_ERR_CATALOG_INVALID
  */
 export async function loadGatewayCatalog(config: CatalogConfig, source: CatalogSource): Promise<LoadedCatalog> {
-  const empty = emptyCatalog();
-  if (config.mode === 'off') return { catalog: empty, snapshotHash: catalogSnapshotHash(empty) };
+  if (config.mode === 'off') return NO_APPROVALS;
   const loaded = await source.read();
   if (loaded !== undefined) return loaded;
   if (config.mode === 'pinned') {
@@ -149,7 +151,7 @@ export async function loadGatewayCatalog(config: CatalogConfig, source: CatalogS
     if (source.kind === 'file') throw invalid(source.where, [`does not exist; ${hint}`]);
     throw new GatewayError('MCPGATE_ERR_CATALOG_INVALID', `the control-plane store holds no approvals; ${hint}`, { data: { storeVersion: 0 } });
   }
-  return { catalog: empty, snapshotHash: catalogSnapshotHash(empty) };
+  return NO_APPROVALS;
 }
 
 /** How often {@link updateCatalog} rereads and retries when another writer got in first. */

@@ -162,10 +162,9 @@ export function runCatalogApprove(server: string, tool: string | undefined, opti
         const comparison = compareServer(server, catalog.servers[server], list);
         if (tool === undefined) return { catalog: withServer(catalog, server, approveServer(catalog.servers[server], list, now)), result: comparison };
         const previous = catalog.servers[server];
-        const liveTool = list.find((item) => item.name === tool);
         const approvedBefore = previous !== undefined && Object.prototype.hasOwnProperty.call(previous.tools, tool);
-        if (liveTool === undefined && !approvedBefore) throw new UsageError(`server "${server}" lists no tool "${tool}" and none is approved`);
-        return { catalog: withServer(catalog, server, approveServerTool(previous, tool, liveTool, now)), result: comparison };
+        if (reviewed === undefined && !approvedBefore) throw new UsageError(`server "${server}" lists no tool "${tool}" and none is approved`);
+        return { catalog: withServer(catalog, server, approveServerTool(previous, tool, reviewed, now)), result: comparison };
       });
       if (tool === undefined) {
         const summary = `${list.length} tool${list.length === 1 ? '' : 's'} approved (${before.changed.length} changed, ${before.unapproved.length} new, ${before.removed.length} removed, ${before.unchanged} unchanged)`;
@@ -173,7 +172,7 @@ export function runCatalogApprove(server: string, tool: string | undefined, opti
         else io.stdout(`server "${server}": ${summary}`);
         return 0;
       }
-      const outcome = !list.some((item) => item.name === tool)
+      const outcome = reviewed === undefined
         ? 'approval removed (the server no longer lists it)'
         : before.changed.some((item) => item.tool === tool)
           ? 'approved (changed)'

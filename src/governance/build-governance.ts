@@ -91,10 +91,9 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
               'policy reload',
             ),
         });
-  const source = gateway.catalog.mode === 'off' ? undefined : catalogSource(gateway.catalog, store === undefined ? {} : { store });
+  // The gateway writes approvals only for the admin API, which is then the writer the store's history names.
+  const source = gateway.catalog.mode === 'off' ? undefined : catalogSource(gateway.catalog, { ...(store === undefined ? {} : { store }), actor: `admin-api@${hostname()}` });
   const loaded = source === undefined ? undefined : await loadGatewayCatalog(gateway.catalog, source);
-  // Approvals made through the admin API name it as their writer in the store's history.
-  const approvalSource = gateway.catalog.mode === 'off' ? undefined : catalogSource(gateway.catalog, { ...(store === undefined ? {} : { store }), actor: `admin-api@${hostname()}` });
   const catalog = new CatalogGuard({
     mode: gateway.catalog.mode,
     approvals: loaded?.catalog ?? emptyCatalog(),
@@ -213,7 +212,7 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
     },
     async approveTool({ server, tool, hash }) {
       const live = catalog.liveDefinition(server, tool);
-      if (approvalSource === undefined || catalogReloader === undefined || live === undefined) {
+      if (source === undefined || catalogReloader === undefined || live === undefined) {
         throw new GatewayError('MCPGATE_ERR_ADMIN_NOT_FOUND', `tool "${tool}" of server "${server}" is not drifting on this replica (catalog mode ${catalog.mode}): nothing to approve`, {
           data: { server, tool },
         });
@@ -224,7 +223,7 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
         });
       }
       const now = new Date();
-      const { written } = await updateCatalog(approvalSource, (current) => ({
+      const { written } = await updateCatalog(source, (current) => ({
         catalog: withServer(current, server, approveServerTool(current.servers[server], tool, live.definition, now)),
         result: undefined,
       }));
