@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { after, describe, it } from 'node:test';
+import pg from 'pg';
 import { GatewayError } from '../../src/errors/gateway-error.js';
 import { createStore } from '../../src/store/create-store.js';
 import { MIGRATIONS } from '../../src/store/migrations/migrations.js';
@@ -68,6 +70,43 @@ describe('PostgreSQL store specifics', () => {
       await assert.rejects(store.migrate(), (e: unknown) => GatewayError.is(e) && e.code === 'MCPGATE_ERR_STORE_UNAVAILABLE' && !e.message.includes('secret-pw'));
       await assert.rejects(store.listOrgs(), (e: unknown) => GatewayError.is(e) && e.code === 'MCPGATE_ERR_STORE_UNAVAILABLE');
     } finally {
+      await store.close();
+    }
+  });
+
+  it('stores an audit batch in one round trip; a write that must change a known count keeps its transaction', async () => {
+    const name = await databases.create();
+    const store = new PostgresStore({ connectionString: `${PG_SERVER}/${name}`, max: 2 });
+    const sent: string[] = [];
+    const query = pg.Client.prototype.query;
+    try {
+      await store.migrate();
+      const org = await store.createOrg('acme');
+      const principal = await store.createPrincipal({ orgId: org.id, kind: 'user', name: 'alice' });
+      // Counts what reaches the server from here on: BEGIN, each statement and COMMIT are a round trip each.
+      pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+        const [first] = args;
+        sent.push(typeof first === 'string' ? first : String((first as { text?: string }).text));
+        return (query as (...a: unknown[]) => unknown).apply(this, args);
+      } as typeof query;
+      const hash = (n: number): string => n.toString(16).padStart(64, '0');
+      const rows = [1, 2, 3].map((seq) => ({ chainId: 'c', seq, time: new Date(seq), kind: 'call', decision: 'allow', prevHash: hash(seq - 1), hash: hash(seq) }));
+      await store.appendAuditRecords(rows);
+      assert.deepEqual(sent.map((text) => text.split(' ')[0]), ['INSERT']);
+      assert.equal((await store.listAuditRecords({ chainId: 'c', limit: 10 })).length, 3);
+
+      sent.length = 0;
+      await assert.rejects(store.appendAuditRecords([{ ...rows[0]!, seq: 4, hash: hash(4) }, rows[1]!]), (e: unknown) => GatewayError.is(e) && e.code === 'MCPGATE_ERR_STORE_CONFLICT');
+      assert.equal((await store.listAuditRecords({ chainId: 'c', limit: 10 })).length, 3, 'a failed INSERT stores none of its rows');
+
+      sent.length = 0;
+      // No such secret: the UPDATE changes no row, and the transaction rolls it back.
+      const base64 = (bytes: number): string => randomBytes(bytes).toString('base64');
+      const stale = { principalId: principal.id, server: 'files', keyId: '0123456789abcdef', nonce: base64(12), ciphertext: base64(40), expectedNonce: base64(12) };
+      await assert.rejects(store.replaceVaultSecrets([stale]), (e: unknown) => GatewayError.is(e) && e.code === 'MCPGATE_ERR_STORE_CONFLICT');
+      assert.deepEqual(sent.map((text) => text.split(' ')[0]), ['BEGIN', 'UPDATE', 'ROLLBACK']);
+    } finally {
+      pg.Client.prototype.query = query;
       await store.close();
     }
   });

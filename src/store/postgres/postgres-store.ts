@@ -107,7 +107,15 @@ class PostgresDriver extends PgExecutor implements SqlDriver {
     });
   }
 
-  batch(statements: readonly SqlStatement[]): Promise<void> {
+  async batch(statements: readonly SqlStatement[]): Promise<void> {
+    const [only] = statements;
+    if (statements.length === 1 && only !== undefined && only.expectChanges === undefined) {
+      // One statement is atomic on its own: BEGIN and COMMIT would add two round trips to every audit batch (the
+      // call waits for them in sync durability) and change nothing. With an expected count the transaction stays,
+      // so that a mismatch is rolled back rather than found after the commit.
+      await this.run(only.sql, only.params ?? []);
+      return;
+    }
     return this.#transaction('PostgreSQL store', async (client) => {
       for (const statement of statements) {
         const params = statement.params ?? [];
