@@ -97,9 +97,11 @@ export async function bareForwarder(ctx, { rewrite = false } = {}) {
 const BENCH_KEY_SECRET = 'bench-key-secret-0123456789abcdef0123456789abcdef';
 const BENCH_ADMIN_TOKEN = 'bench-admin-token-0123456789abcdef0123456789abcdef';
 
-/** The YAML lines that turn API-key authentication on against a per-config SQLite store in the work dir. */
-export function authLines(ctx, name) {
-  const store = join(ctx.workDir, `${name.replace(/\W+/g, '-')}-${process.hrtime.bigint()}.db`);
+/**
+ * The YAML lines that turn API-key authentication on against a store: by default a per-config SQLite file in the
+ * work dir; `store` is a PostgreSQL URL instead (W9's `store: postgres`).
+ */
+export function authLines(ctx, name, store = join(ctx.workDir, `${name.replace(/\W+/g, '-')}-${process.hrtime.bigint()}.db`)) {
   return [
     `  store: ${JSON.stringify(store)}`,
     `  auth: { mode: apiKey, keySecret: ${JSON.stringify(BENCH_KEY_SECRET)} }`,
@@ -135,11 +137,11 @@ export function gatewayKeyHeaders(ctx, file) {
 }
 
 /** Writes an mcpgate config with the brief's production settings (API keys on); returns its path. */
-export function writeMcpgateConfig(ctx, { urls = [], stdio = 0, extraGateway = '', name = 'mcpgate', port = 0 }) {
+export function writeMcpgateConfig(ctx, { urls = [], stdio = 0, extraGateway = '', name = 'mcpgate', port = 0, store }) {
   const lines = [
     'gateway:',
     '  mode: production',
-    ...authLines(ctx, name),
+    ...authLines(ctx, name, store),
     `  listen: { host: 127.0.0.1, port: ${port} }`,
     '  prefix: always',
     '  logLevel: warn',
@@ -171,9 +173,9 @@ export function mcpgateArgs(ctx, file) {
 }
 
 /** mcpgate fronting HTTP upstreams (`urls`) or `stdio` stdio ones, clients on Streamable HTTP or legacy SSE. */
-export async function startMcpgate(ctx, { urls = [], stdio = 0, extraGateway = '', name = 'mcpgate', transport = 'http' } = {}) {
+export async function startMcpgate(ctx, { urls = [], stdio = 0, extraGateway = '', name = 'mcpgate', transport = 'http', store } = {}) {
   const port = await freePort();
-  const file = writeMcpgateConfig(ctx, { urls, stdio, extraGateway, name, port });
+  const file = writeMcpgateConfig(ctx, { urls, stdio, extraGateway, name, port, store });
   const headers = gatewayKeyHeaders(ctx, file);
   const started = performance.now();
   // At logLevel warn the gateway prints no "listening" line, so readiness is /healthz on a port chosen here.

@@ -15,6 +15,10 @@
 // Pairing does favour a mode that answers in batches (sync audit) over one that answers at once (decision 0006).
 
 import { execFileSync } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { cpus } from 'node:os';
 import { GATEWAY_CORE, governanceLines, startMcpgate } from '../lib/contenders.mjs';
@@ -28,7 +32,24 @@ export const W9_MODES = ['off', 'on', 'queued', 'auditOnly', 'policyOnly'];
  * CPU cost. `event-loop`: only the main thread stays there once the gateway is warm; its helper threads (V8's GC
  * and compiler threads, libuv's pool, the audit writer thread) may run on any core, as they do when deployed.
  */
-export const W9_DEFAULTS = { concurrency: [8, 32], rounds: 5, modes: W9_MODES, pin: 'process', pathRecords: 100_000, pathRuns: 3, pairedRounds: 3, storeWriteRate: 16_000, storeWriteSeconds: 5 };
+/**
+ * `store`: `sqlite` (default, the embedded store: audit through the journal and writer thread) or `postgres`, a
+ * throwaway database per gateway on `pgUrl` (what replicas share; the audit batches go to the server). The audit
+ * path alone and the store-beside-writer figures are SQLite's in either case.
+ */
+export const W9_DEFAULTS = {
+  concurrency: [8, 32],
+  rounds: 5,
+  modes: W9_MODES,
+  pin: 'process',
+  store: 'sqlite',
+  pgUrl: 'postgres://postgres@127.0.0.1:5432',
+  pathRecords: 100_000,
+  pathRuns: 3,
+  pairedRounds: 3,
+  storeWriteRate: 16_000,
+  storeWriteSeconds: 5,
+};
 
 const AUDIT_PATH = fileURLToPath(new URL('../lib/audit-path.mjs', import.meta.url));
 const STORE_BESIDE_WRITER = fileURLToPath(new URL('../lib/store-beside-writer.mjs', import.meta.url));
@@ -89,33 +110,75 @@ async function pairedRatios(contenders, concurrency, profile, rounds) {
 const round3 = (value) => Math.round(value * 1000) / 1000;
 const round1 = (value) => Math.round(value * 10) / 10;
 
+/**
+ * Throwaway PostgreSQL databases, one per gateway, dropped at the end. node-postgres comes from the gateway's own
+ * dependencies: the bench's do not include it.
+ */
+function pgDatabases(ctx, pgUrl) {
+  const pg = createRequire(join(ctx.root, 'package.json'))('pg');
+  const names = [];
+  const admin = async (sql) => {
+    const client = new pg.Client({ connectionString: `${pgUrl}/postgres` });
+    await client.connect();
+    try {
+      await client.query(sql);
+    } finally {
+      await client.end();
+    }
+  };
+  return {
+    async create(mode) {
+      const name = `mcpgate_w9_${mode.toLowerCase()}_${process.pid}_${names.length}`;
+      await admin(`DROP DATABASE IF EXISTS ${name}`);
+      await admin(`CREATE DATABASE ${name}`);
+      names.push(name);
+      return `${pgUrl}/${name}`;
+    },
+    async dropAll() {
+      for (const name of names.splice(0)) await admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    },
+  };
+}
+
 /** Each mode's gateway section; `off` is the baseline every ratio is taken against. */
-function modeConfigs(ctx) {
+function modeConfigs(ctx, store) {
   const sync = governanceLines(ctx);
   const { audit: queueAudit } = governanceLines(ctx, { durability: 'queue' });
   const noAudit = '  audit: { enabled: false }\n  receipts: { enabled: false }';
+  // Replicas on one PostgreSQL database must sign receipts with one configured key; the gateway generates none.
+  const receipts = store === 'postgres' ? `\n  receipts: { signingKey: { file: ${JSON.stringify(receiptKeyFile(ctx))} } }` : '';
+  const audit = `${sync.audit}${receipts}`;
   return {
     off: { name: 'mcpgate (governance off)', gateway: noAudit },
-    on: { name: 'mcpgate (governance on)', gateway: `${sync.audit}\n${sync.policies}` },
-    queued: { name: 'mcpgate (governance on, queue)', gateway: `${queueAudit}\n${sync.policies}` },
+    on: { name: 'mcpgate (governance on)', gateway: `${audit}\n${sync.policies}` },
+    queued: { name: 'mcpgate (governance on, queue)', gateway: `${queueAudit}${receipts}\n${sync.policies}` },
     // The parts alone, so a regression can be pinned on one of them.
-    auditOnly: { name: 'mcpgate (audit only)', gateway: sync.audit },
+    auditOnly: { name: 'mcpgate (audit only)', gateway: audit },
     policyOnly: { name: 'mcpgate (policies only)', gateway: `${noAudit}\n${sync.policies}` },
   };
+}
+
+function receiptKeyFile(ctx) {
+  const file = join(ctx.workDir, 'w9-receipt-key.pem');
+  writeFileSync(file, generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }), { mode: 0o600 });
+  return file;
 }
 
 export async function runW9(ctx, profile) {
   const settings = { ...W9_DEFAULTS, ...profile.w9 };
   if (settings.pin !== 'process' && settings.pin !== 'event-loop') throw new Error(`W9: pin must be process or event-loop, not ${settings.pin}`);
+  if (settings.store !== 'sqlite' && settings.store !== 'postgres') throw new Error(`W9: store must be sqlite or postgres, not ${settings.store}`);
   const modes = ['off', ...settings.modes.filter((mode) => mode !== 'off')];
-  const configs = modeConfigs(ctx);
+  const configs = modeConfigs(ctx, settings.store);
+  const databases = settings.store === 'postgres' ? pgDatabases(ctx, settings.pgUrl) : undefined;
   const contenders = [];
   const rows = [];
   try {
     for (const mode of modes) {
       const config = configs[mode];
       if (config === undefined) throw new Error(`W9: unknown mode ${mode} (one of ${W9_MODES.join(', ')})`);
-      contenders.push([mode, await startMcpgate(ctx, { urls: [ctx.mockUrl], name: config.name, extraGateway: config.gateway })]);
+      const store = await databases?.create(mode);
+      contenders.push([mode, await startMcpgate(ctx, { urls: [ctx.mockUrl], name: config.name, extraGateway: config.gateway, store })]);
     }
     for (const [, contender] of contenders) {
       await contender.prepare(profile.sessions);
@@ -162,6 +225,7 @@ export async function runW9(ctx, profile) {
     }
   } finally {
     for (const [, contender] of contenders) await contender.stop();
+    await databases?.dropAll();
   }
   const path = settings.pathRuns > 0 ? auditPath(ctx, settings) : undefined;
   if (path !== undefined) ctx.log(`W9: audit path alone ${path.cpuUsPerRecord} µs CPU per record (event loop ${path.mainUsPerRecord}, other threads ${path.otherThreadsUsPerRecord})`);
@@ -169,7 +233,7 @@ export async function runW9(ctx, profile) {
   if (storeWrites !== undefined) ctx.log(`W9: store writes beside the audit writer hold the event loop ${storeWrites.eventLoopMs.p99} ms at p99, ${storeWrites.eventLoopMs.max} ms at most`);
   const judged = modes.includes('on') ? rows.every((row) => row.onRatio >= 0.9) : undefined;
   const pairedMet = modes.includes('on') && settings.pairedRounds > 0 ? rows.every((row) => row.paired.on.cpu.median >= 0.9) : undefined;
-  return { goal: 'on (sync) ≥ 0.9 × off throughput', met: judged, pairedMet, modes, pin: settings.pin, rows, auditPath: path, storeWrites };
+  return { goal: 'on (sync) ≥ 0.9 × off throughput', met: judged, pairedMet, modes, pin: settings.pin, store: settings.store, rows, auditPath: path, storeWrites };
 }
 
 const MODE_LABELS = { off: 'off', on: 'on (sync)', queued: 'on (queue)', auditOnly: 'audit only (sync)', policyOnly: 'policies only' };
@@ -182,7 +246,7 @@ export function renderW9(result) {
   const lines = [
     '### W9: governance on vs off (audit sync + Cedar policy + result scanning)',
     '',
-    `Goal: ${result.goal} — ${verdict}. Pinned: ${result.pin === 'event-loop' ? 'the event loop on the gateway core, helper threads free' : 'the whole gateway process on the gateway core'}.`,
+    `Goal: ${result.goal} — ${verdict}. Pinned: ${result.pin === 'event-loop' ? 'the event loop on the gateway core, helper threads free' : 'the whole gateway process on the gateway core'}. Store: ${result.store === 'postgres' ? 'PostgreSQL on this machine (the server\'s CPU is not the gateway\'s and not in its CPU figures)' : 'SQLite'}.`,
     '',
     'W1\'s "mcpgate (governed)" is the "on" configuration below, measured against the bare forwarder and the peers.',
     '',
