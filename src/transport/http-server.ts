@@ -37,7 +37,8 @@ export interface HttpServerOptions {
   /**
    * True once this instance refuses every call whatever the request (its audit log stopped for good: a forked
    * chain, a refused record): `/readyz` then answers 503 `failed`, so that a load balancer sends calls to an
-   * instance that can answer them. Such a failure does not heal; a restart starts a new chain.
+   * instance that can answer them, and so does `/healthz`, since such a failure does not heal and a restart
+   * (which starts a new chain) is what mends it.
    */
   failed: () => boolean;
   logger: Logger;
@@ -162,7 +163,10 @@ export class GatewayHttpServer {
     const url = new URL(request.url ?? '/', 'http://gateway.invalid');
     const path = url.pathname;
     if (path === '/healthz' && request.method === 'GET') {
-      sendJson(response, 200, { status: 'ok' });
+      // Liveness: an instance that refuses every call for good (its audit log stopped) is only mended by a restart,
+      // which starts a new chain, so it reports itself dead for an orchestrator to restart it.
+      if (this.options.failed()) sendJson(response, 503, { status: 'failed' });
+      else sendJson(response, 200, { status: 'ok' });
       return;
     }
     if (path === '/readyz' && request.method === 'GET') {

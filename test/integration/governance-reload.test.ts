@@ -178,9 +178,11 @@ describe('governance changes in a running gateway', () => {
     }
   });
 
-  it('/readyz answers 503 failed once the audit log has stopped (another writer took its next seq)', async () => {
+  it('/readyz and /healthz answer 503 failed once the audit log has stopped (another writer took its next seq)', async () => {
     const ready = await raw(`${gateway.origin}/readyz`, { method: 'GET' });
     assert.deepEqual([ready.status, ready.json()], [200, { status: 'ready' }]);
+    const alive = await raw(`${gateway.origin}/healthz`, { method: 'GET' });
+    assert.deepEqual([alive.status, alive.json()], [200, { status: 'ok' }]);
     const { audit } = await governance();
     await recordsUpTo(audit.lastSeq);
     // Another process writing this chain: the gateway's next record cannot be stored, and the log must stop.
@@ -210,6 +212,9 @@ describe('governance changes in a running gateway', () => {
     const failed = await raw(`${gateway.origin}/readyz`, { method: 'GET' });
     assert.equal(failed.status, 503);
     assert.deepEqual(failed.json(), { status: 'failed' });
+    // Not mended without a restart: the liveness probe says so, for an orchestrator to restart the instance.
+    const dead = await raw(`${gateway.origin}/healthz`, { method: 'GET' });
+    assert.deepEqual([dead.status, dead.json()], [503, { status: 'failed' }]);
     assert.match((await rejectsMcp(client.callTool({ name: 'files__list', arguments: {} }))).message, /audit/i);
   });
 });
