@@ -82,6 +82,16 @@ const timeBound = z
     return z.NEVER;
   });
 
+/** A `limit` query parameter: up to `digits` digits, 1 to `max`, `fallback` when absent. */
+function limitParam(digits: number, max: number, fallback: number) {
+  return z
+    .string()
+    .regex(new RegExp(`^[0-9]{1,${digits}}$`))
+    .transform(Number)
+    .pipe(z.number().int().min(1).max(max))
+    .default(fallback);
+}
+
 export const MAX_AUDIT_LIMIT = 1000;
 export const auditQuery = z.strictObject({
   since: timeBound.optional(),
@@ -93,18 +103,13 @@ export const auditQuery = z.strictObject({
   decision: z.enum(AUDIT_DECISIONS).optional(),
   kind: z.enum(AUDIT_KINDS).optional(),
   chain: z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/).optional(),
-  limit: z
-    .string()
-    .regex(/^[0-9]{1,7}$/)
-    .transform(Number)
-    .pipe(z.number().int().min(1).max(MAX_AUDIT_LIMIT))
-    .default(100),
+  limit: limitParam(7, MAX_AUDIT_LIMIT, 100),
   cursor: z.string().min(1).max(1024).optional(),
 });
 
 /** `GET /catalog/approvals`: how many of the store's newest versions. */
 export const catalogApprovalsQuery = z.strictObject({
-  limit: z.string().regex(/^[0-9]{1,4}$/).transform(Number).pipe(z.number().int().min(1).max(1000)).default(20),
+  limit: limitParam(4, 1000, 20),
 });
 
 /** Parses `value` or throws ADMIN_INVALID naming the first problem and where it is. */

@@ -96,13 +96,18 @@ class StoreCatalogSource implements CatalogSource {
   }
 }
 
-/** `user@host` of this process, as the store's history names a writer; self-declared, like a commit's author. */
-export function localActor(): string {
-  let user = 'unknown';
-  try {
-    user = userInfo().username;
-  } catch {
-    // No passwd entry (a container's arbitrary uid): the host still says where the change came from.
+/**
+ * `user@host` of this process (or `as@host`), as the store's history names a writer; self-declared, like a
+ * commit's author.
+ */
+export function localActor(as?: string): string {
+  let user = as ?? 'unknown';
+  if (as === undefined) {
+    try {
+      user = userInfo().username;
+    } catch {
+      // No passwd entry (a container's arbitrary uid): the host still says where the change came from.
+    }
   }
   return `${user}@${hostname()}`.slice(0, 200);
 }
@@ -180,18 +185,20 @@ export async function updateCatalog<T>(
   options: { readonly replacesInvalid?: boolean } = {},
 ): Promise<{ readonly result: T; readonly written: LoadedCatalog | undefined }> {
   for (let attempt = 1; ; attempt += 1) {
-    const version = await source.version();
     let before: LoadedCatalog | undefined;
+    let basedOn: number | undefined;
     try {
       before = await source.read();
+      basedOn = before?.version;
     } catch (error) {
       if (options.replacesInvalid !== true || !GatewayError.is(error) || error.code !== 'MCPGATE_ERR_CATALOG_INVALID') throw error;
+      // The version that cannot be used is the one the write replaces.
+      basedOn = await source.version();
     }
     const { catalog, result } = change(before?.catalog ?? emptyCatalog());
-    // The version read first: a version stored between the two reads then makes this write a conflict, and a retry.
-    if (before !== undefined && before.version === version && catalogSnapshotHash(catalog) === before.snapshotHash) return { result, written: undefined };
+    if (before !== undefined && catalogSnapshotHash(catalog) === before.snapshotHash) return { result, written: undefined };
     try {
-      return { result, written: await source.write(catalog, version) };
+      return { result, written: await source.write(catalog, basedOn) };
     } catch (error) {
       if (!GatewayError.is(error) || error.code !== 'MCPGATE_ERR_STORE_CONFLICT' || attempt >= UPDATE_ATTEMPTS) throw error;
     }

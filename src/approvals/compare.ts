@@ -74,14 +74,15 @@ export interface ToolApproval {
 }
 
 /**
- * The approvals of one server after accepting the live definition of one tool, `live` (or dropping its approval
- * when the server no longer lists it: `live` undefined). Every other tool keeps exactly its current approval.
+ * `catalog` after accepting the live definition of one tool of `server`, `live` (or dropping its approval when the
+ * server no longer lists it: `live` undefined). Every other approval stays exactly as it is.
  */
-export function approveServerTool(previous: ApprovedServer | undefined, name: string, live: JsonObject | undefined, now: Date): ApprovedServer {
+export function approveServerTool(catalog: CatalogFile, server: string, name: string, live: JsonObject | undefined, now: Date): CatalogFile {
+  const previous = catalog.servers[server];
   const others = Object.entries(previous?.tools ?? {}).filter(([tool]) => tool !== name);
   const next = approveServer(previous, live === undefined ? [] : [live], now);
   // Object.fromEntries defines properties: a tool named "__proto__" stays a plain key.
-  return { tools: Object.fromEntries([...others, ...Object.entries(next.tools)]) };
+  return withServer(catalog, server, { tools: Object.fromEntries([...others, ...Object.entries(next.tools)]) });
 }
 
 /** `catalog` with `server`'s approvals replaced (or removed when `approvals` is undefined). */

@@ -72,7 +72,7 @@ export class AuditRetention extends PeriodicJob {
         before,
         signer,
         signal,
-        onBatch: (_chainId, pruned) => {
+        onBatch: (pruned) => {
           running.pruned += pruned;
         },
         ...(this.#options.now === undefined ? {} : { now: this.#options.now }),

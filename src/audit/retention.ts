@@ -35,7 +35,7 @@ export interface PruneAuditOptions {
   /** Stops between transactions; what was pruned stays pruned. */
   readonly signal?: AbortSignal;
   /** After each transaction that pruned records: a first run over a large table takes minutes. */
-  readonly onBatch?: (chainId: string, pruned: number) => void;
+  readonly onBatch?: (pruned: number) => void;
   readonly now?: () => Date;
 }
 
@@ -134,7 +134,7 @@ async function pruneChain(store: AuditPruneStore, chainId: string, lastSeq: numb
     }
     checkpoint = next;
     pruned += count;
-    options.onBatch?.(chainId, count);
+    options.onBatch?.(count);
     if (reachedEnd || options.signal?.aborted === true) return result();
     await sleep(options.pauseMs ?? DEFAULT_PAUSE_MS);
   }

@@ -62,8 +62,13 @@ export async function verifyAudit(store: AuditReader, options: VerifyAuditOption
   const counts = new Map(summaries.map((summary) => [summary.chainId, summary.count]));
   const starts = new Map(checkpoints.map((checkpoint) => [checkpoint.chainId, checkpoint]));
   const heads = new Map<string, AuditAnchorRow[]>();
+  // The log usually repeats the anchors the store holds: each is checked and counted once.
+  const seen = new Set<string>();
   for (const anchor of [...stored, ...(options.anchors ?? [])]) {
     if (options.chainId !== undefined && anchor.chainId !== options.chainId) continue;
+    const identity = `${anchor.chainId}\0${anchor.seq}\0${anchor.hash}\0${anchor.keyId}\0${anchor.signature}`;
+    if (seen.has(identity)) continue;
+    seen.add(identity);
     const list = heads.get(anchor.chainId);
     if (list === undefined) heads.set(anchor.chainId, [anchor]);
     else list.push(anchor);
@@ -71,10 +76,11 @@ export async function verifyAudit(store: AuditReader, options: VerifyAuditOption
   const ids = [...new Set([...counts.keys(), ...starts.keys(), ...heads.keys()])].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
   const chains: ChainVerification[] = [];
   for (const chainId of ids) {
-    const wanted = new Set((heads.get(chainId) ?? []).map((anchor) => anchor.seq));
+    const chainHeads = heads.get(chainId) ?? [];
+    const wanted = new Set(chainHeads.map((anchor) => anchor.seq));
     const walkOptions = { ...(options.pageSize === undefined ? {} : { pageSize: options.pageSize }), ...(verifier === undefined ? {} : { verifier }), wanted };
     const { walk: walked, checkpoint } = await walkWhilePruned(store, chainId, starts.get(chainId), walkOptions);
-    const { walk, anchors, lastAnchorSeq } = checkAnchors(walked, checkpoint, heads.get(chainId) ?? [], verifier);
+    const { walk, anchors, lastAnchorSeq } = checkAnchors(walked, checkpoint, chainHeads, verifier);
     chains.push({
       chainId,
       records: counts.get(chainId) ?? 0,

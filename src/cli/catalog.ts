@@ -164,7 +164,7 @@ export function runCatalogApprove(server: string, tool: string | undefined, opti
         const previous = catalog.servers[server];
         const approvedBefore = previous !== undefined && Object.prototype.hasOwnProperty.call(previous.tools, tool);
         if (reviewed === undefined && !approvedBefore) throw new UsageError(`server "${server}" lists no tool "${tool}" and none is approved`);
-        return { catalog: withServer(catalog, server, approveServerTool(previous, tool, reviewed, now)), result: comparison };
+        return { catalog: approveServerTool(catalog, server, tool, reviewed, now), result: comparison };
       });
       if (tool === undefined) {
         const summary = `${list.length} tool${list.length === 1 ? '' : 's'} approved (${before.changed.length} changed, ${before.unapproved.length} new, ${before.removed.length} removed, ${before.unchanged} unchanged)`;

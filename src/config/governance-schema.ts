@@ -26,7 +26,7 @@ function duration(maxDays: number) {
  * Retention: audit records older than `maxAge` are pruned behind a signed checkpoint (src/audit/retention.ts);
  * session receipts older than `maxAge` are deleted (src/receipts/receipt-retention.ts). Absent: kept for ever.
  */
-export const retentionSchema = z.strictObject({
+const retentionSchema = z.strictObject({
   /** How long a record or receipt is kept. */
   maxAge: duration(3650),
   /** How often the gateway prunes; the first run is at start. At most 7d: a timer cannot wait 25 days or more. */

@@ -1,9 +1,8 @@
-import { hostname } from 'node:os';
 import { emptyCatalog } from '../approvals/catalog-file.js';
 import { CatalogGuard } from '../approvals/catalog-guard.js';
 import { CatalogReloader } from '../approvals/catalog-reload.js';
-import { catalogSource, loadGatewayCatalog, updateCatalog } from '../approvals/catalog-source.js';
-import { approveServerTool, withServer, type ToolApproval } from '../approvals/compare.js';
+import { catalogSource, loadGatewayCatalog, localActor, updateCatalog } from '../approvals/catalog-source.js';
+import { approveServerTool, type ToolApproval } from '../approvals/compare.js';
 import { auditLogFromConfig, type AuditLog } from '../audit/audit-log.js';
 import type { AuditInput } from '../audit/record.js';
 import { AuditAnchoring } from '../audit/anchor-job.js';
@@ -92,7 +91,7 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
             ),
         });
   // The gateway writes approvals only for the admin API, which is then the writer the store's history names.
-  const source = gateway.catalog.mode === 'off' ? undefined : catalogSource(gateway.catalog, { ...(store === undefined ? {} : { store }), actor: `admin-api@${hostname()}` });
+  const source = gateway.catalog.mode === 'off' ? undefined : catalogSource(gateway.catalog, { ...(store === undefined ? {} : { store }), actor: localActor('admin-api') });
   const loaded = source === undefined ? undefined : await loadGatewayCatalog(gateway.catalog, source);
   const catalog = new CatalogGuard({
     mode: gateway.catalog.mode,
@@ -224,7 +223,7 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
       }
       const now = new Date();
       const { written } = await updateCatalog(source, (current) => ({
-        catalog: withServer(current, server, approveServerTool(current.servers[server], tool, live.definition, now)),
+        catalog: approveServerTool(current, server, tool, live.definition, now),
         result: undefined,
       }));
       await catalogReloader.reload();

@@ -64,12 +64,13 @@ export class ReceiptRetention extends PeriodicJob {
     const before = new Date(now.getTime() - maxAgeMs);
     let pruned = 0;
     try {
-      for (;;) {
+      // A close during the pause ends the run there, without another batch.
+      do {
         const deleted = await store.pruneReceipts(before, BATCH);
         pruned += deleted;
-        if (deleted < BATCH || signal.aborted) break;
+        if (deleted < BATCH) break;
         await sleep(PAUSE_MS, undefined, { signal }).catch(() => undefined);
-      }
+      } while (!signal.aborted);
       this.#lastError = undefined;
     } catch (error) {
       this.#lastError = errorMessage(error);

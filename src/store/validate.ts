@@ -37,6 +37,25 @@ export function checkName(value: unknown, what: string): string {
   return parsed.data;
 }
 
+export function checkDate(value: unknown, what: string): number {
+  if (!(value instanceof Date) || Number.isNaN(value.getTime())) throw invalid(`${what} must be a valid Date`);
+  return value.getTime();
+}
+
+/** A stored text: non-empty, at most `max` characters, no NUL (which PostgreSQL's TEXT refuses). */
+export function checkText(value: unknown, what: string, max: number): string {
+  if (typeof value !== 'string' || value.length === 0 || value.length > max || value.includes('\0')) {
+    throw invalid(`${what} must be a non-empty string of at most ${max} characters without NUL`);
+  }
+  return value;
+}
+
+/** A page or batch size. */
+export function checkLimit(limit: unknown, max: number): number {
+  if (!Number.isSafeInteger(limit) || (limit as number) < 1 || (limit as number) > max) throw invalid(`limit must be an integer from 1 to ${max}`);
+  return limit as number;
+}
+
 export function checkLevel(level: unknown): PermissionLevel {
   if (!PERMISSION_LEVELS.includes(level as PermissionLevel)) {
     throw invalid(`unknown permission level "${String(level)}"`, { level: String(level) });

@@ -53,6 +53,10 @@ describe('audit anchors', () => {
     assert.deepEqual((await store.listAuditAnchors()).map((a) => a.seq), [5, 8], 'a last anchor at shutdown');
     const result = await verifyAudit(store, { verifier: key });
     assert.deepEqual([result.ok, result.chains[0]?.anchors, result.chains[0]?.lastAnchorSeq], [true, 2, 8]);
+    // The log's copies of the stored anchors are the same anchors: counted once.
+    const stored = await store.listAuditAnchors();
+    const witnessed = await verifyAudit(store, { verifier: key, anchors: stored.map((a) => ({ ...a, signedAt: new Date(a.signedAt) })) });
+    assert.deepEqual([witnessed.ok, witnessed.chains[0]?.anchors], [true, 2]);
   });
 
   it('names a chain rewritten from an early record with every link recomputed, which the chain alone cannot show', async () => {

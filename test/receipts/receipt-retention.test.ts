@@ -73,6 +73,30 @@ describe('receipt retention', () => {
     await store.close();
   });
 
+  it('a close during the pause between batches ends the run there, without another batch', async () => {
+    const store = await storeWith(1200, 0);
+    let calls = 0;
+    let retention: ReceiptRetention | undefined;
+    const counting = {
+      pruneReceipts: async (before: Date, limit: number) => {
+        calls += 1;
+        const deleted = await store.pruneReceipts(before, limit);
+        // After this batch's answer the run is in its pause when the close comes.
+        if (calls === 1) setImmediate(() => void retention?.close());
+        return deleted;
+      },
+    };
+    retention = new ReceiptRetention({ store: counting, maxAgeMs: DAY, everyMs: DAY, logger: logLines().logger, now: () => NOW });
+    try {
+      await retention.runOnce();
+      assert.equal(calls, 1);
+      assert.equal(retention.status().lastPruned, 500);
+    } finally {
+      await retention.close();
+      await store.close();
+    }
+  });
+
   it('a store that fails: the error is in the status and the log, and the next run that completes clears it', async () => {
     const store = await storeWith(3, 0);
     let broken = true;

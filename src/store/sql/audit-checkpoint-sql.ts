@@ -1,5 +1,5 @@
 import type { AuditAnchorRow, AuditCheckpointRow } from '../store.js';
-import { invalid } from '../validate.js';
+import { checkDate, invalid } from '../validate.js';
 import { filterText, HEX64 } from './audit-sql.js';
 import type { SqlDriver, SqlRow, SqlValue } from './driver.js';
 
@@ -24,11 +24,6 @@ function checkSigned(value: Pick<AuditCheckpointRow, 'chainId' | 'seq' | 'hash' 
   if (typeof hash !== 'string' || !HEX64.test(hash)) throw invalid(`${what} hash must be 64 lowercase hex characters`);
   if (typeof keyId !== 'string' || !KEY_ID.test(keyId)) throw invalid(`${what} keyId must be 16 lowercase hex characters`);
   if (typeof signature !== 'string' || !SIGNATURE.test(signature)) throw invalid(`${what} signature must be a base64url Ed25519 signature`);
-}
-
-function checkDate(date: unknown, what: string): number {
-  if (!(date instanceof Date) || Number.isNaN(date.getTime())) throw invalid(`${what} must be a valid Date`);
-  return date.getTime();
 }
 
 function checkpointValues(checkpoint: AuditCheckpointRow): SqlValue[] {

@@ -1,5 +1,5 @@
 import type { AuditChainSummary, AuditRecordFilter, AuditRecordRow } from '../store.js';
-import { invalid } from '../validate.js';
+import { checkDate, invalid } from '../validate.js';
 import type { SqlDriver, SqlRow, SqlStatement, SqlValue } from './driver.js';
 
 /**
@@ -67,7 +67,7 @@ function count(value: unknown, what: string, min: number): number {
 /** A row's column values in {@link AUDIT_INSERT_ONE} order; STORE_INVALID for a malformed row. */
 export function auditRowValues(row: AuditRecordRow): SqlValue[] {
   if (typeof row !== 'object' || row === null) throw invalid('an audit record must be an object');
-  if (!(row.time instanceof Date) || Number.isNaN(row.time.getTime())) throw invalid('audit record time must be a valid Date');
+  const time = checkDate(row.time, 'audit record time');
   const optional = (field: Optional): string | null => (row[field] === undefined ? null : text(row[field], field));
   const number = (value: number | undefined, what: string): number | null => (value === undefined ? null : count(value, what, 0));
   const hex = (value: unknown, what: string): string => {
@@ -77,7 +77,7 @@ export function auditRowValues(row: AuditRecordRow): SqlValue[] {
   return [
     text(row.chainId, 'chainId', 128),
     count(row.seq, 'seq', 1),
-    row.time.getTime(),
+    time,
     text(row.kind, 'kind', 64),
     text(row.decision, 'decision', 64),
     optional('reason'),
@@ -138,8 +138,7 @@ export function filterText(value: unknown, what: string): string {
 }
 
 function filterTime(value: unknown, what: string): number {
-  if (!(value instanceof Date) || Number.isNaN(value.getTime())) throw invalid(`audit filter ${what} must be a valid Date`);
-  return value.getTime();
+  return checkDate(value, `audit filter ${what}`);
 }
 
 export async function listAuditRecords(driver: SqlDriver, filter: AuditRecordFilter): Promise<AuditRecordRow[]> {

@@ -1,5 +1,5 @@
 import type { CatalogApprovalsRecord, PutCatalogApprovalsInput } from '../store.js';
-import { invalid } from '../validate.js';
+import { checkLimit, checkText, invalid } from '../validate.js';
 import { batchConflict } from './map-error.js';
 import { HEX64 } from './audit-sql.js';
 import type { SqlExecutor, SqlRow } from './driver.js';
@@ -29,13 +29,9 @@ export async function putCatalogApprovals(driver: SqlExecutor, input: PutCatalog
   if (typeof input !== 'object' || input === null) throw invalid('catalog approvals must be an object');
   const version = checkVersion(input.version, 'catalog approvals version');
   const { document, snapshotHash, actor } = input;
-  if (typeof document !== 'string' || document.length === 0 || document.length > MAX_DOCUMENT || document.includes('\0')) {
-    throw invalid(`catalog approvals document must be a non-empty string of at most ${MAX_DOCUMENT} characters without NUL`);
-  }
+  checkText(document, 'catalog approvals document', MAX_DOCUMENT);
   if (typeof snapshotHash !== 'string' || !HEX64.test(snapshotHash)) throw invalid('catalog approvals snapshotHash must be 64 lowercase hex characters');
-  if (typeof actor !== 'string' || actor.length === 0 || actor.length > MAX_ACTOR || actor.includes('\0')) {
-    throw invalid(`catalog approvals actor must be a non-empty string of at most ${MAX_ACTOR} characters without NUL`);
-  }
+  checkText(actor, 'catalog approvals actor', MAX_ACTOR);
   const record: CatalogApprovalsRecord = { version, document, snapshotHash, createdAt: new Date(), actor };
   // Only on top of the newest version: a writer that read version 3 cannot store 5, nor 4 once another stored it
   // (the primary key refuses a second 4 even when both writers saw 3 at the same moment).
@@ -60,8 +56,7 @@ export async function getCatalogApprovalsVersion(driver: SqlExecutor): Promise<n
 }
 
 export async function listCatalogApprovals(driver: SqlExecutor, options: { readonly limit?: number } = {}): Promise<Omit<CatalogApprovalsRecord, 'document'>[]> {
-  const limit = options.limit ?? 100;
-  if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_LIST) throw invalid(`limit must be an integer from 1 to ${MAX_LIST}`);
+  const limit = checkLimit(options.limit ?? 100, MAX_LIST);
   const rows = await driver.all(`SELECT ${META_COLUMNS} FROM catalog_approvals ORDER BY version DESC LIMIT ?`, [limit]);
   return rows.map(toMeta);
 }

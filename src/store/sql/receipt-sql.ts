@@ -1,5 +1,5 @@
 import type { PutReceiptInput, SessionReceiptRecord } from '../store.js';
-import { invalid } from '../validate.js';
+import { checkDate, checkLimit, checkText, invalid } from '../validate.js';
 import type { SqlExecutor, SqlRow } from './driver.js';
 
 /**
@@ -13,10 +13,7 @@ const MAX_BODY = 64 * 1024;
 const SIGNATURE = /^[A-Za-z0-9_-]{1,200}$/;
 
 function checkSessionId(value: unknown): string {
-  if (typeof value !== 'string' || value.length === 0 || value.length > 200 || value.includes('\0')) {
-    throw invalid('receipt sessionId must be a non-empty string of at most 200 characters without NUL');
-  }
-  return value;
+  return checkText(value, 'receipt sessionId', 200);
 }
 
 function toReceipt(row: SqlRow): SessionReceiptRecord {
@@ -27,9 +24,7 @@ function toReceipt(row: SqlRow): SessionReceiptRecord {
 export async function putReceipt(driver: SqlExecutor, input: PutReceiptInput): Promise<SessionReceiptRecord> {
   if (typeof input !== 'object' || input === null) throw invalid('a receipt must be an object');
   const sessionId = checkSessionId(input.sessionId);
-  if (typeof input.body !== 'string' || input.body.length === 0 || input.body.length > MAX_BODY || input.body.includes('\0')) {
-    throw invalid(`receipt body must be a non-empty string of at most ${MAX_BODY} characters without NUL`);
-  }
+  checkText(input.body, 'receipt body', MAX_BODY);
   if (typeof input.signature !== 'string' || !SIGNATURE.test(input.signature)) throw invalid('receipt signature must be base64url');
   const record: SessionReceiptRecord = { sessionId, body: input.body, signature: input.signature, createdAt: new Date() };
   // Plain INSERT: a signed receipt is never replaced, so a second one for the session is a conflict.
@@ -50,11 +45,11 @@ export async function getReceipt(driver: SqlExecutor, sessionId: string): Promis
 const MAX_PRUNE_BATCH = 10_000;
 
 export async function pruneReceipts(driver: SqlExecutor, before: Date, limit: number): Promise<number> {
-  if (!(before instanceof Date) || Number.isNaN(before.getTime())) throw invalid('before must be a valid Date');
-  if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_PRUNE_BATCH) throw invalid(`limit must be an integer from 1 to ${MAX_PRUNE_BATCH}`);
+  const cutoff = checkDate(before, 'before');
+  checkLimit(limit, MAX_PRUNE_BATCH);
   // Neither SQLite (as built) nor PostgreSQL takes DELETE … LIMIT; the oldest first, through the created_at index.
   return driver.run(
     'DELETE FROM session_receipts WHERE session_id IN (SELECT session_id FROM session_receipts WHERE created_at < CAST(? AS BIGINT) ORDER BY created_at LIMIT CAST(? AS BIGINT))',
-    [before.getTime(), limit],
+    [cutoff, limit],
   );
 }

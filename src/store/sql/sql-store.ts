@@ -31,7 +31,7 @@ import type {
   VaultSecretRecord,
   VaultSecretReplacement,
 } from '../store.js';
-import { checkLevel, checkName, checkPermissionDocument, checkToolsetEntries, checkVaultSecretInput, invalid, notFound } from '../validate.js';
+import { checkDate, checkLevel, checkName, checkPermissionDocument, checkToolsetEntries, checkVaultSecretInput, invalid, notFound } from '../validate.js';
 import { listAuditAnchors, listAuditCheckpoints, pruneAuditChain, putAuditAnchor } from './audit-checkpoint-sql.js';
 import { appendAuditRecords, listAuditChainHeads, listAuditChains, listAuditRecords } from './audit-sql.js';
 import { getReceipt, pruneReceipts, putReceipt } from './receipt-sql.js';
@@ -42,11 +42,6 @@ import { toKey, toOrg, toPermission, toPrincipal, toTeam, toToolset, toVaultSecr
 
 const KEY_SELECT =
   'SELECT k.*, p.kind AS principal_kind, p.org_id AS org_id FROM api_keys k JOIN principals p ON p.id = k.principal_id';
-
-function checkDate(value: unknown, what: string): number {
-  if (!(value instanceof Date) || Number.isNaN(value.getTime())) throw invalid(`${what} must be a valid Date`);
-  return value.getTime();
-}
 
 function checkId(value: unknown, what: string): string {
   if (typeof value !== 'string' || value.length === 0 || value.length > 200) throw invalid(`${what} must be a non-empty string`);
