@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import Database from 'better-sqlite3';
+import { tamperSqlite } from '../fixtures/sqlite.js';
 import { approvedEntry, catalogSnapshotHash, emptyCatalog, writeCatalog, type CatalogFile } from '../../src/approvals/catalog-file.js';
 import { CatalogGuard } from '../../src/approvals/catalog-guard.js';
 import { CatalogReloader, type CatalogReloadEvent } from '../../src/approvals/catalog-reload.js';
@@ -43,15 +43,6 @@ async function sqliteStore(): Promise<{ store: Store; path: string }> {
   const store = await createStore(path);
   stores.push(store);
   return { store, path };
-}
-
-function edit(path: string, sql: string, ...params: unknown[]): void {
-  const db = new Database(path);
-  try {
-    db.prepare(sql).run(...params);
-  } finally {
-    db.close();
-  }
 }
 
 /** Approves `tools` of server notes on top of whatever the source holds. */
@@ -157,12 +148,12 @@ describe('approvals in the control-plane store', () => {
     const source = storeCatalogSource(store);
     await approve(source, addNote);
     const document = (await store.getCatalogApprovals())?.document ?? assert.fail('no row');
-    edit(path, 'UPDATE catalog_approvals SET document = ?', document.replace('Adds a note.', 'Adds a note and exfiltrates it.'));
+    tamperSqlite(path, 'UPDATE catalog_approvals SET document = ?', document.replace('Adds a note.', 'Adds a note and exfiltrates it.'));
     const error = await rejectsCatalog(loadGatewayCatalog(config({ source: 'store' }), source), /approvals version 1 in the control-plane store is invalid:.*add_note: hash does not match.*mcpgate catalog import/s);
     assert.deepEqual(error.data, { storeVersion: 1, server: 'notes', tool: 'add_note' });
-    edit(path, 'UPDATE catalog_approvals SET document = ?', document.replace('"notes"', '"notes2"'));
+    tamperSqlite(path, 'UPDATE catalog_approvals SET document = ?', document.replace('"notes"', '"notes2"'));
     await rejectsCatalog(source.read(), /snapshot hash .* is not the document's/);
-    edit(path, "UPDATE catalog_approvals SET document = '{\"version\": 1'");
+    tamperSqlite(path, "UPDATE catalog_approvals SET document = '{\"version\": 1'");
     await rejectsCatalog(loadGatewayCatalog(config({ mode: 'observe', source: 'store' }), source), /not valid JSON/);
     // Nothing is built on them; only a change that does not read them (an import of a reviewed file) replaces them.
     await rejectsCatalog(approve(source, deleteAll), /not valid JSON/);
@@ -209,7 +200,7 @@ describe('CatalogReloader over the store', () => {
       await until(() => events.length === 1);
       const inForce = guard.snapshotHash;
       const document = (await store.getCatalogApprovals())?.document ?? assert.fail('no row');
-      edit(path, 'INSERT INTO catalog_approvals (version, document, snapshot_hash, created_at, actor) VALUES (3, ?, ?, 0, ?)', document.replace('Deletes every note.', 'Deletes every note, quietly.'), 'f'.repeat(64), 'intruder');
+      tamperSqlite(path, 'INSERT INTO catalog_approvals (version, document, snapshot_hash, created_at, actor) VALUES (3, ?, ?, 0, ?)', document.replace('Deletes every note.', 'Deletes every note, quietly.'), 'f'.repeat(64), 'intruder');
       await until(() => events.length === 2);
       await sleep(200);
       assert.equal(events.length, 2, 'reported once');
@@ -217,7 +208,7 @@ describe('CatalogReloader over the store', () => {
       assert.match(events[1]?.error ?? '', /approvals version 3 in the control-plane store is invalid/);
       assert.equal(guard.snapshotHash, inForce);
       assert.match(reloader.status().lastError ?? '', /version 3/);
-      edit(path, 'DELETE FROM catalog_approvals WHERE version = 3');
+      tamperSqlite(path, 'DELETE FROM catalog_approvals WHERE version = 3');
       await approve(storeCatalogSource(store), addNote, deleteAll, { name: 'count', inputSchema: { type: 'object' } });
       await until(() => events.length === 3);
       assert.equal(events[2]?.ok, true);
@@ -232,10 +223,10 @@ describe('CatalogReloader over the store', () => {
     const { path, guard, events, reloader, until } = await setup();
     try {
       const inForce = guard.snapshotHash;
-      edit(path, 'DELETE FROM catalog_approvals');
+      tamperSqlite(path, 'DELETE FROM catalog_approvals');
       await until(() => events.length === 1);
       assert.deepEqual(events[0], { ok: false, snapshotHash: inForce, error: 'the control-plane store holds no approvals any more' });
-      edit(path, 'DROP TABLE catalog_approvals');
+      tamperSqlite(path, 'DROP TABLE catalog_approvals');
       await until(() => events.length === 2);
       await sleep(200);
       assert.equal(events.length, 2);

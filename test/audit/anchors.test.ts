@@ -8,7 +8,8 @@ import { pruneAudit } from '../../src/audit/retention.js';
 import { verifyAudit } from '../../src/audit/verify.js';
 import { ReceiptSigner } from '../../src/receipts/receipt.js';
 import type { AuditAnchorRow } from '../../src/store/store.js';
-import { captureLogger, rewriteChain, sqliteStore, tamperSqlite } from './helpers.js';
+import { tamperSqlite } from '../fixtures/sqlite.js';
+import { captureLogger, rewriteChain, sqliteStore } from './helpers.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 after(async () => {

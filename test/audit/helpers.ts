@@ -112,13 +112,3 @@ export function rewriteChain(path: string, chainId: string, seq: number, tool: s
     db.close();
   }
 }
-
-/** Runs one statement on the SQLite file behind the store's back, as someone with file access would; rows changed. */
-export function tamperSqlite(path: string, sql: string, ...params: (string | number)[]): number {
-  const db = new Database(path);
-  try {
-    return db.prepare(sql).run(...params).changes;
-  } finally {
-    db.close();
-  }
-}

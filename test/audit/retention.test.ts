@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { generateKeyPairSync } from 'node:crypto';
 import { after, describe, it } from 'node:test';
-import Database from 'better-sqlite3';
 import { AuditLog } from '../../src/audit/audit-log.js';
 import { checkpointStatement } from '../../src/audit/checkpoint.js';
 import type { AuditReader } from '../../src/audit/query.js';
@@ -12,7 +11,8 @@ import { ReceiptSigner, statementVerifier } from '../../src/receipts/receipt.js'
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import type { Store } from '../../src/store/store.js';
 import { PG_SERVER, ThrowawayDatabases } from '../fixtures/postgres.js';
-import { captureLogger, sqliteStore, tamperSqlite } from './helpers.js';
+import { tamperSqlite } from '../fixtures/sqlite.js';
+import { captureLogger, sqliteStore } from './helpers.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 after(async () => {
@@ -223,12 +223,7 @@ describe('verifyAudit of a pruned chain', () => {
 
   it('ignores rows that came back below the checkpoint (a replayed journal), and the next prune sweeps them', async () => {
     const { store, path } = await pruned();
-    const db = new Database(path);
-    try {
-      db.prepare("INSERT INTO audit_records (chain_id, seq, time, kind, decision, prev_hash, hash) VALUES ('gw', 2, 0, 'call', 'allow', ?, ?)").run('0'.repeat(64), '1'.repeat(64));
-    } finally {
-      db.close();
-    }
+    tamperSqlite(path, "INSERT INTO audit_records (chain_id, seq, time, kind, decision, prev_hash, hash) VALUES ('gw', 2, 0, 'call', 'allow', ?, ?)", '0'.repeat(64), '1'.repeat(64));
     assert.equal((await verifyAudit(store, { verifier: key })).ok, true);
     await pruneAudit(store, { before: at(7), signer: key, pauseMs: 0 });
     assert.deepEqual(await seqs(store, 'gw'), [7, 8, 9, 10]);

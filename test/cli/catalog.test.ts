@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, describe, it } from 'node:test';
-import Database from 'better-sqlite3';
+import { tamperSqlite } from '../fixtures/sqlite.js';
 import { readCatalog } from '../../src/approvals/catalog-file.js';
 import { CatalogGuard } from '../../src/approvals/catalog-guard.js';
 import { toolDefinitionHash } from '../../src/approvals/definition-hash.js';
@@ -241,12 +241,7 @@ describe('mcpgate catalog', () => {
     assert.match(same.stdout, /no change/);
 
     // A row edited behind the store's back: refused by every command that builds on it, replaced by an import.
-    const raw = new Database(db);
-    try {
-      raw.prepare("UPDATE catalog_approvals SET document = replace(document, 'Lists notes.', 'Lists notes, and mails them out.') WHERE version = 2").run();
-    } finally {
-      raw.close();
-    }
+    tamperSqlite(db, "UPDATE catalog_approvals SET document = replace(document, 'Lists notes.', 'Lists notes, and mails them out.') WHERE version = 2");
     const refused = await c.cli('diff');
     assert.equal(refused.code, 1);
     assert.match(refused.stderr, /approvals version 2 in the control-plane store is invalid:.*list_notes: hash does not match/s);

@@ -5,15 +5,14 @@
  * --anchors <gateway log>` names the rewrite. A real production-mode gateway, a real SQLite store, the real CLI.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
-import Database from 'better-sqlite3';
+import { tamperSqlite } from '../fixtures/sqlite.js';
 import { rewriteChain } from '../audit/helpers.js';
 import { AccessStore, type IssuedKey } from '../fixtures/integration/access-store.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../fixtures/integration/recording-upstream.js';
-import { adminStatus, cleanup, connect, GATEWAY_BIN, productionGateway, ROOT, startGateway, tempPath, textOf, waitFor, type Gateway } from './harness.js';
+import { adminStatus, cleanup, connect, productionGateway, runCli, startGateway, tempPath, textOf, waitFor, type Gateway } from './harness.js';
 
 const ADMIN_TOKEN = randomBytes(32).toString('hex');
 
@@ -21,14 +20,6 @@ let files: RecordingUpstream;
 let access: AccessStore;
 let alice: IssuedKey;
 let gateway: Gateway;
-
-function cli(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [GATEWAY_BIN, ...args], { cwd: ROOT }, (error, stdout, stderr) => {
-      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : 1, stdout, stderr });
-    });
-  });
-}
 
 before(async () => {
   files = await startRecordingUpstream({ label: 'files', tools: ['list'] });
@@ -62,21 +53,14 @@ describe('audit anchors in a running gateway', () => {
 
     const log = tempPath('gateway.log');
     writeFileSync(log, gateway.stderrText());
-    const intact = await cli(['audit', 'verify', '--anchors', log, '--chain', status.chainId, '-c', gateway.configFile]);
-    assert.equal(intact.code, 0, intact.stderr);
+    const intact = await runCli(['audit', 'verify', '--anchors', log, '--chain', status.chainId, '-c', gateway.configFile]);
     assert.match(intact.stdout, new RegExp(`^chain ${status.chainId}: \\d+ record\\(s\\), \\d+ signed head\\(s\\) up to seq \\d+, ok$`, 'm'));
 
     rewriteChain(access.path, status.chainId, 2, 'files__forged');
-    const db = new Database(access.path);
-    try {
-      db.prepare('DELETE FROM audit_anchors').run();
-    } finally {
-      db.close();
-    }
-    const alone = await cli(['audit', 'verify', '--chain', status.chainId, '-c', gateway.configFile]);
-    assert.equal(alone.code, 0, 'the chain alone cannot show a rewrite');
-    const witnessed = await cli(['audit', 'verify', '--anchors', log, '--chain', status.chainId, '-c', gateway.configFile]);
-    assert.equal(witnessed.code, 3, witnessed.stdout + witnessed.stderr);
+    tamperSqlite(access.path, 'DELETE FROM audit_anchors');
+    // The chain alone cannot show the rewrite (exit 0); the log's anchors do (exit 3).
+    await runCli(['audit', 'verify', '--chain', status.chainId, '-c', gateway.configFile]);
+    const witnessed = await runCli(['audit', 'verify', '--anchors', log, '--chain', status.chainId, '-c', gateway.configFile], 3);
     assert.match(witnessed.stdout, /BROKEN at seq \d+: anchor mismatch \(the gateway signed hash [0-9a-f]{64} for seq \d+; the chain has [0-9a-f]{64}: it was rewritten\)/);
   });
 });

@@ -6,16 +6,14 @@
  * `mcpgate audit verify` accepts, and calls are served again.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { createStore } from '../../src/store/create-store.js';
 import { AccessStore, type IssuedKey } from '../fixtures/integration/access-store.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../fixtures/integration/recording-upstream.js';
 import { PG_SERVER, ThrowawayDatabases } from '../fixtures/postgres.js';
-import { adminStatus, productionGateway, cleanup, connect, GATEWAY_BIN, raw, rejectsMcp, ROOT, startGateway, textOf, waitFor, type Gateway } from './harness.js';
+import { adminStatus, productionGateway, cleanup, connect, raw, rejectsMcp, runCli, startGateway, textOf, waitFor, type Gateway } from './harness.js';
 
 const ADMIN_TOKEN = randomBytes(32).toString('hex');
 const MAX_WAIT_MS = 1500;
@@ -111,7 +109,7 @@ describe('a stuck audit store under a running gateway', () => {
     } finally {
       await store.close();
     }
-    const verified = await promisify(execFile)(process.execPath, [GATEWAY_BIN, 'audit', 'verify', '-c', gateway.configFile], { cwd: ROOT });
+    const verified = await runCli(['audit', 'verify', '-c', gateway.configFile]);
     assert.match(verified.stdout, /ok|verified/i);
   });
 });

@@ -6,15 +6,13 @@
  * way, with a record of it.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { createStore } from '../../src/store/create-store.js';
 import type { AuditCheckpointRow, AuditRecordRow } from '../../src/store/store.js';
 import { AccessStore, type IssuedKey } from '../fixtures/integration/access-store.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../fixtures/integration/recording-upstream.js';
-import { adminStatus, cleanup, connect, GATEWAY_BIN, mcpHeaders, productionGateway, raw, rawSession, ROOT, startGateway, tempPath, textOf, waitFor, type Gateway } from './harness.js';
+import { adminStatus, cleanup, connect, mcpHeaders, productionGateway, raw, rawSession, runCli, startGateway, tempPath, textOf, waitFor, type Gateway } from './harness.js';
 
 const ADMIN_TOKEN = randomBytes(32).toString('hex');
 
@@ -86,7 +84,7 @@ describe('audit retention in a running gateway', () => {
     assert.ok((status.lastPruned ?? -1) >= 0 && status.lastRunAt !== undefined);
     assert.deepEqual(status.problems, []);
 
-    const verify = await promisify(execFile)(process.execPath, [GATEWAY_BIN, 'audit', 'verify', '--chain', chainId, '-c', gateway.configFile], { cwd: ROOT });
+    const verify = await runCli(['audit', 'verify', '--chain', chainId, '-c', gateway.configFile]);
     assert.match(verify.stdout, new RegExp(`^chain ${chainId}: \\d+ record\\(s\\) after checkpoint seq \\d+ \\(\\d+ pruned\\), ok$`, 'm'));
     // Calls keep working and keep being recorded after a prune.
     assert.equal(textOf(await client.callTool({ name: 'files__list', arguments: {} })), 'files:list');

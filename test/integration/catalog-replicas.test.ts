@@ -7,9 +7,7 @@
  * replica's admin API, by the live hash its drift showed, is released on both.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { approvedEntry, writeCatalog } from '../../src/approvals/catalog-file.js';
@@ -18,10 +16,9 @@ import type { AuditRecordRow } from '../../src/store/store.js';
 import { AccessStore, type IssuedKey } from '../fixtures/integration/access-store.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../fixtures/integration/recording-upstream.js';
 import { PG_SERVER, ThrowawayDatabases } from '../fixtures/postgres.js';
-import { adminStatus, cleanup, connect, GATEWAY_BIN, productionGateway, raw, rejectsMcp, ROOT, startGateway, tempPath, textOf, waitFor, writeConfig, type Gateway } from './harness.js';
+import { adminStatus, cleanup, connect, productionGateway, raw, rejectsMcp, runCli, startGateway, tempPath, textOf, waitFor, writeConfig, type Gateway } from './harness.js';
 
 const ADMIN_TOKEN = randomBytes(32).toString('hex');
-const run = promisify(execFile);
 
 const databases = new ThrowawayDatabases('mcpgate_catalog_replicas');
 let url: string;
@@ -54,8 +51,7 @@ async function catalogRecords(): Promise<AuditRecordRow[]> {
 }
 
 function cli(...args: string[]) {
-  // Not spawnSync: the upstream the CLI lists runs in this process.
-  return run(process.execPath, [GATEWAY_BIN, 'catalog', ...args, '-c', configFile], { cwd: ROOT });
+  return runCli(['catalog', ...args, '-c', configFile]);
 }
 
 before(async () => {

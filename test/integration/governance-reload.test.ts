@@ -6,8 +6,6 @@
  * real CLI.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
@@ -17,7 +15,7 @@ import type { AuditRecordRow } from '../../src/store/store.js';
 import { createStore } from '../../src/store/create-store.js';
 import { AccessStore, type IssuedKey } from '../fixtures/integration/access-store.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../fixtures/integration/recording-upstream.js';
-import { adminStatus, productionGateway, cleanup, connect, GATEWAY_BIN, raw, rejectsMcp, ROOT, startGateway, tempPath, textOf, waitFor, type Gateway } from './harness.js';
+import { adminStatus, productionGateway, cleanup, connect, raw, rejectsMcp, runCli, startGateway, tempPath, textOf, waitFor, type Gateway } from './harness.js';
 
 const ADMIN_TOKEN = randomBytes(32).toString('hex');
 
@@ -93,8 +91,7 @@ describe('governance changes in a running gateway', () => {
     assert.match((await rejectsMcp(client.callTool({ name: 'files__delete', arguments: {} }))).message, /quarantined/);
     const before = await governance();
 
-    // Not spawnSync: the upstream the CLI lists runs in this process.
-    const approve = await promisify(execFile)(process.execPath, [GATEWAY_BIN, 'catalog', 'approve', 'files', 'delete', '-c', gateway.configFile], { cwd: ROOT });
+    const approve = await runCli(['catalog', 'approve', 'files', 'delete', '-c', gateway.configFile]);
     assert.match(approve.stdout, /tool "delete" of server "files": approved/);
 
     const after = await waitFor(async () => {

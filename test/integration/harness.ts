@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request as httpRequest, type Agent, type IncomingHttpHeaders } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -297,6 +297,29 @@ export function textOf(result: unknown): string {
 /** The fixture answers with JSON text; this parses it. */
 export function jsonOf(result: unknown): Record<string, unknown> {
   return JSON.parse(textOf(result)) as Record<string, unknown>;
+}
+
+export interface CliRun {
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/**
+ * Runs the built `mcpgate` CLI and checks that it exits with `expectCode`. Not spawnSync: an upstream the CLI
+ * reaches may be served by this very process.
+ */
+export function runCli(args: readonly string[], expectCode = 0): Promise<CliRun> {
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, [GATEWAY_BIN, ...args], { cwd: ROOT }, (error, stdout, stderr) => {
+      const code = error === null ? 0 : typeof error.code === 'number' ? error.code : 1;
+      try {
+        assert.equal(code, expectCode, `mcpgate ${args.join(' ')} exited ${code}:\n${stdout}${stderr}`);
+        resolve({ stdout, stderr });
+      } catch (failure) {
+        reject(failure as Error);
+      }
+    });
+  });
 }
 
 /** Awaits a promise that must reject with an McpError, and returns it. */

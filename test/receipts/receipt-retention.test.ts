@@ -3,10 +3,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import Database from 'better-sqlite3';
-import { createLogger } from '../../src/observability/logger.js';
 import { ReceiptRetention } from '../../src/receipts/receipt-retention.js';
 import { createStore } from '../../src/store/create-store.js';
+import { captureLogger } from '../audit/helpers.js';
+import { tamperSqlite } from '../fixtures/sqlite.js';
 
 const root = mkdtempSync(join(tmpdir(), 'mcpgate-receipt-retention-'));
 after(() => rmSync(root, { recursive: true, force: true }));
@@ -21,26 +21,15 @@ async function storeWith(old: number, young: number) {
   const store = await createStore(path);
   const signature = 'A'.repeat(86);
   for (let i = 0; i < old + young; i += 1) await store.putReceipt({ sessionId: `s-${i}`, body: `{"n":${i}}`, signature });
-  const db = new Database(path);
-  try {
-    db.prepare('UPDATE session_receipts SET created_at = ? WHERE CAST(substr(session_id, 3) AS INTEGER) < ?').run(NOW.getTime() - 40 * DAY, old);
-    db.prepare('UPDATE session_receipts SET created_at = ? WHERE CAST(substr(session_id, 3) AS INTEGER) >= ?').run(NOW.getTime() - DAY, old);
-  } finally {
-    db.close();
-  }
+  tamperSqlite(path, 'UPDATE session_receipts SET created_at = ? WHERE CAST(substr(session_id, 3) AS INTEGER) < ?', NOW.getTime() - 40 * DAY, old);
+  tamperSqlite(path, 'UPDATE session_receipts SET created_at = ? WHERE CAST(substr(session_id, 3) AS INTEGER) >= ?', NOW.getTime() - DAY, old);
   return store;
-}
-
-function logLines() {
-  const lines: Record<string, unknown>[] = [];
-  const logger = createLogger({ level: 'info', name: 'test', destination: { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) } });
-  return { lines, logger };
 }
 
 describe('receipt retention', () => {
   it('deletes the receipts older than maxAge in batches, keeps the younger ones, reports once per run', async () => {
     const store = await storeWith(1203, 3);
-    const { lines, logger } = logLines();
+    const { lines, logger } = captureLogger();
     const runs: { pruned: number; before: Date }[] = [];
     const retention = new ReceiptRetention({ store, maxAgeMs: 30 * DAY, everyMs: DAY, logger, now: () => NOW, onRun: (run) => runs.push(run) });
     try {
@@ -50,7 +39,7 @@ describe('receipt retention', () => {
       assert.equal(await store.getReceipt('s-1202'), undefined);
       for (const young of ['s-1203', 's-1204', 's-1205']) assert.ok(await store.getReceipt(young), young);
       assert.deepEqual(retention.status(), { maxAgeMs: 30 * DAY, everyMs: DAY, lastRunAt: NOW.toISOString(), lastPruned: 1203 });
-      assert.ok(lines.some((line) => line.msg === 'session receipts pruned' && line.pruned === 1203));
+      assert.ok(lines().some((line) => line.msg === 'session receipts pruned' && line.pruned === 1203));
       // Nothing left to delete: no record, no log line.
       await retention.runOnce();
       assert.equal(runs.length, 1);
@@ -64,7 +53,7 @@ describe('receipt retention', () => {
   it('runs at start on its schedule, and stops with close', async () => {
     const store = await storeWith(2, 0);
     const runs: number[] = [];
-    const retention = new ReceiptRetention({ store, maxAgeMs: DAY, everyMs: 60_000, logger: logLines().logger, now: () => NOW, onRun: ({ pruned }) => runs.push(pruned) });
+    const retention = new ReceiptRetention({ store, maxAgeMs: DAY, everyMs: 60_000, logger: captureLogger().logger, now: () => NOW, onRun: ({ pruned }) => runs.push(pruned) });
     retention.start();
     await retention.runOnce();
     await retention.close();
@@ -76,17 +65,16 @@ describe('receipt retention', () => {
   it('a close during the pause between batches ends the run there, without another batch', async () => {
     const store = await storeWith(1200, 0);
     let calls = 0;
-    let retention: ReceiptRetention | undefined;
     const counting = {
       pruneReceipts: async (before: Date, limit: number) => {
         calls += 1;
         const deleted = await store.pruneReceipts(before, limit);
         // After this batch's answer the run is in its pause when the close comes.
-        if (calls === 1) setImmediate(() => void retention?.close());
+        if (calls === 1) setImmediate(() => void retention.close());
         return deleted;
       },
     };
-    retention = new ReceiptRetention({ store: counting, maxAgeMs: DAY, everyMs: DAY, logger: logLines().logger, now: () => NOW });
+    const retention = new ReceiptRetention({ store: counting, maxAgeMs: DAY, everyMs: DAY, logger: captureLogger().logger, now: () => NOW });
     try {
       await retention.runOnce();
       assert.equal(calls, 1);
@@ -103,12 +91,12 @@ describe('receipt retention', () => {
     const failing = {
       pruneReceipts: (before: Date, limit: number) => (broken ? Promise.reject(new Error('connection refused')) : store.pruneReceipts(before, limit)),
     };
-    const { lines, logger } = logLines();
+    const { lines, logger } = captureLogger();
     const retention = new ReceiptRetention({ store: failing, maxAgeMs: DAY, everyMs: DAY, logger, now: () => NOW });
     try {
       await retention.runOnce();
       assert.deepEqual(retention.status(), { maxAgeMs: DAY, everyMs: DAY, lastPruned: 0, lastError: 'connection refused' });
-      assert.ok(lines.some((line) => line.msg === 'receipt retention run failed; the next run tries again'));
+      assert.ok(lines().some((line) => line.msg === 'receipt retention run failed; the next run tries again'));
       broken = false;
       await retention.runOnce();
       assert.deepEqual(retention.status(), { maxAgeMs: DAY, everyMs: DAY, lastRunAt: NOW.toISOString(), lastPruned: 3 });

@@ -8,7 +8,7 @@ import { MIGRATIONS } from '../../src/store/migrations/migrations.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { runAuditStoreContract } from './audit-contract.js';
 import { runCatalogStoreContract } from './catalog-contract.js';
-import { runStoreContract, type ContractDatabase, type StoreHarness } from './store-contract.js';
+import { rejectsWith, runStoreContract, type ContractDatabase, type StoreHarness } from './store-contract.js';
 import { PG_SERVER, ThrowawayDatabases, withPgClient as withClient } from '../fixtures/postgres.js';
 
 const databases = new ThrowawayDatabases('mcpgate_test');
@@ -96,14 +96,14 @@ describe('PostgreSQL store specifics', () => {
       assert.equal((await store.listAuditRecords({ chainId: 'c', limit: 10 })).length, 3);
 
       sent.length = 0;
-      await assert.rejects(store.appendAuditRecords([{ ...rows[0]!, seq: 4, hash: hash(4) }, rows[1]!]), (e: unknown) => GatewayError.is(e) && e.code === 'MCPGATE_ERR_STORE_CONFLICT');
+      await rejectsWith(store.appendAuditRecords([{ ...rows[0]!, seq: 4, hash: hash(4) }, rows[1]!]), 'MCPGATE_ERR_STORE_CONFLICT');
       assert.equal((await store.listAuditRecords({ chainId: 'c', limit: 10 })).length, 3, 'a failed INSERT stores none of its rows');
 
       sent.length = 0;
       // No such secret: the UPDATE changes no row, and the transaction rolls it back.
       const base64 = (bytes: number): string => randomBytes(bytes).toString('base64');
       const stale = { principalId: principal.id, server: 'files', keyId: '0123456789abcdef', nonce: base64(12), ciphertext: base64(40), expectedNonce: base64(12) };
-      await assert.rejects(store.replaceVaultSecrets([stale]), (e: unknown) => GatewayError.is(e) && e.code === 'MCPGATE_ERR_STORE_CONFLICT');
+      await rejectsWith(store.replaceVaultSecrets([stale]), 'MCPGATE_ERR_STORE_CONFLICT');
       assert.deepEqual(sent.map((text) => text.split(' ')[0]), ['BEGIN', 'UPDATE', 'ROLLBACK']);
     } finally {
       pg.Client.prototype.query = query;
