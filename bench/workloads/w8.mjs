@@ -14,6 +14,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { DEFAULT_PG_SERVER, loadPg, pgAdmin } from '../lib/postgres.mjs';
 import { fmt, spreadOf } from '../lib/stats.mjs';
 
 /** Defaults merged under `profile.w8` (override with `--set w8.ops=5000` etc.). */
@@ -42,7 +43,7 @@ export const W8_DEFAULTS = {
   /** Store calls in flight while seeding (PostgreSQL benefits; SQLite runs them one by one anyway). */
   seedConcurrency: 16,
   /** PostgreSQL server (trust auth); an empty string skips PostgreSQL. */
-  postgres: 'postgres://postgres@127.0.0.1:5432',
+  postgres: DEFAULT_PG_SERVER,
 };
 
 const CLIENT_IP = '10.1.2.3';
@@ -362,19 +363,11 @@ function touchBehaviour(root) {
 async function postgresDatabase(server, log) {
   let pg;
   try {
-    pg = (await import('pg')).default;
+    pg = await loadPg();
   } catch (error) {
     return { skip: `the pg module cannot be loaded (${error.message})` };
   }
-  const admin = async (sql) => {
-    const client = new pg.Client({ connectionString: `${server}/postgres`, connectionTimeoutMillis: 3000 });
-    await client.connect();
-    try {
-      return await client.query(sql);
-    } finally {
-      await client.end();
-    }
-  };
+  const admin = pgAdmin(pg, server);
   const name = `mcpgate_bench_${randomBytes(6).toString('hex')}`;
   try {
     await admin(`CREATE DATABASE ${name}`);

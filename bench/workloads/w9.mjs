@@ -17,11 +17,11 @@
 import { execFileSync } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { cpus } from 'node:os';
 import { GATEWAY_CORE, governanceLines, startMcpgate } from '../lib/contenders.mjs';
+import { DEFAULT_PG_SERVER, loadPg, pgAdmin } from '../lib/postgres.mjs';
 import { canPin } from '../lib/proc.mjs';
 import { median, spread } from '../lib/stats.mjs';
 import { point } from './w1.mjs';
@@ -43,7 +43,7 @@ export const W9_DEFAULTS = {
   modes: W9_MODES,
   pin: 'process',
   store: 'sqlite',
-  pgUrl: 'postgres://postgres@127.0.0.1:5432',
+  pgUrl: DEFAULT_PG_SERVER,
   pathRecords: 100_000,
   pathRuns: 3,
   pairedRounds: 3,
@@ -110,22 +110,10 @@ async function pairedRatios(contenders, concurrency, profile, rounds) {
 const round3 = (value) => Math.round(value * 1000) / 1000;
 const round1 = (value) => Math.round(value * 10) / 10;
 
-/**
- * Throwaway PostgreSQL databases, one per gateway, dropped at the end. node-postgres comes from the gateway's own
- * dependencies: the bench's do not include it.
- */
-function pgDatabases(ctx, pgUrl) {
-  const pg = createRequire(join(ctx.root, 'package.json'))('pg');
+/** Throwaway PostgreSQL databases, one per gateway, dropped at the end. */
+async function pgDatabases(pgUrl) {
+  const admin = pgAdmin(await loadPg(), pgUrl);
   const names = [];
-  const admin = async (sql) => {
-    const client = new pg.Client({ connectionString: `${pgUrl}/postgres` });
-    await client.connect();
-    try {
-      await client.query(sql);
-    } finally {
-      await client.end();
-    }
-  };
   return {
     async create(mode) {
       const name = `mcpgate_w9_${mode.toLowerCase()}_${process.pid}_${names.length}`;
@@ -170,7 +158,7 @@ export async function runW9(ctx, profile) {
   if (settings.store !== 'sqlite' && settings.store !== 'postgres') throw new Error(`W9: store must be sqlite or postgres, not ${settings.store}`);
   const modes = ['off', ...settings.modes.filter((mode) => mode !== 'off')];
   const configs = modeConfigs(ctx, settings.store);
-  const databases = settings.store === 'postgres' ? pgDatabases(ctx, settings.pgUrl) : undefined;
+  const databases = settings.store === 'postgres' ? await pgDatabases(settings.pgUrl) : undefined;
   const contenders = [];
   const rows = [];
   try {
