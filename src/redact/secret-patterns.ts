@@ -90,9 +90,10 @@ function mixedCase(secret: string): boolean {
 
 const SHAPES: ShapePattern[] = [
   {
-    // RFC 6750 b64token. The lookahead skips WWW-Authenticate parameters (`Bearer realm="..."`).
+    // RFC 6750 b64token. The lookahead skips WWW-Authenticate parameters (`Bearer realm="..."`). `\t` as two
+    // characters is a tab inside JSON text (a tool that answers with its request's headers, stringified).
     kind: 'bearer',
-    regex: /\bbearer[ \t]+(?![A-Za-z_-]+=")([A-Za-z0-9._~+/-]{8,4096}=*)/dgi,
+    regex: /\bbearer(?:[ \t]|\\t)+(?![A-Za-z_-]+=")([A-Za-z0-9._~+/-]{8,4096}=*)/dgi,
     groups: [1],
   },
   {
@@ -107,9 +108,11 @@ const SHAPES: ShapePattern[] = [
     regex: new RegExp(`(?<![${B64URL}])eyJ[${B64URL}]{4,16384}\\.[${B64URL}]{2,65536}\\.[${B64URL}]{0,4096}`, 'g'),
   },
   {
-    // Gateway keys are `mcpg_` + 43; shorter tails are matched too so a truncated key still masks.
+    // Gateway keys are `mcpg_` + 43; shorter tails are matched too so a truncated key still masks. No
+    // lookbehind: whatever precedes the prefix (`xmcpg_`, `,mcpg_`, the `t` of an escaped `\tmcpg_` in JSON
+    // text) it is still our key (issue 22 A1). Linear without one: a failed attempt reads at most 12 characters.
     kind: 'mcpgate-key',
-    regex: new RegExp(`(?<![${B64URL}])mcpg_[${B64URL}]{8,4096}`, 'g'),
+    regex: new RegExp(`mcpg_[${B64URL}]{8,4096}`, 'g'),
   },
   {
     kind: 'aws-access-key-id',

@@ -9,6 +9,9 @@ import {
   redactValue,
   redactValueWithReport,
 } from '../../src/redact/secret-patterns.js';
+import { generateApiKey } from '../../src/authn/api-keys.js';
+import { guardsSchema } from '../../src/config/governance-schema.js';
+import { guardResult } from '../../src/guards/response-guard.js';
 
 // Built at runtime so that the repository itself holds no credential-shaped literals for scanners to flag.
 const b64 = (n: number, seed = 'Ab3'): string => seed.repeat(Math.ceil(n / seed.length)).slice(0, n);
@@ -142,6 +145,43 @@ test('redactValue passes primitives through', () => {
   assert.equal(redactValue('plain'), 'plain');
 });
 
+test('issue 22 A1: a gateway key is masked whatever precedes it, in plain and in JSON-escaped text', () => {
+  const { key } = generateApiKey('s'.repeat(32));
+  const other = generateApiKey('s'.repeat(32)).key;
+  const forms = [
+    `Bearer\t${key}`,
+    other,
+    `Bearer ${other}, Bearer x`,
+    `Bearer x,${other}`,
+    `x${key}`,
+    `0${key}`,
+    `_${key}`,
+    `-${key}`,
+    `id=${key}&b=1`,
+    `"${key}"`,
+    `${key}${other}`,
+  ];
+  for (const form of forms) {
+    for (const text of [form, `authorization: ${form}`, JSON.stringify({ authorization: form }), JSON.stringify(JSON.stringify({ headers: { authorization: form } }))]) {
+      const out = redactText(text);
+      assert.equal(out.includes(key.slice(5)) || out.includes(other.slice(5)), false, `${text} -> ${out}`);
+      assert.equal(mayContainSecret(text), true);
+    }
+  }
+});
+
+test('issue 22 A1: the response guard masks a key an upstream echoes back inside stringified JSON text', () => {
+  const { key } = generateApiKey('s'.repeat(32));
+  const echo = (authorization: string) => ({ content: [{ type: 'text', text: JSON.stringify({ authorization, 'x-mcpgate-key': key }) }], structuredContent: { seen: [authorization] } });
+  for (const authorization of [`Bearer\t${key}`, key, `Bearer ${key}, Bearer x`, `Bearer\tupstream-token-${b64(12)}`]) {
+    const outcome = guardResult(echo(authorization), guardsSchema.parse({}), 'pt');
+    assert.ok(outcome.ok);
+    assert.equal(outcome.text.includes(key.slice(5)), false, outcome.text);
+    assert.equal(outcome.text.includes(b64(12)), false, outcome.text);
+    assert.ok(outcome.redactions > 0);
+  }
+});
+
 test('bounded work on huge and adversarial inputs', () => {
   const cases: Array<[string, string]> = [
     ['prose', 'the quick brown fox jumps over the lazy dog token password secret '.repeat(80_000)],
@@ -153,6 +193,8 @@ test('bounded work on huge and adversarial inputs', () => {
     ['url-ish', 'a://b:c'.repeat(700_000)],
     ['aws hex', `aws ${'ab12'.repeat(1_250_000)}`],
     ['sk- runs', 'sk-'.repeat(1_600_000)],
+    ['short mcpg_ tails', 'mcpg_abc '.repeat(550_000)],
+    ['escaped bearer tabs', 'Bearer\\t'.repeat(550_000)],
   ];
   for (const [name, text] of cases) {
     const started = performance.now();
