@@ -140,7 +140,14 @@ export async function buildAccess(
     const jwt = gateway.auth.jwt === undefined ? undefined : new JwtVerifier({ ...gateway.auth.jwt, store, logger });
     // Only a pass-through configuration reads an Authorization beside X-Mcpgate-Key as an upstream's token.
     const upstreamAuthorization = Object.values(servers).some((server) => server.transport !== 'stdio' && server.credentials?.mode === 'passthrough');
-    const authenticator = new Authenticator({ store, secret, logger, upstreamAuthorization, ...(jwt === undefined ? {} : { jwt }) });
+    const authenticator = new Authenticator({
+      store,
+      secret,
+      logger,
+      upstreamAuthorization,
+      ...(gateway.admin.token === undefined ? {} : { adminToken: gateway.admin.token }),
+      ...(jwt === undefined ? {} : { jwt }),
+    });
     const memo = new DecisionMemo({ source: engine });
     const vault = gateway.vault === undefined ? undefined : new Vault({ store, masterKey: await resolveMasterKey(gateway.vault) });
     const admin = new AdminApi({

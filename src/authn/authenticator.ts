@@ -34,8 +34,13 @@ export interface AuthenticatorOptions {
   readonly touchIntervalMs?: number;
   /** How many keys the touch throttle remembers before pruning; tests lower it. Default 50 000. */
   readonly maxTrackedTouches?: number;
-  /** Some server is configured for pass-through (issue 6 §5); see `authorizationConflictsWithGatewayKey`. */
+  /** Some server is configured for pass-through (issue 6 §5); see `upstreamToken` in credentials.ts. */
   readonly upstreamAuthorization?: boolean;
+  /**
+   * `gateway.admin.token`, when set: an MCP request whose credential headers hold it is refused, so the admin
+   * credential can never be taken for a pass-through upstream's token.
+   */
+  readonly adminToken?: string;
   /**
    * How long a key record read from the store is reused (default 1000 ms, the bound issue 5 §10 sets on how
    * long any cache may outlive a revocation; 0 reads the store on every request). `invalidate()` drops them all.
@@ -86,6 +91,7 @@ export class Authenticator {
   readonly #maxTrackedTouches: number;
   readonly #touches = new Set<Promise<void>>();
   readonly #upstreamAuthorization: boolean;
+  readonly #gatewaySecrets: readonly string[];
   readonly #keyCacheMs: number;
   /** HMAC hash → the record as read, and when the read stops counting (ms on the injected clock). */
   readonly #keys = new Map<string, { readonly record: ApiKeyRecord | undefined; readonly until: number }>();
@@ -109,6 +115,7 @@ export class Authenticator {
     this.#metadataUrl = options.resourceMetadataUrl === undefined ? options.jwt?.resourceMetadataUrl : new URL(options.resourceMetadataUrl).href;
     this.#touchIntervalMs = interval;
     this.#upstreamAuthorization = options.upstreamAuthorization === true;
+    this.#gatewaySecrets = options.adminToken === undefined || options.adminToken === '' ? [] : [options.adminToken];
     this.#keyCacheMs = options.keyCacheMs ?? 1000;
     this.#maxTrackedTouches = tracked;
   }
@@ -120,11 +127,16 @@ export class Authenticator {
 
   /**
    * Checks the request's credential. Never throws: every failure, including a broken store, is a refusal.
+   * Give it `request.headersDistinct`, so a repeated `Authorization` or `X-Mcpgate-Key` is seen and refused.
    * `connection` (the request's socket) lets a key presented again on the same connection skip its HMAC; the
    * record lookup, revocation and expiry checks still run on every request (docs/decisions/0007).
    */
   async authenticate(headers: RequestHeaders, connection?: object): Promise<AuthResult> {
-    const credential = extractCredential(headers, { bearerTokens: this.#jwt !== undefined, upstreamAuthorization: this.#upstreamAuthorization });
+    const credential = extractCredential(headers, {
+      bearerTokens: this.#jwt !== undefined,
+      upstreamAuthorization: this.#upstreamAuthorization,
+      gatewaySecrets: this.#gatewaySecrets,
+    });
     if (credential.kind === 'none') return this.#refuse('missing');
     if (credential.kind === 'invalid') return this.#refuse(credential.reason);
     if (credential.kind === 'bearer') {

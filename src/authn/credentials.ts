@@ -8,7 +8,10 @@ export type Credential =
       readonly kind: 'key';
       readonly key: string;
       readonly header: CredentialHeader;
-      /** The client's `Authorization`, kept for pass-through servers (key in `X-Mcpgate-Key` only; see below). */
+      /**
+       * The upstream token for pass-through servers, as `Bearer <token68>` (key in `X-Mcpgate-Key` only; see
+       * `upstreamToken`). Rebuilt from the parsed token, never the client's bytes as sent.
+       */
       readonly upstreamAuthorization?: string;
     }
   /** `Authorization: Bearer <token>` that is not a gateway key: a JWT candidate (issue 5 §8). */
@@ -29,9 +32,14 @@ export interface ExtractOptions {
   readonly bearerTokens: boolean;
   /**
    * Whether some server is configured for pass-through (issue 6 §5). Then, and only then, an `Authorization`
-   * beside `X-Mcpgate-Key` is the upstream's token rather than a second gateway credential.
+   * beside `X-Mcpgate-Key` may be the upstream's token rather than a second gateway credential.
    */
   readonly upstreamAuthorization?: boolean;
+  /**
+   * Secrets of the gateway itself other than keys (the admin token): a header holding one is refused, so it
+   * can never be taken for an upstream's token.
+   */
+  readonly gatewaySecrets?: readonly string[];
 }
 
 function single(value: RequestHeaders[string]): string | undefined | null {
@@ -41,53 +49,93 @@ function single(value: RequestHeaders[string]): string | undefined | null {
   return value.length === 1 ? value[0] : null;
 }
 
+/** Lenient on spaces: only ever used for a credential the gateway itself consumes, never for one it forwards. */
 function bearerOf(authorization: string): string | undefined {
   return /^Bearer +(\S+) *$/i.exec(authorization)?.[1];
 }
 
+/** `Bearer <token68>` (RFC 7235 §2.1, RFC 6750 §2.1): one space, case-insensitive scheme, nothing else. */
+const STRICT_BEARER = /^Bearer ([A-Za-z0-9\-._~+/]+=*)$/i;
+
+/** The token of a strictly parsed `Bearer <token68>`, or undefined for any other shape. */
+export function strictBearerToken(authorization: string): string | undefined {
+  return STRICT_BEARER.exec(authorization)?.[1];
+}
+
+const KEY_PREFIX = new RegExp(API_KEY_PREFIX, 'i');
+/** Runs that could be base64 or base64url text; eight characters decode to six bytes, enough for the prefix. */
+const BASE64_RUN = /[A-Za-z0-9+/_-]{8,}/g;
+
 /**
- * The conflict rule for a request carrying `X-Mcpgate-Key`: is its `Authorization` header a second gateway
- * credential? It is when it is `Bearer` with a different gateway key (`mcpg_…`), always. Any other value is a
- * second credential too, unless pass-through servers exist (DESIGN.md invariant 5): then `Authorization`
- * carries the upstream's own token, unambiguous precisely because the gateway key came in `X-Mcpgate-Key`.
- * The same key in both headers is one credential.
+ * Whether a header value carries a gateway key or another gateway secret in any form we can recognise:
+ * anywhere in the value, whatever the scheme, separators or case, or inside base64 (`Basic`, a base64 token).
+ * Errs on refusing: five bytes of `mcpg_` by chance in a real upstream token are not worth forwarding a key.
  */
-export function authorizationConflictsWithGatewayKey(authorization: string, gatewayKey: string, upstreamAuthorization: boolean): boolean {
-  const bearer = bearerOf(authorization);
-  if (bearer === gatewayKey) return false;
-  if (bearer?.startsWith(API_KEY_PREFIX) === true) return true;
-  return !upstreamAuthorization;
+export function holdsGatewaySecret(value: string, gatewaySecrets: readonly string[] = []): boolean {
+  const holds = (text: string): boolean => KEY_PREFIX.test(text) || gatewaySecrets.some((secret) => secret !== '' && text.includes(secret));
+  if (holds(value)) return true;
+  for (const run of value.matchAll(BASE64_RUN)) {
+    if (holds(Buffer.from(run[0], 'base64').toString('latin1'))) return true;
+  }
+  return false;
+}
+
+/**
+ * What an `Authorization` beside `X-Mcpgate-Key` may be forwarded as (DESIGN.md invariant 5): with pass-through
+ * servers configured, a strictly parsed `Bearer <token68>` that holds no gateway secret, rebuilt in canonical
+ * form. Undefined means refuse the request: any other value is either a second gateway credential or a shape
+ * the gateway cannot vouch for, and forwarding what it cannot parse is how a key reached an upstream.
+ */
+export function upstreamToken(authorization: string, upstreamAuthorization: boolean, gatewaySecrets: readonly string[] = []): string | undefined {
+  if (!upstreamAuthorization || holdsGatewaySecret(authorization, gatewaySecrets)) return undefined;
+  const token = strictBearerToken(authorization);
+  return token === undefined ? undefined : `Bearer ${token}`;
+}
+
+/**
+ * The check at the point of egress (pass-through headers, the pre-flight probe): true only for what
+ * `upstreamToken` itself produces. The authenticator never yields anything else, so a false here is a bug
+ * upstream of the caller, and the caller must not send the value.
+ */
+export function isForwardableAuthorization(authorization: string): boolean {
+  return upstreamToken(authorization, true) === authorization;
 }
 
 /**
  * Reads the request's credential from `Authorization: Bearer …` and `X-Mcpgate-Key` (issue 5 §2, §8), with
- * header names lower-cased as Node delivers them. A gateway key (`mcpg_…`) in either header is a key; any other
- * Bearer value is a token when `bearerTokens` is set and malformed otherwise. Another `Authorization` scheme
- * (e.g. Basic) alone counts as no credential, since the gateway accepts none.
+ * header names lower-cased as Node delivers them; pass `request.headersDistinct` so a repeated header is seen
+ * as one (Node keeps only the first `Authorization` and joins the `X-Mcpgate-Key`s in `request.headers`).
+ * A gateway key (`mcpg_…`) in either header is a key; any other Bearer value is a token when `bearerTokens` is
+ * set and malformed otherwise. Another `Authorization` scheme (e.g. Basic) alone counts as no credential,
+ * since the gateway accepts none, unless it holds a gateway secret.
  */
 export function extractCredential(headers: RequestHeaders, options: ExtractOptions): Credential {
   const authorization = single(headers.authorization);
   const custom = single(headers['x-mcpgate-key']);
   if (authorization === null || custom === null) return { kind: 'invalid', reason: 'conflicting' };
   const upstreamAuthorization = options.upstreamAuthorization === true;
+  const secrets = options.gatewaySecrets ?? [];
   const maxAuthorization = options.bearerTokens || upstreamAuthorization ? MAX_BEARER_HEADER_LENGTH : MAX_KEY_HEADER_LENGTH;
   if ((authorization?.length ?? 0) > maxAuthorization || (custom?.length ?? 0) > MAX_KEY_HEADER_LENGTH) {
     return { kind: 'invalid', reason: 'oversized' };
   }
   if (custom !== undefined) {
+    // A comma is how `request.headers` joins a repeated X-Mcpgate-Key: two keys, never one malformed one.
+    if (custom.includes(',')) return { kind: 'invalid', reason: 'conflicting' };
     const key = custom.trim();
-    if (authorization !== undefined && authorizationConflictsWithGatewayKey(authorization, key, upstreamAuthorization)) {
-      return { kind: 'invalid', reason: 'conflicting' };
-    }
     if (!isApiKeyFormat(key)) return { kind: 'invalid', reason: 'malformed' };
-    const forwarded = authorization !== undefined && bearerOf(authorization) !== key ? authorization : undefined;
-    return forwarded === undefined ? { kind: 'key', key, header: 'x-mcpgate-key' } : { kind: 'key', key, header: 'x-mcpgate-key', upstreamAuthorization: forwarded };
+    if (authorization === undefined) return { kind: 'key', key, header: 'x-mcpgate-key' };
+    // The same key in both headers, exactly, is one credential; nothing is forwarded then.
+    if (strictBearerToken(authorization) === key) return { kind: 'key', key, header: 'x-mcpgate-key' };
+    const forwarded = upstreamToken(authorization, upstreamAuthorization, secrets);
+    if (forwarded === undefined) return { kind: 'invalid', reason: 'conflicting' };
+    return { kind: 'key', key, header: 'x-mcpgate-key', upstreamAuthorization: forwarded };
   }
   if (authorization === undefined) return { kind: 'none' };
   const bearer = bearerOf(authorization);
+  if (bearer !== undefined && isApiKeyFormat(bearer)) return { kind: 'key', key: bearer, header: 'authorization' };
+  // A gateway secret in any other shape is never a token, nor "no credential": refused outright.
+  if (holdsGatewaySecret(authorization, secrets)) return { kind: 'invalid', reason: 'malformed' };
   if (bearer === undefined) return /^Bearer(\s|$)/i.test(authorization) ? { kind: 'invalid', reason: 'malformed' } : { kind: 'none' };
-  if (bearer.startsWith(API_KEY_PREFIX)) {
-    return isApiKeyFormat(bearer) ? { kind: 'key', key: bearer, header: 'authorization' } : { kind: 'invalid', reason: 'malformed' };
-  }
   return options.bearerTokens ? { kind: 'bearer', token: bearer } : { kind: 'invalid', reason: 'malformed' };
 }

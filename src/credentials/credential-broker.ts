@@ -1,3 +1,4 @@
+import { isForwardableAuthorization } from '../authn/credentials.js';
 import type { InboundCredentials } from '../authn/types.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { UpstreamCredentials } from './types.js';
@@ -88,12 +89,22 @@ export class CredentialBroker {
         return {
           headers: () => {
             const authorization = context.inbound()?.upstreamAuthorization;
-            return Promise.resolve(authorization === undefined ? NOTHING : { authorization });
+            if (authorization === undefined) return Promise.resolve(NOTHING);
+            // Fail closed on the last step before the wire: nothing but a canonical `Bearer <token68>` free of
+            // gateway keys is ever forwarded, whatever a future caller of the broker hands in (issue 22 A1).
+            if (!isForwardableAuthorization(authorization)) return Promise.reject(notForwardable(server));
+            return Promise.resolve({ authorization });
           },
           renew: () => Promise.resolve(false),
         };
     }
   }
+}
+
+function notForwardable(server: string): GatewayError {
+  return new GatewayError('MCPGATE_ERR_UNAUTHENTICATED', `the Authorization for pass-through server "${server}" must be exactly "Bearer <token>"`, {
+    data: { server },
+  });
 }
 
 function missingSecret(server: string): GatewayError {

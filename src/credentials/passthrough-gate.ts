@@ -1,5 +1,7 @@
+import { isForwardableAuthorization } from '../authn/credentials.js';
 import { resourceMetadataUrl } from '../authn/resource-metadata.js';
 import type { ServerConfig } from '../config/schema.js';
+import { GatewayError } from '../errors/gateway-error.js';
 import type { AccessPolicy } from '../policy/access-policy.js';
 import type { Caller } from '../policy/decision.js';
 import { probeChallenge, type PassthroughProber, type ProbeChallenge, type ProbeTarget } from './probe.js';
@@ -77,7 +79,12 @@ export class PassthroughGate {
       targets.push({ server: server.name, url: server.url, timeoutMs: server.probe.timeoutMs, cacheMs: server.probe.cacheMs });
     }
     if (targets.length === 0) return undefined;
-    const outcomes = await this.#prober.probe(targets, request.upstreamAuthorization);
+    const authorization = request.upstreamAuthorization;
+    // The probe is a request to the upstream like any other: the same egress check as the broker's (issue 22 A1).
+    if (authorization !== undefined && !isForwardableAuthorization(authorization)) {
+      throw new GatewayError('MCPGATE_ERR_UNAUTHENTICATED', 'the Authorization for pass-through servers must be exactly "Bearer <token>"');
+    }
+    const outcomes = await this.#prober.probe(targets, authorization);
     return probeChallenge(outcomes, (server) => this.metadataUrl(request.origin, server));
   }
 

@@ -51,8 +51,9 @@ export class HttpAuth {
     const { authenticator, trustedProxies, logger } = this.#options;
     if (authenticator === undefined) return { refused: false, caller: undefined, inbound: undefined, keyInOwnHeader: false };
     const clientIp = clientIpOf(request.socket.remoteAddress, request.headers['x-forwarded-for'], trustedProxies);
-    // The socket: a key presented again on a keep-alive connection is not hashed again.
-    const result = await authenticator.authenticate(request.headers, request.socket);
+    // The socket: a key presented again on a keep-alive connection is not hashed again. headersDistinct: Node
+    // keeps only the first Authorization in `headers` and joins repeated X-Mcpgate-Keys, hiding a second credential.
+    const result = await authenticator.authenticate(request.headersDistinct, request.socket);
     if (result.ok) {
       return {
         refused: false,

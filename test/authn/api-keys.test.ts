@@ -8,7 +8,7 @@ import {
   isApiKeyFormat,
   verifyApiKey,
 } from '../../src/authn/api-keys.js';
-import { authorizationConflictsWithGatewayKey, extractCredential, type ExtractOptions } from '../../src/authn/credentials.js';
+import { extractCredential, holdsGatewaySecret, isForwardableAuthorization, upstreamToken, type ExtractOptions } from '../../src/authn/credentials.js';
 
 const SECRET = 's'.repeat(32);
 const OTHER = 'o'.repeat(32);
@@ -117,22 +117,28 @@ describe('extractCredential', () => {
     assert.deepEqual(extractCredential({ authorization: `Bearer ${'a'.repeat(8192)}` }, withJwt), { kind: 'invalid', reason: 'oversized' });
   });
 
-  it('names the conflict rule: Authorization beside X-Mcpgate-Key conflicts unless it is the same key or, with pass-through servers, an upstream token', () => {
+  it('names the forwarding rule: Authorization beside X-Mcpgate-Key conflicts unless it is the same key or, with pass-through servers, a strict Bearer upstream token', () => {
     const other = generateApiKey(SECRET).key;
-    const upstreamToken = 'Bearer eyJhbGciOiJSUzI1NiJ9.e30.sig';
+    const upstream = 'Bearer eyJhbGciOiJSUzI1NiJ9.e30.sig';
     for (const passthrough of [false, true]) {
-      assert.equal(authorizationConflictsWithGatewayKey(`Bearer ${key}`, key, passthrough), false);
+      assert.deepEqual(extractCredential({ authorization: `Bearer ${key}`, 'x-mcpgate-key': key }, { bearerTokens: false, upstreamAuthorization: passthrough }), {
+        kind: 'key',
+        key,
+        header: 'x-mcpgate-key',
+      });
       // A second gateway key is a second gateway credential, pass-through or not.
-      assert.equal(authorizationConflictsWithGatewayKey(`Bearer ${other}`, key, passthrough), true);
+      assert.equal(upstreamToken(`Bearer ${other}`, passthrough), undefined);
     }
     // DESIGN.md invariant 5: only pass-through configurations read Authorization as the upstream's token.
-    assert.equal(authorizationConflictsWithGatewayKey(upstreamToken, key, false), true);
-    assert.equal(authorizationConflictsWithGatewayKey(upstreamToken, key, true), false);
-    assert.deepEqual(extractCredential({ 'x-mcpgate-key': key, authorization: upstreamToken }, { bearerTokens: false, upstreamAuthorization: true }), {
+    assert.equal(upstreamToken(upstream, false), undefined);
+    assert.equal(upstreamToken(upstream, true), upstream);
+    // Canonical form out: the scheme's case is the client's business, not the upstream's.
+    assert.equal(upstreamToken('bEARER abc.def~+/==', true), 'Bearer abc.def~+/==');
+    assert.deepEqual(extractCredential({ 'x-mcpgate-key': key, authorization: upstream }, { bearerTokens: false, upstreamAuthorization: true }), {
       kind: 'key',
       key,
       header: 'x-mcpgate-key',
-      upstreamAuthorization: upstreamToken,
+      upstreamAuthorization: upstream,
     });
     // The key in Authorization alone is never an upstream token: nothing is forwarded without X-Mcpgate-Key.
     assert.deepEqual(extractCredential({ authorization: `Bearer ${key}` }, { bearerTokens: false, upstreamAuthorization: true }), {
@@ -140,5 +146,82 @@ describe('extractCredential', () => {
       key,
       header: 'authorization',
     });
+  });
+
+  it('issue 22 A1: refuses, beside X-Mcpgate-Key on a pass-through setup, every Authorization that holds a gateway secret or is not a strict Bearer token68', () => {
+    const other = generateApiKey(SECRET).key;
+    const adminToken = 'admin-'.padEnd(40, 'x');
+    const passthrough: ExtractOptions = { bearerTokens: false, upstreamAuthorization: true, gatewaySecrets: [adminToken] };
+    const conflicting = { kind: 'invalid', reason: 'conflicting' };
+    const b64 = (text: string) => Buffer.from(text).toString('base64');
+    const refusedValues = [
+      // The three inputs of the issue, exactly.
+      `Bearer\t${key}`,
+      other,
+      `Bearer ${other}, Bearer x`,
+      // The caller's own key in any other shape, and other keys anywhere in the value.
+      key,
+      `Bearer  ${key}`,
+      `bearer\t${other}`,
+      `BEARER ${other}`,
+      `Bearer x, Bearer ${other}`,
+      `Bearer x,${other}`,
+      `Bearer x${other}`,
+      `Bearer ${other.toUpperCase()}`,
+      `Token ${other}`,
+      `Basic ${b64(`user:${other}`)}`,
+      `Bearer ${b64(other)}`,
+      `Bearer ${Buffer.from(other).toString('base64url')}`,
+      // The admin token, bare or in any scheme.
+      `Bearer ${adminToken}`,
+      adminToken,
+      `Basic ${b64(`admin:${adminToken}`)}`,
+      // Not a strict `Bearer <token68>`: refused rather than forwarded.
+      'Bearer  two-spaces',
+      'Bearer\ttab',
+      'Bearer a b',
+      'Bearer a, Bearer b',
+      'Bearer a=b',
+      'Bearer ',
+      'Bearer',
+      'Basic dXNlcjpwYXNz',
+      'Token abc',
+      'abc',
+      '',
+    ];
+    for (const authorization of refusedValues) {
+      assert.deepEqual(extractCredential({ 'x-mcpgate-key': key, authorization }, passthrough), conflicting, JSON.stringify(authorization));
+      assert.deepEqual(extractCredential({ 'x-mcpgate-key': [key], authorization: [authorization] }, passthrough), conflicting, JSON.stringify(authorization));
+    }
+    assert.equal(holdsGatewaySecret(`Bearer\t${key}`), true);
+    assert.equal(holdsGatewaySecret('Bearer eyJhbGciOiJSUzI1NiJ9.e30.sig'), false);
+    assert.equal(isForwardableAuthorization(`Bearer ${other}`), false);
+    assert.equal(isForwardableAuthorization('Bearer upstream-token'), true);
+    assert.equal(isForwardableAuthorization('bearer upstream-token'), false, 'only the canonical form leaves');
+  });
+
+  it('issue 22 A1: refuses repeated credential headers, as headersDistinct and as Node joins them', () => {
+    const other = generateApiKey(SECRET).key;
+    const conflicting = { kind: 'invalid', reason: 'conflicting' };
+    for (const options of [keysOnly, withJwt, { bearerTokens: false, upstreamAuthorization: true }] satisfies ExtractOptions[]) {
+      assert.deepEqual(extractCredential({ 'x-mcpgate-key': [key, key] }, options), conflicting);
+      assert.deepEqual(extractCredential({ 'x-mcpgate-key': `${key}, ${other}` }, options), conflicting);
+      assert.deepEqual(extractCredential({ 'x-mcpgate-key': `${key},${key}` }, options), conflicting);
+      assert.deepEqual(extractCredential({ authorization: [`Bearer ${key}`, 'Bearer upstream'] }, options), conflicting);
+      assert.deepEqual(extractCredential({ 'x-mcpgate-key': [key], authorization: ['Bearer upstream', 'Bearer upstream'] }, options), conflicting);
+    }
+  });
+
+  it('issue 22 A1: refuses a gateway secret in Authorization alone whatever its shape, instead of calling it no credential', () => {
+    const adminToken = 'admin-'.padEnd(40, 'x');
+    const malformed = { kind: 'invalid', reason: 'malformed' };
+    for (const options of [
+      { bearerTokens: false, gatewaySecrets: [adminToken] },
+      { bearerTokens: true, gatewaySecrets: [adminToken] },
+    ] satisfies ExtractOptions[]) {
+      for (const authorization of [key, `Bearer\t${key}`, `Bearer ${key}, Bearer x`, `Basic ${Buffer.from(`u:${key}`).toString('base64')}`, `Bearer ${adminToken}`, adminToken]) {
+        assert.deepEqual(extractCredential({ authorization }, options), malformed, JSON.stringify(authorization));
+      }
+    }
   });
 });

@@ -108,6 +108,22 @@ describe('Authenticator on SQLite', () => {
     await f.store.close();
   });
 
+  it('issue 22 A1: with pass-through, forwards only a strict Bearer token and refuses the admin token or a key in Authorization', async () => {
+    const f = await fixture();
+    const adminToken = randomBytes(32).toString('hex');
+    const auth = new Authenticator({ store: f.store, secret: SECRET, upstreamAuthorization: true, adminToken });
+    const accepted = await auth.authenticate({ 'x-mcpgate-key': [f.key], authorization: ['bearer upstream-token'] });
+    assert.ok(accepted.ok);
+    assert.deepEqual(accepted.inbound, { upstreamAuthorization: 'Bearer upstream-token' });
+    const other = generateApiKey(SECRET).key;
+    for (const authorization of [`Bearer\t${f.key}`, other, `Bearer ${other}, Bearer x`, `Bearer ${adminToken}`, adminToken, 'Basic dXNlcjpwYXNz']) {
+      refused(await auth.authenticate({ 'x-mcpgate-key': f.key, authorization }), 401, 'conflicting');
+    }
+    refused(await auth.authenticate({ authorization: `Bearer ${adminToken}` }), 401, 'malformed');
+    refused(await auth.authenticate({ 'x-mcpgate-key': [f.key], authorization: ['Bearer upstream-token', `Bearer ${other}`] }), 401, 'conflicting');
+    await f.store.close();
+  });
+
   it('refuses an expired key from the moment of expiry', async () => {
     const expiresAt = new Date(Date.now() + 60_000);
     const f = await fixture(undefined, expiresAt);
