@@ -65,17 +65,24 @@ export function strictBearerToken(authorization: string): string | undefined {
 const KEY_PREFIX = new RegExp(API_KEY_PREFIX, 'i');
 /** Runs that could be base64 or base64url text; eight characters decode to six bytes, enough for the prefix. */
 const BASE64_RUN = /[A-Za-z0-9+/_-]{8,}/g;
+/** Runs that could be hex text; ten digits are the five bytes of the prefix. */
+const HEX_RUN = /[0-9A-Fa-f]{10,}/g;
 
 /**
  * Whether a header value carries a gateway key or another gateway secret in any form we can recognise:
- * anywhere in the value, whatever the scheme, separators or case, or inside base64 (`Basic`, a base64 token).
- * Errs on refusing: five bytes of `mcpg_` by chance in a real upstream token are not worth forwarding a key.
+ * anywhere in the value, whatever the scheme, separators or case, or inside base64 (`Basic`, a base64 token) or
+ * hex. Errs on refusing: five bytes of `mcpg_` by chance in a real upstream token are not worth forwarding a key.
+ * Linear: each run is decoded once.
  */
 export function holdsGatewaySecret(value: string, gatewaySecrets: readonly string[] = []): boolean {
   const holds = (text: string): boolean => KEY_PREFIX.test(text) || gatewaySecrets.some((secret) => secret !== '' && text.includes(secret));
   if (holds(value)) return true;
   for (const run of value.matchAll(BASE64_RUN)) {
     if (holds(Buffer.from(run[0], 'base64').toString('latin1'))) return true;
+  }
+  for (const run of value.matchAll(HEX_RUN)) {
+    // Both alignments: a hex run may start on the second digit of a byte.
+    for (const start of [0, 1]) if (holds(Buffer.from(run[0].slice(start), 'hex').toString('latin1'))) return true;
   }
   return false;
 }

@@ -172,6 +172,9 @@ describe('extractCredential', () => {
       `Basic ${b64(`user:${other}`)}`,
       `Bearer ${b64(other)}`,
       `Bearer ${Buffer.from(other).toString('base64url')}`,
+      `Bearer ${Buffer.from(key).toString('hex')}`,
+      `Bearer x${Buffer.from(key).toString('hex').toUpperCase()}`,
+      `Bearer ${Buffer.from(adminToken).toString('hex')}`,
       // The admin token, bare or in any scheme.
       `Bearer ${adminToken}`,
       adminToken,

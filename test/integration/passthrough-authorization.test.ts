@@ -4,7 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import { AccessStore, type IssuedKey } from '../fixtures/integration/access-store.js';
 import { sendRaw, type SocketAnswer } from '../fixtures/integration/raw-socket.js';
 import { startTapUpstream, type TapUpstream } from '../fixtures/integration/tap-upstream.js';
-import { cleanup, productionGateway, startGateway, tempPath, type Gateway } from './harness.js';
+import { cleanup, productionGateway, startGateway, tempPath, waitFor, type Gateway } from './harness.js';
 
 /**
  * Issue 22 A1 through the real gateway (production mode, API keys, a real SQLite store): with a pass-through
@@ -25,6 +25,8 @@ let plain: TapUpstream;
 let caller: IssuedKey;
 let other: IssuedKey;
 let session = '';
+/** 401s this file has seen so far: each has one log line, written asynchronously. */
+let refused = 0;
 
 const INITIALIZE = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: VERSION, capabilities: {}, clientInfo: { name: 'a1', version: '1.0.0' } } });
 const INITIALIZED = JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' });
@@ -120,6 +122,7 @@ describe('issue 22 A1: a gateway key never reaches a pass-through upstream', () 
       };
       for (const [step, answer] of Object.entries(answers)) {
         assert.equal(answer.status, 401, `${step}: ${answer.body}`);
+        refused += 1;
         for (const secret of secrets()) assert.equal(answer.body.includes(secret), false, `${step} answered with a secret`);
       }
       assert.equal(pt.received().length, before, 'the pass-through server received nothing at all: not even the pre-flight ping');
@@ -130,7 +133,6 @@ describe('issue 22 A1: a gateway key never reaches a pass-through upstream', () 
 
   it('refuses a repeated Authorization (Node would keep only the first) and a repeated X-Mcpgate-Key with 401, as two credentials', async () => {
     const before = pt.received().length;
-    const logged = refusals().length;
     const shapes: Array<ReadonlyArray<readonly [string, string]>> = [
       [['X-Mcpgate-Key', caller.key], ['Authorization', `Bearer ${UPSTREAM_TOKEN}`], ['Authorization', `Bearer ${caller.key}`]],
       [['X-Mcpgate-Key', caller.key], ['Authorization', `Bearer ${UPSTREAM_TOKEN}`], ['authorization', `Bearer ${UPSTREAM_TOKEN}`]],
@@ -141,10 +143,13 @@ describe('issue 22 A1: a gateway key never reaches a pass-through upstream', () 
     for (const headers of shapes) {
       const answer = await post(headers, CALL('pt__echo'));
       assert.equal(answer.status, 401, `${JSON.stringify(headers.map(([name]) => name))}: ${answer.body}`);
+      refused += 1;
       assert.match(String(answer.headers['www-authenticate']), /^Bearer /);
     }
+    // The log is written asynchronously but in order: once every 401 of this file has its line, the last ones are these.
+    await waitFor(() => refusals().length >= refused, 'the refusal log lines');
     const reasons = refusals()
-      .slice(logged)
+      .slice(-shapes.length)
       .map((line) => line.reason);
     assert.deepEqual(reasons, shapes.map(() => 'conflicting'), 'each is refused as two credentials, not as a malformed one');
     assert.equal(pt.received().length, before);
