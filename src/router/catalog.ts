@@ -149,15 +149,6 @@ export class CatalogView {
     return name === undefined ? undefined : { server, name };
   }
 
-  /**
-   * The upstream's own definition of one of its tools, from the cached list (fetched when not cached). Undefined
-   * when the upstream does not list it.
-   */
-  async toolDefinition(server: string, upstreamName: string, fetcher: ListFetcher): Promise<JsonObject | undefined> {
-    for (const tool of await this.fetchAll('tools', server, fetcher)) if (tool.name === upstreamName) return tool;
-    return undefined;
-  }
-
   /** The upstream's definition of a tool if its list is cached, without fetching anything. */
   cachedTool(server: string, upstreamName: string): JsonObject | undefined {
     for (const tool of this.cachedItems('tools', server)) if (tool.name === upstreamName) return tool;

@@ -26,6 +26,7 @@ import { CancelScope } from '../session/cancel-scope.js';
 import type { UpstreamClient, UpstreamReply } from '../upstream/upstream-client.js';
 import type { UpstreamRegistry } from '../upstream/upstream-registry.js';
 import type { CatalogScope, CatalogView, ListFetcher, ListKind } from './catalog.js';
+import { AdvertisedTools, type Advertised } from './advertised-tools.js';
 import { type CallContext, createUpstreamHandlers, deliver } from './client-bridge.js';
 import { ListViews } from './list-views.js';
 import type { Naming, ToolFilter } from './naming.js';
@@ -83,6 +84,8 @@ export class Router {
   private readonly pendingBroadcasts = new Set<string>();
   /** The catalogue scope of each live decision; decisions are memoised, so most requests reuse one. */
   private readonly scopes = new WeakMap<AccessDecision, CatalogScope>();
+  /** Pinned catalog only: each upstream session's own tools/list, which its calls are checked against. */
+  private readonly advertised: AdvertisedTools | undefined;
 
   constructor(options: RouterOptions) {
     this.options = options;
@@ -97,6 +100,7 @@ export class Router {
       ttlMs: options.listCacheTtlMs,
       logger: options.logger,
     });
+    if (options.catalog?.mode === 'pinned') this.advertised = new AdvertisedTools({ ttlMs: options.listCacheTtlMs });
   }
 
   /**
@@ -219,15 +223,15 @@ export class Router {
         const route = await view.resolve(kind, name, this.fetcher(session), scope);
         const facts = this.factsOf(session, caller, kind === 'tools' ? 'call_tool' : 'get_prompt', route?.server, route?.name ?? name, params.arguments);
         if (route === undefined) return this.refuse(facts, this.unknownName(kind, name, scope));
-        if (kind === 'tools') await this.checkApproved(view, session, route.server, route.name, name).catch((error: unknown) => this.refuse(facts, error));
-        return this.governed(request, { ...facts, server: route.server }, { ...params, name: route.name }, context, signal);
+        const checked = kind === 'tools' ? await this.checkApproved(view, session, route.server, route.name, name, signal).catch((error: unknown) => this.refuse(facts, error)) : undefined;
+        return this.governed(request, { ...facts, server: route.server }, { ...params, name: route.name }, context, signal, checked);
       }
       case 'resources/read': {
         const uri = params.uri;
         if (typeof uri !== 'string') throw new GatewayError('MCPGATE_ERR_INVALID_PARAMS', 'params.uri must be a string');
         const facts = this.factsOf(session, caller, 'read_resource', undefined, uri, undefined);
         const server = await this.resourceOwner(session, uri, scope).catch((error: unknown) => this.refuse(facts, error));
-        return this.governed(request, { ...facts, server }, params, context, signal);
+        return this.governed(request, { ...facts, server }, params, context, signal, undefined);
       }
       case 'resources/subscribe':
       case 'resources/unsubscribe': {
@@ -249,18 +253,23 @@ export class Router {
     }
   }
 
+  /**
+   * `checked`: the upstream session whose definition of the called tool was checked against its approval; the
+   * call goes to that one, or fails if it closed meanwhile, never to a successor nobody checked.
+   */
   private async forward(
     request: JsonRpcRequest,
     server: string,
     params: JsonObject,
     context: CallContext,
     signal: CancelScope,
+    checked?: UpstreamClient<CallContext>,
   ): Promise<JsonRpcResponse> {
     // Opening the upstream session and the call itself both run under the server's bulkhead and breaker.
     return this.options.registry.run(
       server,
       async () => {
-        const client = await this.client(context.session, server);
+        const client = checked ?? (await this.client(context.session, server));
         const started = performance.now();
         try {
           const reply = await client.request(request.method, params, { timeoutMs: this.timeoutFor(server), signal, context });
@@ -300,6 +309,7 @@ export class Router {
     params: JsonObject,
     context: CallContext,
     signal: CancelScope,
+    checked: UpstreamClient<CallContext> | undefined,
   ): Promise<JsonRpcResponse> {
     const governance = this.options.governance;
     const started = performance.now();
@@ -309,7 +319,7 @@ export class Router {
     let recording = false;
     try {
       advisory = governance.ingress(facts);
-      const upstream = await this.forward(request, facts.server, params, context, signal);
+      const upstream = await this.forward(request, facts.server, params, context, signal, checked);
       const egress = governance.egress(facts, upstream);
       response = egress.response;
       advisory = [...advisory, ...egress.advisory];
@@ -411,13 +421,36 @@ export class Router {
           return undefined;
         }
       },
-      list: (server, method, params) =>
-        this.options.registry.run(server, async () => (await this.client(session, server)).request(method, params, { timeoutMs: this.timeoutFor(server) })),
+      list: async (server, method, params) => {
+        if (this.advertised !== undefined && method === 'tools/list') {
+          // Pinned: the merged list is filled from this session's own listing, so that what it shows and what
+          // this session's calls are checked against come from one tools/list per upstream session.
+          const listing = await this.listingOf(server, await this.openClient(session, server));
+          const page = listing.pages.get(typeof params?.cursor === 'string' ? params.cursor : '');
+          if (page !== undefined) return page;
+        }
+        return this.options.registry.run(server, async () => (await this.client(session, server)).request(method, params, { timeoutMs: this.timeoutFor(server) }));
+      },
     };
+  }
+
+  /** The session's open upstream session of `server`, else one opened under the server's bulkhead. */
+  private async openClient(session: DownstreamSession, server: string, signal?: CancelScope): Promise<UpstreamClient<CallContext>> {
+    return this.options.registry.peek(server, session.id) ?? (await this.options.registry.run(server, () => this.client(session, server), signal));
+  }
+
+  /** What this upstream session advertises (pinned catalog only), each page fetched under the server's bulkhead. */
+  private listingOf(server: string, client: UpstreamClient<CallContext>): Promise<Advertised> {
+    const advertised = this.advertised;
+    if (advertised === undefined) throw new GatewayError('MCPGATE_ERR_INTERNAL', 'upstream listings are kept only for a pinned catalog');
+    return advertised.of(server, client, (params) =>
+      this.options.registry.run(server, () => client.request('tools/list', params, { timeoutMs: this.timeoutFor(server) })),
+    );
   }
 
   private readonly events = {
     onListChanged: (server: string, method: string): void => {
+      if (method === 'notifications/tools/list_changed') this.advertised?.invalidate(server);
       this.lists.invalidate(server, method);
       this.broadcast(method);
     },
@@ -447,19 +480,38 @@ export class Router {
   }
 
   /**
-   * Refuses a call to a quarantined tool (issue 7 §2). In `pinned` mode the definition is looked up (fetching the
-   * list if needed) so that no unapproved definition is ever called; `observe` checks only a cached list, so its
-   * calls never wait on a listing.
+   * Refuses a call to a quarantined tool (issue 7 §2). Pinned: the definition checked is the one advertised by
+   * the very upstream session the call will reach (issue 22 A2), listed first if that session has not listed
+   * yet; the call then goes to that session, which is returned. An upstream session that cannot be opened
+   * fails with its own cause (a missing per-user secret, a vault key mismatch, a digest mismatch): that is the
+   * caller's problem, not the tool's definition. `observe` checks only a cached list, so its calls never wait
+   * on a listing.
    */
-  private async checkApproved(view: CatalogView, session: DownstreamSession, server: string, upstreamName: string, exposed: string): Promise<void> {
+  private async checkApproved(
+    view: CatalogView,
+    session: DownstreamSession,
+    server: string,
+    upstreamName: string,
+    exposed: string,
+    signal: CancelScope,
+  ): Promise<UpstreamClient<CallContext> | undefined> {
     const guard = this.options.catalog;
-    if (guard === undefined || guard.mode === 'off') return;
-    const definition = guard.mode === 'pinned' ? await view.toolDefinition(server, upstreamName, this.fetcher(session)) : view.cachedTool(server, upstreamName);
-    if (definition === undefined) {
-      if (guard.mode === 'pinned') throw quarantinedError(server, exposed);
-      return;
+    if (guard === undefined || guard.mode === 'off') return undefined;
+    if (guard.mode === 'observe') {
+      const definition = view.cachedTool(server, upstreamName);
+      if (definition !== undefined) guard.check(server, definition);
+      return undefined;
     }
-    if (guard.check(server, definition) === 'quarantined') throw quarantinedError(server, exposed);
+    const client = await this.openClient(session, server, signal);
+    const listing = await this.listingOf(server, client);
+    const definitions = listing.tools.get(upstreamName);
+    if (definitions === undefined) {
+      if (listing.failed !== undefined) throw unlisted(server, exposed, listing.failed);
+      // This upstream session does not offer the tool, whatever another session's list said.
+      throw new GatewayError('MCPGATE_ERR_UNKNOWN_TOOL', `Unknown tool: ${exposed}`);
+    }
+    for (const definition of definitions) if (guard.check(server, definition) === 'quarantined') throw quarantinedError(server, exposed);
+    return client;
   }
 
   /**
@@ -509,6 +561,16 @@ export class Router {
       ? new GatewayError('MCPGATE_ERR_UNKNOWN_TOOL', `Unknown tool: ${name}`)
       : new GatewayError('MCPGATE_ERR_UNKNOWN_PROMPT', `Unknown prompt: ${name}`);
   }
+}
+
+/** A pinned call whose tool's definition is unknown because the upstream session's tools/list failed. */
+function unlisted(server: string, tool: string, failed: UpstreamReply): GatewayError {
+  const code = failed.ok ? undefined : failed.error.code;
+  return new GatewayError(
+    'MCPGATE_ERR_UPSTREAM_UNAVAILABLE',
+    `tool "${tool}" of server "${server}" was not called: the server did not list its tools (error ${String(code)}), so its definition cannot be checked against its approval`,
+    { data: { server, tool } },
+  );
 }
 
 function toResponse(request: JsonRpcRequest, reply: UpstreamReply): JsonRpcResponse {
