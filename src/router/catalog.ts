@@ -39,6 +39,8 @@ export interface CatalogScope {
   readonly servers: readonly string[];
   /** Equal keys permit exactly the same servers and tools; per-caller caches are keyed by it. */
   readonly key: string;
+  /** Built for one request (what one upstream session advertised): no first page or owner index is kept for it. */
+  readonly private?: boolean;
   allowsTool(server: string, upstreamToolName: string): boolean;
 }
 
@@ -86,7 +88,7 @@ export class CatalogView {
   private readonly fetching = new Map<string, Promise<Page | undefined>>();
   /** Owner index per (kind, scope key): name or URI → the servers listing it, in configuration order. */
   private readonly owners = new Map<string, Map<string, string[]>>();
-  private readonly nameIndex = new Map<string, { page: Page; names: Set<string> }>();
+  private readonly nameIndex = new Map<string, { page: Page; tools: Map<string, JsonObject> }>();
   /** Serialised first pages per (kind, scope key), valid for one generation (DESIGN.md §5). */
   private readonly firstPages = new Map<string, { generation: number; admission: number; json: string }>();
   /** Bumped by every invalidation; a cached first page from an older generation is never served. */
@@ -149,6 +151,14 @@ export class CatalogView {
     return name === undefined ? undefined : { server, name };
   }
 
+  /**
+   * `server`'s tools in the cached merged list by upstream name (the upstream's objects), while every page of
+   * it is cached; the same map object until that list changes, so callers may memoise on it.
+   */
+  listedTools(server: string): ReadonlyMap<string, JsonObject> | undefined {
+    return this.toolIndex(server);
+  }
+
   /** The upstream's definition of a tool if its list is cached, without fetching anything. */
   cachedTool(server: string, upstreamName: string): JsonObject | undefined {
     for (const tool of this.cachedItems('tools', server)) if (tool.name === upstreamName) return tool;
@@ -173,6 +183,7 @@ export class CatalogView {
    * cached and fresh and nothing was invalidated since it was built.
    */
   cachedFirstPage(kind: ListKind, scope: CatalogScope): string | undefined {
+    if (scope.private === true) return undefined;
     const entry = this.firstPages.get(scopedKey(kind, scope));
     if (entry === undefined || entry.generation !== this.generation || entry.admission !== this.admission()) return undefined;
     const now = this.now();
@@ -214,7 +225,7 @@ export class CatalogView {
     const filter = this.options.filters.get(server);
     const name = filter === undefined ? local : filter.upstreamName(local);
     if (name === undefined || (filter !== undefined && !filter.permits(name)) || !scope.allowsTool(server, name)) return undefined;
-    const listed = this.toolNames(server);
+    const listed = this.toolIndex(server);
     // Before any listing the name cannot be checked against the upstream: the upstream answers for it.
     if (listed !== undefined && !listed.has(name)) return undefined;
     return name;
@@ -307,20 +318,20 @@ export class CatalogView {
     return true;
   }
 
-  /** The upstream names of `server`'s cached tools, indexed once per cached list (the call hot path asks). */
-  private toolNames(server: string): Set<string> | undefined {
+  /** `server`'s cached tools by upstream name, indexed once per cached list (the call hot path asks). */
+  private toolIndex(server: string): Map<string, JsonObject> | undefined {
     const first = this.pages.get(pageKey(server, 'tools', undefined));
     if (first === undefined) return undefined;
     const known = this.nameIndex.get(server);
-    if (known !== undefined && known.page === first) return known.names;
-    const names = new Set<string>();
+    if (known !== undefined && known.page === first) return known.tools;
+    const tools = new Map<string, JsonObject>();
     let page: Page | undefined = first;
     // Bounded like fetchAll: an upstream whose cursors loop must not spin the gateway.
     for (let guard = 0; page !== undefined && guard < 1000; guard++) {
-      for (const tool of page.items) if (typeof tool.name === 'string') names.add(tool.name);
+      for (const tool of page.items) if (typeof tool.name === 'string' && !tools.has(tool.name)) tools.set(tool.name, tool);
       if (page.nextCursor === undefined) {
-        this.nameIndex.set(server, { page: first, names });
-        return names;
+        this.nameIndex.set(server, { page: first, tools });
+        return tools;
       }
       page = this.pages.get(pageKey(server, 'tools', page.nextCursor));
     }
@@ -400,6 +411,7 @@ export class CatalogView {
   }
 
   private sharedScope(scope: CatalogScope): boolean {
+    if (scope.private === true) return false;
     return this.options.shared === undefined || scope.servers.every((server) => this.isShared(server));
   }
 }

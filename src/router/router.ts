@@ -86,6 +86,11 @@ export class Router {
   private readonly scopes = new WeakMap<AccessDecision, CatalogScope>();
   /** Pinned catalog only: each upstream session's own tools/list, which its calls are checked against. */
   private readonly advertised: AdvertisedTools | undefined;
+  /**
+   * Per listing, the merged tool maps it agrees with (same definition for every merged tool), so that a list
+   * request whose upstream sessions agree with the merged list costs map lookups only.
+   */
+  private readonly agreement = new WeakMap<Advertised, WeakMap<ReadonlyMap<string, JsonObject>, boolean>>();
 
   constructor(options: RouterOptions) {
     this.options = options;
@@ -210,7 +215,11 @@ export class Router {
   ): Promise<JsonRpcResponse> {
     const params = request.params ?? {};
     const listKind = LIST_KINDS[request.method];
-    if (listKind !== undefined) return this.lists.answer(session, request, listKind, this.fetcher(session), await this.listScope(session, caller, scope));
+    if (listKind !== undefined) {
+      let listed = await this.listScope(session, caller, scope);
+      if (listKind === 'tools' && this.advertised !== undefined) listed = await this.upstreamSessionScope(session, listed);
+      return this.lists.answer(session, request, listKind, this.fetcher(session), listed);
+    }
     switch (request.method) {
       case 'ping':
         return makeResult(request.id, {});
@@ -512,6 +521,57 @@ export class Router {
     }
     for (const definition of definitions) if (guard.check(server, definition) === 'quarantined') throw quarantinedError(server, exposed);
     return client;
+  }
+
+  /**
+   * Pinned: a tools/list shows only what a call from this session could reach (DESIGN.md invariant 10), so each
+   * tool must be advertised, with an approved definition, by this session's own upstream session, whatever the
+   * merged list (filled by any session) holds. Each upstream session is listed once ({@link AdvertisedTools});
+   * one that cannot be opened hides its server's tools, as its calls would fail. When every upstream session
+   * agrees with the merged list, the shared scope (and its ready-to-send first page) is used unchanged.
+   */
+  private async upstreamSessionScope(session: DownstreamSession, scope: CatalogScope): Promise<CatalogScope> {
+    const guard = this.options.catalog;
+    if (guard === undefined) return scope;
+    const listings = new Map<string, Advertised>();
+    await Promise.all(
+      scope.servers.map(async (server) => {
+        try {
+          listings.set(server, await this.listingOf(server, await this.openClient(session, server)));
+        } catch (error) {
+          this.options.logger.debug({ server, err: errorMessage(error) }, 'upstream session not listed; its tools are hidden from this session');
+        }
+      }),
+    );
+    const admits = (server: string, tool: string): boolean => {
+      const definitions = listings.get(server)?.tools.get(tool);
+      return definitions !== undefined && definitions.every((definition) => guard.check(server, definition) === 'ok');
+    };
+    const view = this.lists.viewFor(session);
+    const agrees = scope.servers.every((server) => {
+      const listing = listings.get(server);
+      const merged = view.listedTools(server);
+      if (listing === undefined || merged === undefined) return false;
+      let known = this.agreement.get(listing);
+      if (known === undefined) this.agreement.set(listing, (known = new WeakMap()));
+      let same = known.get(merged);
+      if (same === undefined) {
+        // The same definitions get the same admission, under any approvals: nothing to filter for this session.
+        same = [...merged].every(([tool, item]) => {
+          const own = listing.tools.get(tool);
+          return own?.length === 1 && (own[0] === item || guard.definitionHash(own[0] as JsonObject) === guard.definitionHash(item));
+        });
+        known.set(merged, same);
+      }
+      return same;
+    });
+    if (agrees) return scope;
+    return {
+      servers: scope.servers,
+      key: `${scope.key}|upstream-session:${session.id}`,
+      private: true,
+      allowsTool: (server, tool) => scope.allowsTool(server, tool) && admits(server, tool),
+    };
   }
 
   /**
