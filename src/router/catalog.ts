@@ -39,7 +39,10 @@ export interface CatalogScope {
   readonly servers: readonly string[];
   /** Equal keys permit exactly the same servers and tools; per-caller caches are keyed by it. */
   readonly key: string;
-  /** Built for one request (what one upstream session advertised): no first page or owner index is kept for it. */
+  /**
+   * Built for one request (what one upstream session advertised): its pages come from the fetcher, never the shared
+   * cache, and no page, first page or owner index is kept for it.
+   */
   readonly private?: boolean;
   allowsTool(server: string, upstreamToolName: string): boolean;
 }
@@ -108,7 +111,7 @@ export class CatalogView {
   ): Promise<{ items: JsonObject[]; next: Record<string, string> }> {
     // A cursor minted for another caller may name servers outside this scope: they are skipped, never fetched.
     const servers = cursors === undefined ? scope.servers : scope.servers.filter((server) => server in cursors);
-    const pages = await Promise.all(servers.map((server) => this.fetch(kind, server, fetcher, cursors?.[server])));
+    const pages = await Promise.all(servers.map((server) => this.fetch(kind, server, fetcher, cursors?.[server], scope)));
     // Collisions decide names in `conditional` and `never` modes, and owners decide resources: those need
     // every permitted server's full list. `always` names tools and prompts from the server alone.
     const owners =
@@ -280,7 +283,7 @@ export class CatalogView {
     const shared = this.sharedScope(scope);
     const cached = shared ? this.owners.get(cacheKey) : undefined;
     if (cached !== undefined && this.allFresh(kind, scope.servers)) return cached;
-    const perServer = await Promise.all(scope.servers.map((server) => this.fetchAll(kind, server, fetcher)));
+    const perServer = await Promise.all(scope.servers.map((server) => this.fetchAll(kind, server, fetcher, scope)));
     const index = new Map<string, string[]>();
     scope.servers.forEach((server, position) => {
       for (const item of perServer[position] ?? []) {
@@ -352,12 +355,12 @@ export class CatalogView {
     return items;
   }
 
-  private async fetchAll(kind: ListKind, server: string, fetcher: ListFetcher): Promise<JsonObject[]> {
+  private async fetchAll(kind: ListKind, server: string, fetcher: ListFetcher, scope: CatalogScope): Promise<JsonObject[]> {
     const items: JsonObject[] = [];
     let cursor: string | undefined;
     // An upstream that pages forever must not hold the gateway: 1000 pages is far past any real server.
     for (let guard = 0; guard < 1000; guard++) {
-      const page = await this.fetch(kind, server, fetcher, cursor);
+      const page = await this.fetch(kind, server, fetcher, cursor, scope);
       if (page === undefined) break;
       items.push(...page.items);
       if (page.nextCursor === undefined || page.nextCursor === cursor) break;
@@ -366,10 +369,11 @@ export class CatalogView {
     return items;
   }
 
-  private fetch(kind: ListKind, server: string, fetcher: ListFetcher, cursor: string | undefined): Promise<Page | undefined> {
+  private fetch(kind: ListKind, server: string, fetcher: ListFetcher, cursor: string | undefined, scope: CatalogScope): Promise<Page | undefined> {
     const key = pageKey(server, kind, cursor);
-    // Unshared: this caller's own upstream session answers, and nothing is kept for anyone else.
-    if (!this.isShared(server)) return this.load(kind, server, fetcher, cursor, undefined);
+    // Unshared, or a private scope: this caller's own upstream session answers (the fetcher may hold what it
+    // listed), and nothing is kept for anyone else.
+    if (!this.isShared(server) || scope.private === true) return this.load(kind, server, fetcher, cursor, undefined);
     const cached = this.pages.get(key);
     if (cached !== undefined && cached.expires > this.now()) return Promise.resolve(cached);
     const running = this.fetching.get(key);

@@ -528,7 +528,8 @@ export class Router {
    * tool must be advertised, with an approved definition, by this session's own upstream session, whatever the
    * merged list (filled by any session) holds. Each upstream session is listed once ({@link AdvertisedTools});
    * one that cannot be opened hides its server's tools, as its calls would fail. When every upstream session
-   * agrees with the merged list, the shared scope (and its ready-to-send first page) is used unchanged.
+   * agrees with the merged list, the shared scope (and its ready-to-send first page) is used unchanged; otherwise
+   * a private scope lists this session's own listings (already held, no upstream exchange), for this request only.
    */
   private async upstreamSessionScope(session: DownstreamSession, scope: CatalogScope): Promise<CatalogScope> {
     const guard = this.options.catalog;
