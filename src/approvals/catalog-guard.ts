@@ -112,6 +112,11 @@ export class CatalogGuard {
     return refuse;
   }
 
+  /** The definition hash of an upstream tool object, computed once per object (as {@link check} does). */
+  definitionHash(tool: JsonObject): string {
+    return this.#liveHash(tool);
+  }
+
   /** The tools whose latest live definition differs from their approval, sorted by server and tool. */
   drifts(): DriftRecord[] {
     return [...this.#current.values()].map(({ record }) => record).sort((a, b) => compare(a.server, b.server) || compare(a.tool, b.tool));

@@ -39,6 +39,11 @@ export interface CatalogScope {
   readonly servers: readonly string[];
   /** Equal keys permit exactly the same servers and tools; per-caller caches are keyed by it. */
   readonly key: string;
+  /**
+   * Built for one request (what one upstream session advertised): its pages come from the fetcher, never the shared
+   * cache, and no page, first page or owner index is kept for it.
+   */
+  readonly private?: boolean;
   allowsTool(server: string, upstreamToolName: string): boolean;
 }
 
@@ -86,7 +91,7 @@ export class CatalogView {
   private readonly fetching = new Map<string, Promise<Page | undefined>>();
   /** Owner index per (kind, scope key): name or URI → the servers listing it, in configuration order. */
   private readonly owners = new Map<string, Map<string, string[]>>();
-  private readonly nameIndex = new Map<string, { page: Page; names: Set<string> }>();
+  private readonly nameIndex = new Map<string, { page: Page; tools: Map<string, JsonObject> }>();
   /** Serialised first pages per (kind, scope key), valid for one generation (DESIGN.md §5). */
   private readonly firstPages = new Map<string, { generation: number; admission: number; json: string }>();
   /** Bumped by every invalidation; a cached first page from an older generation is never served. */
@@ -106,7 +111,7 @@ export class CatalogView {
   ): Promise<{ items: JsonObject[]; next: Record<string, string> }> {
     // A cursor minted for another caller may name servers outside this scope: they are skipped, never fetched.
     const servers = cursors === undefined ? scope.servers : scope.servers.filter((server) => server in cursors);
-    const pages = await Promise.all(servers.map((server) => this.fetch(kind, server, fetcher, cursors?.[server])));
+    const pages = await Promise.all(servers.map((server) => this.fetch(kind, server, fetcher, cursors?.[server], scope)));
     // Collisions decide names in `conditional` and `never` modes, and owners decide resources: those need
     // every permitted server's full list. `always` names tools and prompts from the server alone.
     const owners =
@@ -150,12 +155,11 @@ export class CatalogView {
   }
 
   /**
-   * The upstream's own definition of one of its tools, from the cached list (fetched when not cached). Undefined
-   * when the upstream does not list it.
+   * `server`'s tools in the cached merged list by upstream name (the upstream's objects), while every page of
+   * it is cached; the same map object until that list changes, so callers may memoise on it.
    */
-  async toolDefinition(server: string, upstreamName: string, fetcher: ListFetcher): Promise<JsonObject | undefined> {
-    for (const tool of await this.fetchAll('tools', server, fetcher)) if (tool.name === upstreamName) return tool;
-    return undefined;
+  listedTools(server: string): ReadonlyMap<string, JsonObject> | undefined {
+    return this.toolIndex(server);
   }
 
   /** The upstream's definition of a tool if its list is cached, without fetching anything. */
@@ -182,6 +186,7 @@ export class CatalogView {
    * cached and fresh and nothing was invalidated since it was built.
    */
   cachedFirstPage(kind: ListKind, scope: CatalogScope): string | undefined {
+    if (scope.private === true) return undefined;
     const entry = this.firstPages.get(scopedKey(kind, scope));
     if (entry === undefined || entry.generation !== this.generation || entry.admission !== this.admission()) return undefined;
     const now = this.now();
@@ -223,7 +228,7 @@ export class CatalogView {
     const filter = this.options.filters.get(server);
     const name = filter === undefined ? local : filter.upstreamName(local);
     if (name === undefined || (filter !== undefined && !filter.permits(name)) || !scope.allowsTool(server, name)) return undefined;
-    const listed = this.toolNames(server);
+    const listed = this.toolIndex(server);
     // Before any listing the name cannot be checked against the upstream: the upstream answers for it.
     if (listed !== undefined && !listed.has(name)) return undefined;
     return name;
@@ -278,7 +283,7 @@ export class CatalogView {
     const shared = this.sharedScope(scope);
     const cached = shared ? this.owners.get(cacheKey) : undefined;
     if (cached !== undefined && this.allFresh(kind, scope.servers)) return cached;
-    const perServer = await Promise.all(scope.servers.map((server) => this.fetchAll(kind, server, fetcher)));
+    const perServer = await Promise.all(scope.servers.map((server) => this.fetchAll(kind, server, fetcher, scope)));
     const index = new Map<string, string[]>();
     scope.servers.forEach((server, position) => {
       for (const item of perServer[position] ?? []) {
@@ -316,20 +321,20 @@ export class CatalogView {
     return true;
   }
 
-  /** The upstream names of `server`'s cached tools, indexed once per cached list (the call hot path asks). */
-  private toolNames(server: string): Set<string> | undefined {
+  /** `server`'s cached tools by upstream name, indexed once per cached list (the call hot path asks). */
+  private toolIndex(server: string): Map<string, JsonObject> | undefined {
     const first = this.pages.get(pageKey(server, 'tools', undefined));
     if (first === undefined) return undefined;
     const known = this.nameIndex.get(server);
-    if (known !== undefined && known.page === first) return known.names;
-    const names = new Set<string>();
+    if (known !== undefined && known.page === first) return known.tools;
+    const tools = new Map<string, JsonObject>();
     let page: Page | undefined = first;
     // Bounded like fetchAll: an upstream whose cursors loop must not spin the gateway.
     for (let guard = 0; page !== undefined && guard < 1000; guard++) {
-      for (const tool of page.items) if (typeof tool.name === 'string') names.add(tool.name);
+      for (const tool of page.items) if (typeof tool.name === 'string' && !tools.has(tool.name)) tools.set(tool.name, tool);
       if (page.nextCursor === undefined) {
-        this.nameIndex.set(server, { page: first, names });
-        return names;
+        this.nameIndex.set(server, { page: first, tools });
+        return tools;
       }
       page = this.pages.get(pageKey(server, 'tools', page.nextCursor));
     }
@@ -350,12 +355,12 @@ export class CatalogView {
     return items;
   }
 
-  private async fetchAll(kind: ListKind, server: string, fetcher: ListFetcher): Promise<JsonObject[]> {
+  private async fetchAll(kind: ListKind, server: string, fetcher: ListFetcher, scope: CatalogScope): Promise<JsonObject[]> {
     const items: JsonObject[] = [];
     let cursor: string | undefined;
     // An upstream that pages forever must not hold the gateway: 1000 pages is far past any real server.
     for (let guard = 0; guard < 1000; guard++) {
-      const page = await this.fetch(kind, server, fetcher, cursor);
+      const page = await this.fetch(kind, server, fetcher, cursor, scope);
       if (page === undefined) break;
       items.push(...page.items);
       if (page.nextCursor === undefined || page.nextCursor === cursor) break;
@@ -364,10 +369,11 @@ export class CatalogView {
     return items;
   }
 
-  private fetch(kind: ListKind, server: string, fetcher: ListFetcher, cursor: string | undefined): Promise<Page | undefined> {
+  private fetch(kind: ListKind, server: string, fetcher: ListFetcher, cursor: string | undefined, scope: CatalogScope): Promise<Page | undefined> {
     const key = pageKey(server, kind, cursor);
-    // Unshared: this caller's own upstream session answers, and nothing is kept for anyone else.
-    if (!this.isShared(server)) return this.load(kind, server, fetcher, cursor, undefined);
+    // Unshared, or a private scope: this caller's own upstream session answers (the fetcher may hold what it
+    // listed), and nothing is kept for anyone else.
+    if (!this.isShared(server) || scope.private === true) return this.load(kind, server, fetcher, cursor, undefined);
     const cached = this.pages.get(key);
     if (cached !== undefined && cached.expires > this.now()) return Promise.resolve(cached);
     const running = this.fetching.get(key);
@@ -409,6 +415,7 @@ export class CatalogView {
   }
 
   private sharedScope(scope: CatalogScope): boolean {
+    if (scope.private === true) return false;
     return this.options.shared === undefined || scope.servers.every((server) => this.isShared(server));
   }
 }

@@ -26,6 +26,7 @@ import { CancelScope } from '../session/cancel-scope.js';
 import type { UpstreamClient, UpstreamReply } from '../upstream/upstream-client.js';
 import type { UpstreamRegistry } from '../upstream/upstream-registry.js';
 import type { CatalogScope, CatalogView, ListFetcher, ListKind } from './catalog.js';
+import { AdvertisedTools, type Advertised } from './advertised-tools.js';
 import { type CallContext, createUpstreamHandlers, deliver } from './client-bridge.js';
 import { ListViews } from './list-views.js';
 import type { Naming, ToolFilter } from './naming.js';
@@ -83,6 +84,13 @@ export class Router {
   private readonly pendingBroadcasts = new Set<string>();
   /** The catalogue scope of each live decision; decisions are memoised, so most requests reuse one. */
   private readonly scopes = new WeakMap<AccessDecision, CatalogScope>();
+  /** Pinned catalog only: each upstream session's own tools/list, which its calls are checked against. */
+  private readonly advertised: AdvertisedTools | undefined;
+  /**
+   * Per listing, the merged tool maps it agrees with (same definition for every merged tool), so that a list
+   * request whose upstream sessions agree with the merged list costs map lookups only.
+   */
+  private readonly agreement = new WeakMap<Advertised, WeakMap<ReadonlyMap<string, JsonObject>, boolean>>();
 
   constructor(options: RouterOptions) {
     this.options = options;
@@ -97,6 +105,7 @@ export class Router {
       ttlMs: options.listCacheTtlMs,
       logger: options.logger,
     });
+    if (options.catalog?.mode === 'pinned') this.advertised = new AdvertisedTools({ ttlMs: options.listCacheTtlMs });
   }
 
   /**
@@ -206,7 +215,11 @@ export class Router {
   ): Promise<JsonRpcResponse> {
     const params = request.params ?? {};
     const listKind = LIST_KINDS[request.method];
-    if (listKind !== undefined) return this.lists.answer(session, request, listKind, this.fetcher(session), await this.listScope(session, caller, scope));
+    if (listKind !== undefined) {
+      let listed = await this.listScope(session, caller, scope);
+      if (listKind === 'tools' && this.advertised !== undefined) listed = await this.upstreamSessionScope(session, listed);
+      return this.lists.answer(session, request, listKind, this.fetcher(session), listed);
+    }
     switch (request.method) {
       case 'ping':
         return makeResult(request.id, {});
@@ -219,15 +232,15 @@ export class Router {
         const route = await view.resolve(kind, name, this.fetcher(session), scope);
         const facts = this.factsOf(session, caller, kind === 'tools' ? 'call_tool' : 'get_prompt', route?.server, route?.name ?? name, params.arguments);
         if (route === undefined) return this.refuse(facts, this.unknownName(kind, name, scope));
-        if (kind === 'tools') await this.checkApproved(view, session, route.server, route.name, name).catch((error: unknown) => this.refuse(facts, error));
-        return this.governed(request, { ...facts, server: route.server }, { ...params, name: route.name }, context, signal);
+        const checked = kind === 'tools' ? await this.checkApproved(view, session, route.server, route.name, name, signal).catch((error: unknown) => this.refuse(facts, error)) : undefined;
+        return this.governed(request, { ...facts, server: route.server }, { ...params, name: route.name }, context, signal, checked);
       }
       case 'resources/read': {
         const uri = params.uri;
         if (typeof uri !== 'string') throw new GatewayError('MCPGATE_ERR_INVALID_PARAMS', 'params.uri must be a string');
         const facts = this.factsOf(session, caller, 'read_resource', undefined, uri, undefined);
         const server = await this.resourceOwner(session, uri, scope).catch((error: unknown) => this.refuse(facts, error));
-        return this.governed(request, { ...facts, server }, params, context, signal);
+        return this.governed(request, { ...facts, server }, params, context, signal, undefined);
       }
       case 'resources/subscribe':
       case 'resources/unsubscribe': {
@@ -249,18 +262,23 @@ export class Router {
     }
   }
 
+  /**
+   * `checked`: the upstream session whose definition of the called tool was checked against its approval; the
+   * call goes to that one, or fails if it closed meanwhile, never to a successor nobody checked.
+   */
   private async forward(
     request: JsonRpcRequest,
     server: string,
     params: JsonObject,
     context: CallContext,
     signal: CancelScope,
+    checked?: UpstreamClient<CallContext>,
   ): Promise<JsonRpcResponse> {
     // Opening the upstream session and the call itself both run under the server's bulkhead and breaker.
     return this.options.registry.run(
       server,
       async () => {
-        const client = await this.client(context.session, server);
+        const client = checked ?? (await this.client(context.session, server));
         const started = performance.now();
         try {
           const reply = await client.request(request.method, params, { timeoutMs: this.timeoutFor(server), signal, context });
@@ -300,6 +318,7 @@ export class Router {
     params: JsonObject,
     context: CallContext,
     signal: CancelScope,
+    checked: UpstreamClient<CallContext> | undefined,
   ): Promise<JsonRpcResponse> {
     const governance = this.options.governance;
     const started = performance.now();
@@ -309,7 +328,7 @@ export class Router {
     let recording = false;
     try {
       advisory = governance.ingress(facts);
-      const upstream = await this.forward(request, facts.server, params, context, signal);
+      const upstream = await this.forward(request, facts.server, params, context, signal, checked);
       const egress = governance.egress(facts, upstream);
       response = egress.response;
       advisory = [...advisory, ...egress.advisory];
@@ -411,13 +430,36 @@ export class Router {
           return undefined;
         }
       },
-      list: (server, method, params) =>
-        this.options.registry.run(server, async () => (await this.client(session, server)).request(method, params, { timeoutMs: this.timeoutFor(server) })),
+      list: async (server, method, params) => {
+        if (this.advertised !== undefined && method === 'tools/list') {
+          // Pinned: the merged list is filled from this session's own listing, so that what it shows and what
+          // this session's calls are checked against come from one tools/list per upstream session.
+          const listing = await this.listingOf(server, await this.openClient(session, server));
+          const page = listing.pages.get(typeof params?.cursor === 'string' ? params.cursor : '');
+          if (page !== undefined) return page;
+        }
+        return this.options.registry.run(server, async () => (await this.client(session, server)).request(method, params, { timeoutMs: this.timeoutFor(server) }));
+      },
     };
+  }
+
+  /** The session's open upstream session of `server`, else one opened under the server's bulkhead. */
+  private async openClient(session: DownstreamSession, server: string, signal?: CancelScope): Promise<UpstreamClient<CallContext>> {
+    return this.options.registry.peek(server, session.id) ?? (await this.options.registry.run(server, () => this.client(session, server), signal));
+  }
+
+  /** What this upstream session advertises (pinned catalog only), each page fetched under the server's bulkhead. */
+  private listingOf(server: string, client: UpstreamClient<CallContext>): Promise<Advertised> {
+    const advertised = this.advertised;
+    if (advertised === undefined) throw new GatewayError('MCPGATE_ERR_INTERNAL', 'upstream listings are kept only for a pinned catalog');
+    return advertised.of(server, client, (params) =>
+      this.options.registry.run(server, () => client.request('tools/list', params, { timeoutMs: this.timeoutFor(server) })),
+    );
   }
 
   private readonly events = {
     onListChanged: (server: string, method: string): void => {
+      if (method === 'notifications/tools/list_changed') this.advertised?.invalidate(server);
       this.lists.invalidate(server, method);
       this.broadcast(method);
     },
@@ -447,19 +489,90 @@ export class Router {
   }
 
   /**
-   * Refuses a call to a quarantined tool (issue 7 §2). In `pinned` mode the definition is looked up (fetching the
-   * list if needed) so that no unapproved definition is ever called; `observe` checks only a cached list, so its
-   * calls never wait on a listing.
+   * Refuses a call to a quarantined tool (issue 7 §2). Pinned: the definition checked is the one advertised by
+   * the very upstream session the call will reach (issue 22 A2), listed first if that session has not listed
+   * yet; the call then goes to that session, which is returned. An upstream session that cannot be opened
+   * fails with its own cause (a missing per-user secret, a vault key mismatch, a digest mismatch): that is the
+   * caller's problem, not the tool's definition. `observe` checks only a cached list, so its calls never wait
+   * on a listing.
    */
-  private async checkApproved(view: CatalogView, session: DownstreamSession, server: string, upstreamName: string, exposed: string): Promise<void> {
+  private async checkApproved(
+    view: CatalogView,
+    session: DownstreamSession,
+    server: string,
+    upstreamName: string,
+    exposed: string,
+    signal: CancelScope,
+  ): Promise<UpstreamClient<CallContext> | undefined> {
     const guard = this.options.catalog;
-    if (guard === undefined || guard.mode === 'off') return;
-    const definition = guard.mode === 'pinned' ? await view.toolDefinition(server, upstreamName, this.fetcher(session)) : view.cachedTool(server, upstreamName);
-    if (definition === undefined) {
-      if (guard.mode === 'pinned') throw quarantinedError(server, exposed);
-      return;
+    if (guard === undefined || guard.mode === 'off') return undefined;
+    if (guard.mode === 'observe') {
+      const definition = view.cachedTool(server, upstreamName);
+      if (definition !== undefined) guard.check(server, definition);
+      return undefined;
     }
-    if (guard.check(server, definition) === 'quarantined') throw quarantinedError(server, exposed);
+    const client = await this.openClient(session, server, signal);
+    const listing = await this.listingOf(server, client);
+    const definitions = listing.tools.get(upstreamName);
+    if (definitions === undefined) {
+      if (listing.failed !== undefined) throw unlisted(server, exposed, listing.failed);
+      // This upstream session does not offer the tool, whatever another session's list said.
+      throw new GatewayError('MCPGATE_ERR_UNKNOWN_TOOL', `Unknown tool: ${exposed}`);
+    }
+    for (const definition of definitions) if (guard.check(server, definition) === 'quarantined') throw quarantinedError(server, exposed);
+    return client;
+  }
+
+  /**
+   * Pinned: a tools/list shows only what a call from this session could reach (DESIGN.md invariant 10), so each
+   * tool must be advertised, with an approved definition, by this session's own upstream session, whatever the
+   * merged list (filled by any session) holds. Each upstream session is listed once ({@link AdvertisedTools});
+   * one that cannot be opened hides its server's tools, as its calls would fail. When every upstream session
+   * agrees with the merged list, the shared scope (and its ready-to-send first page) is used unchanged; otherwise
+   * a private scope lists this session's own listings (already held, no upstream exchange), for this request only.
+   */
+  private async upstreamSessionScope(session: DownstreamSession, scope: CatalogScope): Promise<CatalogScope> {
+    const guard = this.options.catalog;
+    if (guard === undefined) return scope;
+    const listings = new Map<string, Advertised>();
+    await Promise.all(
+      scope.servers.map(async (server) => {
+        try {
+          listings.set(server, await this.listingOf(server, await this.openClient(session, server)));
+        } catch (error) {
+          this.options.logger.debug({ server, err: errorMessage(error) }, 'upstream session not listed; its tools are hidden from this session');
+        }
+      }),
+    );
+    const admits = (server: string, tool: string): boolean => {
+      const definitions = listings.get(server)?.tools.get(tool);
+      return definitions !== undefined && definitions.every((definition) => guard.check(server, definition) === 'ok');
+    };
+    const view = this.lists.viewFor(session);
+    const agrees = scope.servers.every((server) => {
+      const listing = listings.get(server);
+      const merged = view.listedTools(server);
+      if (listing === undefined || merged === undefined) return false;
+      let known = this.agreement.get(listing);
+      if (known === undefined) this.agreement.set(listing, (known = new WeakMap()));
+      let same = known.get(merged);
+      if (same === undefined) {
+        // The same definitions get the same admission, under any approvals: nothing to filter for this session.
+        same = [...merged].every(([tool, item]) => {
+          const own = listing.tools.get(tool);
+          return own?.length === 1 && (own[0] === item || guard.definitionHash(own[0] as JsonObject) === guard.definitionHash(item));
+        });
+        known.set(merged, same);
+      }
+      return same;
+    });
+    if (agrees) return scope;
+    return {
+      servers: scope.servers,
+      key: `${scope.key}|upstream-session:${session.id}`,
+      private: true,
+      allowsTool: (server, tool) => scope.allowsTool(server, tool) && admits(server, tool),
+    };
   }
 
   /**
@@ -509,6 +622,16 @@ export class Router {
       ? new GatewayError('MCPGATE_ERR_UNKNOWN_TOOL', `Unknown tool: ${name}`)
       : new GatewayError('MCPGATE_ERR_UNKNOWN_PROMPT', `Unknown prompt: ${name}`);
   }
+}
+
+/** A pinned call whose tool's definition is unknown because the upstream session's tools/list failed. */
+function unlisted(server: string, tool: string, failed: UpstreamReply): GatewayError {
+  const code = failed.ok ? undefined : failed.error.code;
+  return new GatewayError(
+    'MCPGATE_ERR_UPSTREAM_UNAVAILABLE',
+    `tool "${tool}" of server "${server}" was not called: the server did not list its tools (error ${String(code)}), so its definition cannot be checked against its approval`,
+    { data: { server, tool } },
+  );
 }
 
 function toResponse(request: JsonRpcRequest, reply: UpstreamReply): JsonRpcResponse {

@@ -1,10 +1,13 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { JsonObject } from '../../src/jsonrpc/message.js';
+import { AdvertisedTools } from '../../src/router/advertised-tools.js';
 import { CursorCodec } from '../../src/router/cursor.js';
 import { compileGlob } from '../../src/router/glob.js';
 import { splitPrefixed, ToolFilter } from '../../src/router/naming.js';
 import { compileTemplate } from '../../src/router/uri-template.js';
 import { GatewayError } from '../../src/errors/gateway-error.js';
+import type { UpstreamReply } from '../../src/upstream/upstream-client.js';
 
 test('cursors round-trip and any alteration is refused with -32602', () => {
   const codec = new CursorCodec();
@@ -63,4 +66,53 @@ test('a raw result is spliced in verbatim, and ordinary messages serialise as JS
   assert.deepEqual(JSON.parse(text), { jsonrpc: '2.0', id: 'q"1', result: { tools: [{ name: 'a__x' }] } });
   const plain = { jsonrpc: '2.0' as const, id: 3, result: { ok: true } };
   assert.equal(serializeMessage(plain), JSON.stringify(plain));
+});
+
+test('advertised tools: one listing per upstream session (all pages, shared by concurrent callers), renewed after TTL or list_changed', async () => {
+  let now = 0;
+  const advertised = new AdvertisedTools({ ttlMs: 1000, now: () => now });
+  const asked: Array<string | undefined> = [];
+  const list = (params: JsonObject | undefined): Promise<UpstreamReply> => {
+    const cursor = typeof params?.cursor === 'string' ? params.cursor : undefined;
+    asked.push(cursor);
+    return Promise.resolve(
+      cursor === undefined
+        ? { ok: true, result: { tools: [{ name: 'a' }, { name: 'b' }], nextCursor: 'p2' } }
+        : { ok: true, result: { tools: [{ name: 'b', description: 'again' }, 'junk'], nextCursor: 'p2' } },
+    );
+  };
+  const one = {};
+  const [first, second] = await Promise.all([advertised.of('s', one, list), advertised.of('s', one, list)]);
+  assert.equal(first, second);
+  assert.deepEqual(asked, [undefined, 'p2'], 'both pages once; a repeated cursor ends the listing');
+  assert.deepEqual([...first.tools.keys()], ['a', 'b']);
+  assert.equal(first.tools.get('b')?.length, 2, 'a name listed twice keeps both definitions');
+  assert.equal(first.pages.size, 2);
+
+  await advertised.of('s', {}, list);
+  assert.equal(asked.length, 4, 'another upstream session is listed on its own');
+  now = 1000;
+  await advertised.of('s', one, list);
+  assert.equal(asked.length, 6, 'expired after ttlMs');
+  advertised.invalidate('s');
+  await advertised.of('s', one, list);
+  assert.equal(asked.length, 8, 'list_changed of its server renews it');
+  advertised.invalidate('other');
+  await advertised.of('s', one, list);
+  assert.equal(asked.length, 8, 'another server’s list_changed does not');
+});
+
+test('advertised tools: an error reply ends the listing and is kept; a throw is not kept', async () => {
+  const advertised = new AdvertisedTools({ ttlMs: 60_000 });
+  const failing = await advertised.of('s', {}, () => Promise.resolve({ ok: false, error: { code: -32603, message: 'no' } }));
+  assert.equal(failing.failed?.ok, false);
+  assert.equal(failing.tools.size, 0);
+  const session = {};
+  let calls = 0;
+  const throwing = (): Promise<UpstreamReply> => {
+    calls += 1;
+    return calls === 1 ? Promise.reject(new Error('closed')) : Promise.resolve({ ok: true, result: { tools: [{ name: 'a' }] } });
+  };
+  await assert.rejects(advertised.of('s', session, throwing), /closed/);
+  assert.deepEqual([...(await advertised.of('s', session, throwing)).tools.keys()], ['a'], 'listed again after a failure');
 });
