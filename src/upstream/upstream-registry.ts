@@ -235,7 +235,7 @@ export class UpstreamRegistry<C> {
     for (const [key, entry] of this.entries) {
       if (entry.freeChild === undefined || entry.client === undefined || !entry.client.isOpen) continue;
       const since = entry.client.idleSince();
-      if (since === undefined || since > cutoff) continue;
+      if (since === undefined || since >= cutoff) continue;
       this.options.logger.info({ server: entry.client.serverName, idleMs: this.now() - since }, 'idle upstream child reaped');
       entry.released = true;
       this.entries.delete(key);
