@@ -215,9 +215,12 @@ export function buildCore(config: GatewayConfig, logger: Logger, deps: CoreDeps)
     protocolVersion: LATEST_PROTOCOL_VERSION,
     logger,
     identityOf: (name) => identities.get(name)?.hash,
+    maxChildrenPerServer: gateway.limits.maxChildrenPerServer,
+    upstreamIdleTimeoutMs: gateway.limits.upstreamIdleTimeoutMs,
   });
   const sessions = new SessionManager({
     maxSessions: gateway.limits.maxSessions,
+    maxSessionsPerKey: gateway.limits.maxSessionsPerKey,
     idleTimeoutMs: gateway.limits.sessionIdleTimeoutMs,
     logger,
   });

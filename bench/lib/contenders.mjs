@@ -146,7 +146,8 @@ export function writeMcpgateConfig(ctx, { urls = [], stdio = 0, extraGateway = '
     '  prefix: always',
     '  logLevel: warn',
     '  listCacheTtlMs: 60000',
-    '  limits: { maxSessions: 20000, sessionIdleTimeoutMs: 1800000, callTimeoutMs: 60000 }',
+    // W3 opens 10,000 sessions with one key: the per-key cap (issue 22 A4) is lifted to the global one.
+    '  limits: { maxSessions: 20000, maxSessionsPerKey: 20000, sessionIdleTimeoutMs: 1800000, callTimeoutMs: 60000 }',
     extraGateway,
     'servers:',
   ];

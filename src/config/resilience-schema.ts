@@ -56,7 +56,23 @@ export const serverResilienceFields = {
 /** Fields spread into the stdio server schema only. */
 export const stdioRestartFields = {
   restart: restartSchema.prefault({}),
+  /**
+   * Live children of this server at once (`scope: session`: one per downstream session using it); unset:
+   * `gateway.limits.maxChildrenPerServer`. Past it, a call that would spawn fails with MCPGATE_ERR_CHILD_LIMIT.
+   */
+  maxChildren: positive().optional(),
 };
+
+/** `maxChildren` bounds the children of a `scope: session` server; a shared server has one, so it is a mistake there. */
+export function checkChildLimit(name: string, server: { readonly scope: 'session' | 'shared'; readonly maxChildren?: number | undefined }, ctx: z.RefinementCtx): void {
+  if (server.scope === 'shared' && server.maxChildren !== undefined) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['servers', name, 'maxChildren'],
+      message: `server "${name}" has scope "shared", which runs one child for every session; maxChildren applies to scope "session" only`,
+    });
+  }
+}
 
 export type ServerLimitsConfig = z.infer<typeof serverLimitsSchema>;
 export type BreakerConfig = z.infer<typeof breakerSchema>;

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { checkStdioIsolation, httpIsolationFields, stdioIsolationFields } from './isolation-schema.js';
 import { checkHttpTrust, tlsSchema } from './tls-rules.js';
-import { serverResilienceFields, stdioRestartFields } from './resilience-schema.js';
+import { checkChildLimit, serverResilienceFields, stdioRestartFields } from './resilience-schema.js';
 import { isLoopbackHost } from '../util/tls-pins.js';
 import { jwtSchema } from './auth-schema.js';
 import { adminSchema } from './admin-schema.js';
@@ -101,6 +101,28 @@ const limitsSchema = z.strictObject({
   maxBodyBytes: integer(z.number().int().positive()).default(4 * 1024 * 1024),
   maxSessions: integer(z.number().int().positive()).default(10_000),
   sessionIdleTimeoutMs: integer(z.number().int().positive()).default(30 * 60_000),
+  /**
+   * Downstream sessions one caller may hold open at once (issue 22 A4): one API key or JWT subject; with
+   * `auth.mode: none` (dev, loopback only) every client is on this machine and they share one count. Both
+   * Streamable HTTP sessions and 2024-11-05 SSE streams count; DELETE and idle expiry free a slot. 64 is far
+   * above what one client holds (one per window or agent) and leaves room for clients that never DELETE, while
+   * one key can no longer fill `maxSessions`.
+   */
+  maxSessionsPerKey: integer(z.number().int().positive()).default(64),
+  /**
+   * Live stdio children one `scope: session` server may have, when the server sets no `maxChildren` (issue 22
+   * A4). Each child is a process (tens of MB for a Node or Python server), so this bounds the host's memory:
+   * a call or list that would spawn one more fails with MCPGATE_ERR_CHILD_LIMIT. Twice `maxSessionsPerKey`, so
+   * that one key cannot take every child of a server by default.
+   */
+  maxChildrenPerServer: integer(z.number().int().positive()).default(128),
+  /**
+   * How long a stdio child of a `scope: session` server may sit idle before it is reaped (TERM, then KILL) while
+   * its downstream session stays valid; the session's next call starts a new child transparently. A child with
+   * a call in flight, a request of its own waiting on the client, or a resource subscription is never idle.
+   * 0 keeps children as long as their session.
+   */
+  upstreamIdleTimeoutMs: integer(z.number().int().nonnegative()).default(5 * 60_000),
   callTimeoutMs: integer(z.number().int().positive()).default(60_000),
   /** Largest single message accepted from an upstream (stdio line or HTTP body). */
   maxUpstreamMessageBytes: integer(z.number().int().positive()).default(8 * 1024 * 1024),
@@ -218,7 +240,10 @@ export const configSchema = z
         });
       }
       if (server.transport !== 'stdio') checkHttpTrust(name, server, config.gateway.mode, ctx);
-      else checkStdioIsolation(name, server, ctx);
+      else {
+        checkStdioIsolation(name, server, ctx);
+        checkChildLimit(name, server, ctx);
+      }
       if (config.gateway.prefix !== 'never' && name.includes(separator)) {
         ctx.addIssue({
           code: 'custom',

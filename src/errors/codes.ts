@@ -74,6 +74,8 @@ export const ErrorCatalogue = {
   MCPGATE_ERR_AUDIT_UNAVAILABLE: { http: 503, rpc: RpcCode.ServerError },
   MCPGATE_ERR_POLICY_INVALID: { http: 500, rpc: RpcCode.InternalError },
   MCPGATE_ERR_POLICY_DENIED: { http: 403, rpc: RpcCode.InvalidParams },
+  MCPGATE_ERR_SESSION_LIMIT_PER_KEY: { http: 429, rpc: RpcCode.ServerError },
+  MCPGATE_ERR_CHILD_LIMIT: { http: 503, rpc: RpcCode.ServerError },
 } as const;
 
 export type ErrorCode = keyof typeof ErrorCatalogue;

@@ -21,7 +21,7 @@ import type { Logger } from '../observability/logger.js';
 import type { AccessPolicy } from '../policy/access-policy.js';
 import type { AccessDecision, Caller } from '../policy/decision.js';
 import type { DownstreamSession, RequestStream, TransportKind } from '../session/downstream-session.js';
-import type { SessionManager } from '../session/session-manager.js';
+import type { SessionManager, SessionSlot } from '../session/session-manager.js';
 import { CancelScope } from '../session/cancel-scope.js';
 import type { UpstreamClient, UpstreamReply } from '../upstream/upstream-client.js';
 import type { UpstreamRegistry } from '../upstream/upstream-registry.js';
@@ -111,9 +111,15 @@ export class Router {
   /**
    * Handles `initialize`: validates it, creates the session bound to the caller's credential (issue 5 §6) and
    * principal (whose upstream credentials it uses, issue 6), and answers with the negotiated version. It
-   * contacts no upstream, so it needs no decision.
+   * contacts no upstream, so it needs no decision. `slot` is a place the transport already holds in the caller's
+   * session count (a legacy SSE stream's).
    */
-  initialize(request: JsonRpcRequest, transport: TransportKind, caller: Caller | undefined): { session: DownstreamSession; response: JsonRpcResponse } {
+  initialize(
+    request: JsonRpcRequest,
+    transport: TransportKind,
+    caller: Caller | undefined,
+    slot?: SessionSlot,
+  ): { session: DownstreamSession; response: JsonRpcResponse } {
     const params = request.params ?? {};
     const clientInfo = asObject(params.clientInfo);
     const capabilities = params.capabilities === undefined ? {} : asObject(params.capabilities);
@@ -121,7 +127,7 @@ export class Router {
       throw new GatewayError('MCPGATE_ERR_INVALID_PARAMS', 'initialize needs protocolVersion, capabilities and clientInfo');
     }
     const protocolVersion = negotiateVersion(params.protocolVersion);
-    const session = this.options.sessions.create({ transport, protocolVersion, clientCapabilities: capabilities, clientInfo, caller });
+    const session = this.options.sessions.create({ transport, protocolVersion, clientCapabilities: capabilities, clientInfo, caller }, slot);
     session.onClose(() => {
       this.options.registry.release(session.id);
       this.options.onSessionEnd?.(session);
@@ -231,7 +237,7 @@ export class Router {
         const view = this.lists.viewFor(session);
         const route = await view.resolve(kind, name, this.fetcher(session), scope);
         const facts = this.factsOf(session, caller, kind === 'tools' ? 'call_tool' : 'get_prompt', route?.server, route?.name ?? name, params.arguments);
-        if (route === undefined) return this.refuse(facts, this.unknownName(kind, name, scope));
+        if (route === undefined) return this.refuse(facts, this.unknownName(kind, name, scope, session));
         const checked = kind === 'tools' ? await this.checkApproved(view, session, route.server, route.name, name, signal).catch((error: unknown) => this.refuse(facts, error)) : undefined;
         return this.governed(request, { ...facts, server: route.server }, { ...params, name: route.name }, context, signal, checked);
       }
@@ -364,7 +370,7 @@ export class Router {
     const ref = asObject(params.ref);
     if (ref?.type === 'ref/prompt' && typeof ref.name === 'string') {
       const route = await this.lists.viewFor(session).resolve('prompts', ref.name, this.fetcher(session), scope);
-      if (route === undefined) throw this.unknownName('prompts', ref.name, scope);
+      if (route === undefined) throw this.unknownName('prompts', ref.name, scope, session);
       return this.forward(request, route.server, { ...params, ref: { ...ref, name: route.name } }, context, signal);
     }
     if (ref?.type === 'ref/resource' && typeof ref.uri === 'string') {
@@ -604,7 +610,7 @@ export class Router {
    * The error for a name that resolves to nothing. A name on a server outside the caller's scope gets exactly
    * the unknown-name error (issue 5 §6): the server's state is told only to callers who may use it.
    */
-  private unknownName(kind: 'tools' | 'prompts', name: string, scope: CatalogScope): GatewayError {
+  private unknownName(kind: 'tools' | 'prompts', name: string, scope: CatalogScope, session: DownstreamSession): GatewayError {
     const split = this.options.naming.mode === 'never' ? undefined : splitPrefixed(this.options.naming, scope.servers, name);
     const status = split === undefined ? undefined : this.options.registry.snapshot()[split.server];
     const state = status?.state;
@@ -615,6 +621,9 @@ export class Router {
       const message = status?.lastError ?? `upstream "${split.server}" failed a trust check`;
       return new GatewayError(trustCode, message, { data: { server: split.server } });
     }
+    // Issue 22 A4: the list went without this server because this session could not start its child.
+    const childRefusal = split === undefined ? undefined : this.options.registry.childRefusal(split.server, session.id);
+    if (childRefusal !== undefined) return childRefusal;
     if (split !== undefined && (state === 'failed' || state === 'crash-loop')) {
       return new GatewayError('MCPGATE_ERR_UPSTREAM_UNAVAILABLE', `server "${split.server}" is unavailable`, { data: { server: split.server } });
     }

@@ -5,6 +5,8 @@ import { DownstreamSession, type SessionEndReason } from './downstream-session.j
 
 export interface SessionManagerOptions {
   maxSessions: number;
+  /** Sessions and reserved slots one caller may hold at once (issue 22 A4). */
+  maxSessionsPerKey: number;
   idleTimeoutMs: number;
   logger: Logger;
   now?: () => number;
@@ -13,11 +15,37 @@ export interface SessionManagerOptions {
 type SessionInit = Omit<ConstructorParameters<typeof DownstreamSession>[0], 'id' | 'now'>;
 
 /**
- * Owns every live downstream session: creation under a cap, lookup, deletion, and an idle reaper.
- * Session ids are 128 bits from the CSPRNG, base64url: unguessable, and visible ASCII as the spec requires.
+ * A place in one caller's count taken before its session exists: a 2024-11-05 SSE stream holds one from
+ * `GET /sse` on, so that streams opened and never initialized are bounded per caller too. {@link
+ * SessionManager.create} turns it into the session's own place; {@link release} gives it back otherwise.
+ */
+export interface SessionSlot {
+  release(): void;
+}
+
+interface HeldSlot extends SessionSlot {
+  readonly bucket: string;
+  held: boolean;
+}
+
+/**
+ * The count a caller's sessions are held to: its credential id (API key, or the JWT subject's derived id).
+ * Without auth (dev mode, loopback listener only) every client is on this machine, so one count is what a
+ * per-address count would be.
+ */
+function bucketOf(owner: string | undefined): string {
+  return owner === undefined ? '' : `key:${owner}`;
+}
+
+/**
+ * Owns every live downstream session: creation under a global and a per-caller cap, lookup, deletion, and an
+ * idle reaper. Session ids are 128 bits from the CSPRNG, base64url: unguessable, and visible ASCII as the spec
+ * requires.
  */
 export class SessionManager {
   private readonly sessions = new Map<string, DownstreamSession>();
+  /** Caller bucket → its sessions plus its held slots; an entry at zero is deleted. */
+  private readonly perKey = new Map<string, number>();
   private readonly options: SessionManagerOptions;
   private readonly now: () => number;
   private reaper: NodeJS.Timeout | undefined;
@@ -34,14 +62,51 @@ export class SessionManager {
     return this.sessions.size;
   }
 
-  create(init: SessionInit): DownstreamSession {
+  /** Sessions and held slots of the caller with this credential id (undefined: auth off). */
+  countFor(owner: string | undefined): number {
+    return this.perKey.get(bucketOf(owner)) ?? 0;
+  }
+
+  /** Takes a place in the caller's count, or throws MCPGATE_ERR_SESSION_LIMIT_PER_KEY when it is full. */
+  reserve(owner: string | undefined): SessionSlot {
+    const bucket = bucketOf(owner);
+    this.admit(bucket);
+    this.adjust(bucket, +1);
+    const slot: HeldSlot = {
+      bucket,
+      held: true,
+      release: () => {
+        if (!slot.held) return;
+        slot.held = false;
+        this.adjust(bucket, -1);
+      },
+    };
+    return slot;
+  }
+
+  /**
+   * Creates a session for `init.caller`. With a held `slot` of that caller (see {@link reserve}) the session
+   * takes over its place; otherwise it needs a free one.
+   */
+  create(init: SessionInit, slot?: SessionSlot): DownstreamSession {
     if (this.sessions.size >= this.options.maxSessions) {
       throw new GatewayError('MCPGATE_ERR_SESSION_LIMIT', 'Too many sessions; try again later', {
         data: { maxSessions: this.options.maxSessions },
       });
     }
+    const bucket = bucketOf(init.caller?.keyId);
+    const held = slot as HeldSlot | undefined;
+    const reserved = held !== undefined && held.held && held.bucket === bucket;
+    if (!reserved) this.admit(bucket);
     const session = new DownstreamSession({ ...init, id: randomBytes(16).toString('base64url'), now: this.now() });
+    if (reserved) held.held = false;
+    else this.adjust(bucket, +1);
     this.sessions.set(session.id, session);
+    // However the session ends (DELETE, expiry, its transport closing it), its place is given back once.
+    session.onClose(() => {
+      if (this.sessions.get(session.id) === session) this.sessions.delete(session.id);
+      this.adjust(bucket, -1);
+    });
     return session;
   }
 
@@ -86,5 +151,21 @@ export class SessionManager {
     if (this.reaper !== undefined) clearInterval(this.reaper);
     this.reaper = undefined;
     for (const id of [...this.sessions.keys()]) this.delete(id, 'shutdown');
+  }
+
+  private admit(bucket: string): void {
+    const limit = this.options.maxSessionsPerKey;
+    if ((this.perKey.get(bucket) ?? 0) < limit) return;
+    throw new GatewayError(
+      'MCPGATE_ERR_SESSION_LIMIT_PER_KEY',
+      `This caller already holds ${limit} sessions (gateway.limits.maxSessionsPerKey); end one with DELETE or wait for an idle one to expire`,
+      { data: { maxSessionsPerKey: limit } },
+    );
+  }
+
+  private adjust(bucket: string, delta: number): void {
+    const count = (this.perKey.get(bucket) ?? 0) + delta;
+    if (count > 0) this.perKey.set(bucket, count);
+    else this.perKey.delete(bucket);
   }
 }

@@ -7,7 +7,7 @@ import type { Caller } from '../policy/decision.js';
 import type { RequestIdentity } from './http-auth.js';
 import type { Router } from '../router/router.js';
 import type { DownstreamSession } from '../session/downstream-session.js';
-import type { SessionManager } from '../session/session-manager.js';
+import type { SessionManager, SessionSlot } from '../session/session-manager.js';
 import { accepts, decodeBody, isJsonContentType } from './http-helpers.js';
 import { readBody } from './read-body.js';
 import { SseStream } from './sse-stream.js';
@@ -27,6 +27,8 @@ interface Connection {
   session: DownstreamSession | undefined;
   /** The caller that opened the stream; POSTs with any other credential get 404 (issue 5 §6). */
   owner: Caller | undefined;
+  /** The stream's place in its caller's session count (issue 22 A4), handed to the session on initialize. */
+  slot: SessionSlot;
 }
 
 /**
@@ -48,12 +50,15 @@ export class LegacySseEndpoint {
     if (this.connections.size >= this.options.maxConnections) {
       throw new GatewayError('MCPGATE_ERR_SESSION_LIMIT', 'Too many sessions; try again later');
     }
+    // A stream counts towards its caller's cap from the start, so streams never initialized are bounded too.
+    const slot = this.options.sessions.reserve(identity.caller?.keyId);
     const id = randomBytes(16).toString('base64url');
     const stream = new SseStream(response).keepAlive();
-    const connection: Connection = { stream, session: undefined, owner: identity.caller };
+    const connection: Connection = { stream, session: undefined, owner: identity.caller, slot };
     this.connections.set(id, connection);
     stream.onClose(() => {
       this.connections.delete(id);
+      slot.release();
       if (connection.session !== undefined) this.options.sessions.delete(connection.session.id);
     });
     stream.event('endpoint', `${this.options.messagesPath}?sessionId=${id}`);
@@ -84,7 +89,7 @@ export class LegacySseEndpoint {
     const stream = connection.stream;
     if (isRequest(message) && message.method === 'initialize' && connection.session === undefined) {
       try {
-        const { session, response } = router.initialize(message, 'legacy-sse', connection.owner);
+        const { session, response } = router.initialize(message, 'legacy-sse', connection.owner, connection.slot);
         connection.session = session;
         session.channel = { send: (outbound) => stream.send(outbound) };
         session.onClose(() => stream.end());

@@ -42,6 +42,8 @@ export interface UpstreamClientOptions<C> {
   connectTimeoutMs: number;
   logger: Logger;
   handlers: UpstreamHandlers<C>;
+  /** Milliseconds, for {@link UpstreamClient.idleSince}; injected so that tests control time. Default `Date.now`. */
+  now?: () => number;
 }
 
 /** What a request needs from its cancellation source (the router's CancelScope fits). */
@@ -93,11 +95,18 @@ export class UpstreamClient<C = unknown> {
   private nextId = 1;
   private closed = false;
   private initialized: InitializeOutcome | undefined;
+  private readonly now: () => number;
+  /** When a request last started or settled, in either direction. */
+  private lastActive: number;
+  /** Resource URIs this session is subscribed to upstream: updates may come at any time, so it is in use. */
+  private subscriptions: Set<string> | undefined;
 
   constructor(options: UpstreamClientOptions<C>) {
     this.options = options;
     this.serverName = options.serverName;
     this.transport = options.transport;
+    this.now = options.now ?? Date.now;
+    this.lastActive = this.now();
     this.transport.onmessage = (message, inbound) => this.dispatch(message, inbound);
     this.transport.onerror = (error, inbound) => {
       this.options.logger.warn({ server: this.serverName, err: error.message }, 'upstream transport error');
@@ -122,6 +131,16 @@ export class UpstreamClient<C = unknown> {
 
   get initializeOutcome(): InitializeOutcome | undefined {
     return this.initialized;
+  }
+
+  /**
+   * Since when this session has had nothing going on, or undefined while it is in use: a request in flight
+   * either way (a call, or the upstream's sampling/elicitation request waiting on the client) or a resource
+   * subscription. What the registry's idle reaper asks (issue 22 A4).
+   */
+  idleSince(): number | undefined {
+    if (this.pending.size > 0 || this.inboundRequests.size > 0 || (this.subscriptions?.size ?? 0) > 0) return undefined;
+    return this.lastActive;
   }
 
   /** Starts the transport and runs the initialize handshake within connectTimeoutMs. */
@@ -175,10 +194,24 @@ export class UpstreamClient<C = unknown> {
    * when the transport fails or closes.
    */
   request(method: string, params: JsonObject | undefined, options: RequestOptions<C>): Promise<UpstreamReply> {
+    const uri = params?.uri;
+    if (typeof uri !== 'string' || (method !== 'resources/subscribe' && method !== 'resources/unsubscribe')) return this.exchange(method, params, options);
+    if (method === 'resources/unsubscribe') {
+      this.subscriptions?.delete(uri);
+      return this.exchange(method, params, options);
+    }
+    return this.exchange(method, params, options).then((reply) => {
+      if (reply.ok && !this.closed) (this.subscriptions ??= new Set()).add(uri);
+      return reply;
+    });
+  }
+
+  private exchange(method: string, params: JsonObject | undefined, options: RequestOptions<C>): Promise<UpstreamReply> {
     if (this.closed) {
       return Promise.reject(this.closedError());
     }
     const id = this.nextId++;
+    this.lastActive = this.now();
     const signal = options.signal;
     if (signal?.aborted) return Promise.reject(cancelledError(this.serverName));
 
@@ -202,6 +235,7 @@ export class UpstreamClient<C = unknown> {
         cleanup: () => {
           if (entry.timer !== undefined) clearTimeout(entry.timer);
           unsubscribe?.();
+          this.lastActive = this.now();
         },
       };
       entry.timer = setTimeout(() => {
@@ -296,6 +330,7 @@ export class UpstreamClient<C = unknown> {
     }
     const controller = new AbortController();
     this.inboundRequests.set(request.id, controller);
+    this.lastActive = this.now();
     const context = this.contextFor(inbound);
     this.options.handlers
       .onRequest(request, context, controller.signal)
@@ -309,6 +344,7 @@ export class UpstreamClient<C = unknown> {
       )
       .then((response) => {
         this.inboundRequests.delete(request.id);
+        this.lastActive = this.now();
         if (controller.signal.aborted || this.closed) return;
         return this.transport.send(response, { relatedRequestId: request.id });
       })

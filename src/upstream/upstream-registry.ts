@@ -17,6 +17,8 @@ export interface ServerStatus {
   state: ServerState;
   /** Upstream sessions open now (one per downstream session for session-scoped servers). */
   connections: number;
+  /** `scope: session` stdio servers: children alive or starting, and the most there may be (issue 22 A4). */
+  children?: { live: number; max: number };
   lastError?: string;
   /** The MCPGATE_ERR_* code of lastError, when it was a GatewayError (e.g. a TLS pin mismatch, issue 4 §3). */
   lastErrorCode?: string;
@@ -39,6 +41,12 @@ export interface UpstreamRegistryOptions {
    * entries share a child only when they run the same program the same way; default: the server name.
    */
   identityOf?: (server: string) => string | undefined;
+  /** Live children of a `scope: session` stdio server without its own `maxChildren` (issue 22 A4). */
+  maxChildrenPerServer: number;
+  /** A `scope: session` stdio child idle this long is reaped while its downstream session lives on; 0: never. */
+  upstreamIdleTimeoutMs: number;
+  /** Milliseconds, for idle expiry; injected so that tests control time. Default `Date.now`. */
+  now?: () => number;
 }
 
 /** Who an upstream session is opened for. `key` is the downstream session id; shared servers ignore it. */
@@ -57,6 +65,11 @@ interface Entry<C> {
   client: UpstreamClient<C> | undefined;
   /** Set when the gateway itself closes it: any other close of a stdio child is a crash (issue 4 §4). */
   released?: boolean;
+  /**
+   * Gives back the entry's place in its server's child count; set for `scope: session` stdio entries, whose
+   * child counts from before the spawn until it has exited. One-shot.
+   */
+  freeChild?: () => void;
 }
 
 /**
@@ -76,10 +89,15 @@ export class UpstreamRegistry<C> {
   private readonly closing = new Set<Promise<void>>();
   /** Bulkhead, circuit breaker and respawn pacing per server (issue 4 §4-6). */
   private readonly guards = new Map<string, ServerGuard>();
+  /** `scope: session` stdio server → its children alive or starting, whose bound is its `maxChildren`. */
+  private readonly children = new Map<string, { live: number; max: number }>();
+  private readonly now: () => number;
+  private reaper: NodeJS.Timeout | undefined;
   readonly serverNames: readonly string[];
 
   constructor(options: UpstreamRegistryOptions) {
     this.options = options;
+    this.now = options.now ?? Date.now;
     this.serverNames = Object.keys(options.servers).filter((name) => options.servers[name]?.enabled !== false);
     const since = new Date().toISOString();
     for (const [name, config] of Object.entries(options.servers)) {
@@ -93,6 +111,14 @@ export class UpstreamRegistry<C> {
         ...(identity === undefined ? {} : { identity: identity.slice(0, 16) }),
       });
       this.guards.set(name, new ServerGuard({ server: name, config }));
+      if (config.transport === 'stdio' && config.scope === 'session') {
+        this.children.set(name, { live: 0, max: config.maxChildren ?? options.maxChildrenPerServer });
+      }
+    }
+    const idleMs = options.upstreamIdleTimeoutMs;
+    if (idleMs > 0 && this.children.size > 0) {
+      this.reaper = setInterval(() => this.reapIdle(), Math.max(50, Math.min(60_000, Math.floor(idleMs / 4))));
+      this.reaper.unref();
     }
   }
 
@@ -120,16 +146,28 @@ export class UpstreamRegistry<C> {
     const key = this.keyFor(server, config, binding.key);
     const existing = this.entries.get(key);
     if (existing !== undefined && (existing.client === undefined || existing.client.isOpen)) return existing.promise;
+    const children = this.children.get(server);
     try {
       // A stdio server that failed recently is respawned only once its backoff has passed (issue 4 §4).
       this.guards.get(server)?.restart?.check();
+      // The gateway's own bound, checked before any spawn; it says nothing of the server's health, so it is
+      // neither a crash nor (classifyError: not a failure code) a breaker failure.
+      if (children !== undefined && children.live >= children.max) throw childLimitError(server, children.max);
     } catch (error) {
       return Promise.reject(error);
     }
 
     const entry: Entry<C> = { promise: Promise.resolve(undefined as never), client: undefined };
-    entry.promise = this.open(server, config, key, binding, entry);
+    if (children !== undefined) {
+      children.live += 1;
+      entry.freeChild = () => {
+        entry.freeChild = undefined;
+        children.live -= 1;
+      };
+    }
+    // In the map before open() runs, so that a failure it meets at once removes the entry instead of leaving it.
     this.entries.set(key, entry);
+    entry.promise = this.open(server, config, key, binding, entry);
     if (scopeOf(config) !== 'shared') {
       let keys = this.byBinding.get(binding.key);
       if (keys === undefined) this.byBinding.set(binding.key, (keys = new Set()));
@@ -142,6 +180,14 @@ export class UpstreamRegistry<C> {
   private keyFor(server: string, config: ServerConfig, bindingKey: string): string {
     if (scopeOf(config) !== 'shared') return `${server}\u0000${bindingKey}`;
     return `shared\u0000${this.options.identityOf?.(server) ?? server}`;
+  }
+
+  /** The MCPGATE_ERR_CHILD_LIMIT error acquire() would give this binding now, if any: never opens anything. */
+  childRefusal(server: string, bindingKey: string): GatewayError | undefined {
+    const children = this.children.get(server);
+    const config = this.config(server);
+    if (children === undefined || config === undefined || children.live < children.max) return undefined;
+    return this.entries.has(this.keyFor(server, config, bindingKey)) ? undefined : childLimitError(server, children.max);
   }
 
   /** The client already open for this binding, if any: never opens one. */
@@ -169,7 +215,34 @@ export class UpstreamRegistry<C> {
   }
 
   snapshot(): Record<string, ServerStatus & Partial<GuardSnapshot>> {
-    return Object.fromEntries([...this.status].map(([name, status]) => [name, { ...status, ...this.guards.get(name)?.snapshot() }]));
+    return Object.fromEntries(
+      [...this.status].map(([name, status]) => {
+        const children = this.children.get(name);
+        return [name, { ...status, ...(children === undefined ? {} : { children: { ...children } }), ...this.guards.get(name)?.snapshot() }];
+      }),
+    );
+  }
+
+  /**
+   * Reaps `scope: session` stdio children idle past `upstreamIdleTimeoutMs` (TERM, then KILL, as on release),
+   * leaving their downstream sessions valid: the session's next exchange with the server opens a new upstream
+   * session (a new child, initialize again). A child with anything in flight or a subscription is in use
+   * ({@link UpstreamClient.idleSince}). Runs on a timer; public so that tests drive it with their clock.
+   */
+  reapIdle(): void {
+    if (this.options.upstreamIdleTimeoutMs <= 0) return;
+    const cutoff = this.now() - this.options.upstreamIdleTimeoutMs;
+    for (const [key, entry] of this.entries) {
+      if (entry.freeChild === undefined || entry.client === undefined || !entry.client.isOpen) continue;
+      const since = entry.client.idleSince();
+      if (since === undefined || since >= cutoff) continue;
+      this.options.logger.info({ server: entry.client.serverName, idleMs: this.now() - since }, 'idle upstream child reaped');
+      entry.released = true;
+      this.entries.delete(key);
+      const closing = entry.client.close();
+      this.closing.add(closing);
+      void closing.finally(() => this.closing.delete(closing));
+    }
   }
 
   /**
@@ -178,6 +251,8 @@ export class UpstreamRegistry<C> {
    * period would otherwise outlive the gateway (DESIGN.md invariant 8).
    */
   async closeAll(): Promise<void> {
+    if (this.reaper !== undefined) clearInterval(this.reaper);
+    this.reaper = undefined;
     const entries = [...this.entries.values()];
     for (const entry of entries) entry.released = true;
     this.entries.clear();
@@ -188,26 +263,29 @@ export class UpstreamRegistry<C> {
   private async open(server: string, config: ServerConfig, key: string, binding: Binding<C>, entry: Entry<C>): Promise<UpstreamClient<C>> {
     this.setState(server, 'connecting');
     const handlers = binding.handlers;
-    const client = new UpstreamClient<C>({
-      serverName: server,
-      transport: this.options.createTransport(server, config, binding.credentials),
-      clientInfo: this.options.clientInfo,
-      capabilities: binding.capabilities,
-      protocolVersion: this.options.protocolVersion,
-      connectTimeoutMs: config.connectTimeoutMs,
-      logger: this.options.logger,
-      handlers: {
-        onRequest: (request, context, signal) => handlers.onRequest(request, context, signal),
-        onNotification: (notification, context) => handlers.onNotification(notification, context),
-        onClose: () => {
-          if (this.entries.get(key) === entry) this.entries.delete(key);
-          if (entry.client !== undefined) this.adjustConnections(server, -1);
-          if (entry.client !== undefined && entry.released !== true) this.recordCrash(server, 'the upstream closed unexpectedly');
-          handlers.onClose();
-        },
-      },
-    });
     try {
+      const client = new UpstreamClient<C>({
+        serverName: server,
+        transport: this.options.createTransport(server, config, binding.credentials),
+        clientInfo: this.options.clientInfo,
+        capabilities: binding.capabilities,
+        protocolVersion: this.options.protocolVersion,
+        connectTimeoutMs: config.connectTimeoutMs,
+        logger: this.options.logger,
+        now: this.now,
+        handlers: {
+          onRequest: (request, context, signal) => handlers.onRequest(request, context, signal),
+          onNotification: (notification, context) => handlers.onNotification(notification, context),
+          onClose: () => {
+            if (this.entries.get(key) === entry) this.entries.delete(key);
+            // The transport's close resolves once the child has exited: only now is its place free.
+            entry.freeChild?.();
+            if (entry.client !== undefined) this.adjustConnections(server, -1);
+            if (entry.client !== undefined && entry.released !== true) this.recordCrash(server, 'the upstream closed unexpectedly');
+            handlers.onClose();
+          },
+        },
+      });
       await client.connect();
       entry.client = client;
       this.adjustConnections(server, +1);
@@ -216,6 +294,8 @@ export class UpstreamRegistry<C> {
       return client;
     } catch (error) {
       if (this.entries.get(key) === entry) this.entries.delete(key);
+      // connect() closed what it started; a transport that could not even be built started nothing.
+      entry.freeChild?.();
       const message = errorMessage(error);
       this.setState(server, 'failed', message);
       const status = this.status.get(server);
@@ -252,4 +332,12 @@ export class UpstreamRegistry<C> {
 
 function scopeOf(config: ServerConfig): 'session' | 'shared' {
   return config.transport === 'stdio' ? config.scope : 'session';
+}
+
+function childLimitError(server: string, maxChildren: number): GatewayError {
+  return new GatewayError(
+    'MCPGATE_ERR_CHILD_LIMIT',
+    `server "${server}" already runs ${maxChildren} children (its maxChildren); try again once a session ends or idles`,
+    { data: { server, maxChildren } },
+  );
 }

@@ -14,6 +14,8 @@ describe('many concurrent sessions', () => {
   before(async () => {
     http = await startStreamableFixture({ label: 'h' });
     gateway = await startGateway({
+      // Without auth every client is one caller (issue 22 A4), and these tests hold more than the default 64 sessions.
+      gateway: { limits: { maxSessionsPerKey: 256 } },
       servers: {
         // Shared stdio children multiplex every session onto one upstream connection: the id rewriting is
         // what keeps their answers apart. The HTTP upstream gets one upstream session per client.
