@@ -120,6 +120,19 @@ function pathDeeperThan(data: unknown, limit: number): ConfigPath | undefined {
 }
 
 /**
+ * Places an issue found after loading (its path in our shape) where it is written in configuration `text`: the
+ * path as the user wrote it (`mcpServers.x` in that form) and its line, or its deepest written ancestor's when it
+ * is a default. Left as it is when the text does not parse.
+ */
+export function locateIssue(text: string, fileName: string | undefined, issue: ConfigIssue): ConfigIssue {
+  const body = text.startsWith('\uFEFF') ? text.slice(1) : text;
+  const parsed = parseSource(body, detectFormat(body, fileName));
+  if (!parsed.ok) return issue;
+  const path = isMcpServersDocument(parsed.source.data) ? toMcpServersPath(issue.path.split('.')) : issue.path.split('.');
+  return { ...issue, path: path.join('.'), ...parsed.source.locate(path, false) };
+}
+
+/**
  * Fills in `transport` where it is left out: `command` means stdio, `url` means Streamable HTTP. Both at once
  * is ambiguous, so it is reported rather than guessed. Anything unexpected is left for the schema to report.
  */
