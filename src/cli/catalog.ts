@@ -71,8 +71,9 @@ function reportFailures(io: ControlIo, command: string, failed: ReadonlyMap<stri
 
 /**
  * `mcpgate catalog snapshot [--server s]`: records the live definitions of every enabled server (or one) as
- * approved, replacing that server's previous approvals. Exit 0, or 1 when a server could not be listed (the
- * others are still written; the failed one keeps its previous approvals).
+ * approved, replacing that server's previous approvals. Exit 0, or 1 when a server could not be listed: then
+ * nothing is written (issue 22 B7), since a snapshot that silently lacks a server is not the review it claims
+ * to be; `--server` snapshots the reachable ones one at a time. The write itself is atomic (temp file + rename).
  */
 export function runCatalogSnapshot(options: CatalogOptions, io: ControlIo): Promise<number> {
   return runCommand(io, 'catalog snapshot', () =>
@@ -80,9 +81,14 @@ export function runCatalogSnapshot(options: CatalogOptions, io: ControlIo): Prom
       // Read first: invalid approvals are refused before any upstream is contacted, and never silently replaced.
       await source.read();
       const { tools, failed } = await live(config, io, options.server === undefined ? undefined : [options.server]);
-      reportFailures(io, 'snapshot', failed);
+      if (failed.size > 0) {
+        for (const [server, reason] of failed) io.stderr(`mcpgate catalog snapshot: server "${server}" could not be listed: ${reason}`);
+        const names = [...failed.keys()].map((server) => `"${server}"`).join(', ');
+        io.stderr(`mcpgate catalog snapshot: nothing written, ${source.where} is unchanged; start ${names} and run it again, or snapshot the others with --server`);
+        return 1;
+      }
       if (tools.size === 0) {
-        io.stderr(`mcpgate catalog snapshot: no server could be listed; ${source.where} is unchanged`);
+        io.stderr(`mcpgate catalog snapshot: no enabled server to list; ${source.where} is unchanged`);
         return 1;
       }
       const now = new Date();
@@ -92,12 +98,12 @@ export function runCatalogSnapshot(options: CatalogOptions, io: ControlIo): Prom
         result: undefined,
       }));
       const rows = servers.map(([server, list]) => [server, String(list.length)]);
-      if (options.json === true) printJson(io, { ...target(source, written), servers: Object.fromEntries(rows.map(([server, count]) => [server, Number(count)])), failed: Object.fromEntries(failed) });
+      if (options.json === true) printJson(io, { ...target(source, written), servers: Object.fromEntries(rows.map(([server, count]) => [server, Number(count)])) });
       else {
         printTable(io, ['server', 'tools'], rows);
         io.stdout(`approved the live definitions of ${rows.length} server${rows.length === 1 ? '' : 's'} in ${described(source, written)}`);
       }
-      return failed.size > 0 ? 1 : 0;
+      return 0;
     }),
   );
 }

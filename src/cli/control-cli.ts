@@ -2,8 +2,8 @@ import { resolveKeySecret } from '../authn/key-secret.js';
 import { loadConfig } from '../config/load.js';
 import type { GatewayConfig } from '../config/schema.js';
 import { ControlPlane } from '../control/control-plane.js';
-import { GatewayError } from '../errors/gateway-error.js';
 import { createStore } from '../store/create-store.js';
+import { reportError } from './report-error.js';
 
 /** Streams and environment of the management commands, injected so they stay testable. */
 export interface ControlIo {
@@ -13,6 +13,8 @@ export interface ControlIo {
   readonly stderr: (line: string) => void;
   /** The clock for expiries and key states (tests fix it). */
   readonly now?: () => Date;
+  /** `--debug`: a failure prints its stack after its one line. */
+  readonly debug?: boolean;
 }
 
 /** Options every management command takes. */
@@ -21,8 +23,7 @@ export interface CommonOptions {
   readonly json?: boolean;
 }
 
-/** A mistake in the command line; reported as one line, exit code 1. */
-export class UsageError extends Error {}
+export { UsageError } from './report-error.js';
 
 /**
  * Loads the config, opens its store and hands a control plane over it to `use`; the store is closed after.
@@ -57,18 +58,17 @@ export async function withControl<T>(
 }
 
 /**
- * Runs a subcommand and turns every expected failure into one stderr line and exit code 1. The body returns
- * its own exit code when 0 is not the only success (explain answers 2 for "denied").
+ * Runs a subcommand and turns every failure into its report ({@link reportError}): one stderr line and exit code 1
+ * for an expected one, EXIT_INTERNAL for a bug. The body returns its own exit code when 0 is not the only success
+ * (explain answers 2 for "denied").
  */
 export async function runCommand(io: ControlIo, command: string, body: () => Promise<number | void>): Promise<number> {
   try {
     return (await body()) ?? 0;
   } catch (error) {
-    if (error instanceof UsageError || GatewayError.is(error)) {
-      io.stderr(`mcpgate ${command}: ${error.message}`);
-      return 1;
-    }
-    throw error;
+    const report = reportError(command, error, io.debug === true);
+    for (const line of report.lines) io.stderr(line);
+    return report.exitCode;
   }
 }
 

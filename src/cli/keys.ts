@@ -105,11 +105,14 @@ export async function runKeysList(options: { readonly config: string; readonly j
   );
 }
 
-/** `mcpgate keys revoke <id>`: takes effect on the key's next request (issue 5 §10). Revoking twice is fine. */
+/**
+ * `mcpgate keys revoke <id|prefix>`: takes effect on the key's next request (issue 5 §10). Revoking twice is fine.
+ * The key is named as everywhere else: its id, or a unique leading part of its id or displayed prefix.
+ */
 export async function runKeysRevoke(id: string, options: { readonly config: string; readonly json?: boolean }, io: KeysIo): Promise<number> {
-  return runCommand(io, 'keys', () =>
+  return runCommand(io, 'keys revoke', () =>
     withControl(keysControl(options.config), io, async (control) => {
-      const record = await control.revokeKey(id);
+      const record = await control.revokeKey(await control.resolveSubject('key', id));
       if (options.json === true) printJson(io, record);
       else io.stdout(`revoked ${record.id} (prefix ${record.prefix}) at ${showDate(record.revokedAt)}`);
     }),
@@ -144,7 +147,7 @@ export function registerKeysCommand(program: Command, io: KeysIo, defaultConfig:
   keys
     .command('revoke')
     .description('revoke a key by id; its next request is refused')
-    .argument('<id>', 'key id (from keys list)')
+    .argument('<id|prefix>', 'key id, or a unique leading part of its id or prefix (mcpg_xxxxxxxx), as keys list shows them')
     .option('-c, --config <file>', 'configuration file', defaultConfig)
     .option('--json', 'machine-readable output')
     .action(async (id: string, options: { config: string; json?: boolean }) => {

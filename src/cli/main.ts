@@ -1,6 +1,5 @@
 #!/usr/bin/env node
 import { Command } from 'commander';
-import { ConfigError } from '../config/config-error.js';
 import { loadConfig } from '../config/load.js';
 import { assertSpawnPolicy } from '../config/spawn-policy.js';
 import { runStdioGateway, startHttpGateway } from '../main.js';
@@ -17,21 +16,15 @@ import { registerReceiptCommand } from './receipt.js';
 import { registerSecretsCommand } from './secrets.js';
 import { registerToolsetsCommand } from './toolsets.js';
 import { runPin } from './pin.js';
+import { runCommand } from './control-cli.js';
+import { reportError } from './report-error.js';
 
 const DEFAULT_CONFIG = 'mcpgate.yaml';
 
 async function load(file: string) {
-  try {
-    const config = await loadConfig(file, { env: process.env });
-    assertSpawnPolicy(config, file);
-    return config;
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      process.stderr.write(`${error.message}\n`);
-      process.exit(1);
-    }
-    throw error;
-  }
+  const config = await loadConfig(file, { env: process.env });
+  assertSpawnPolicy(config, file);
+  return config;
 }
 
 async function serve(options: { config: string; port?: string; host?: string }): Promise<void> {
@@ -73,7 +66,20 @@ async function stdio(options: { config: string }): Promise<void> {
 const program = new Command()
   .name('mcpgate')
   .description('An MCP gateway: one endpoint in front of many MCP servers.')
-  .version(VERSION);
+  .version(VERSION)
+  .option('--debug', 'after an error\'s one line, print its stack');
+
+/** Read when a command fails, after commander has parsed the line (a global option may follow the subcommand). */
+const debug = (): boolean => program.opts<{ debug?: boolean }>().debug === true;
+
+const controlIo = {
+  env: process.env,
+  stdout: (line: string) => process.stdout.write(`${line}\n`),
+  stderr: (line: string) => process.stderr.write(`${line}\n`),
+  get debug() {
+    return debug();
+  },
+};
 
 program
   .command('serve', { isDefault: true })
@@ -81,25 +87,26 @@ program
   .option('-c, --config <file>', 'configuration file (YAML, or mcpServers JSON)', DEFAULT_CONFIG)
   .option('-p, --port <port>', 'override gateway.listen.port')
   .option('-H, --host <host>', 'override gateway.listen.host')
-  .action(serve);
+  .action(async (options: { config: string; port?: string; host?: string }) => {
+    const code = await runCommand(controlIo, 'serve', () => serve(options));
+    // A gateway that could not start may hold handles (a store, a child) that would keep the process alive.
+    if (code !== 0) process.exit(code);
+  });
 
 program
   .command('stdio')
   .description('serve one client over stdin/stdout, for desktop clients that spawn their servers')
   .option('-c, --config <file>', 'configuration file (YAML, or mcpServers JSON)', DEFAULT_CONFIG)
-  .action(stdio);
+  .action(async (options: { config: string }) => {
+    process.exit(await runCommand(controlIo, 'stdio', () => stdio(options)));
+  });
 
 program
   .command('check')
   .description('validate a configuration file and print each error with its path')
   .argument('<file>', 'configuration file')
   .action(async (file: string) => {
-    const code = await runCheck(file, {
-      env: process.env,
-      stdout: (line) => process.stdout.write(`${line}\n`),
-      stderr: (line) => process.stderr.write(`${line}\n`),
-    });
-    process.exitCode = code;
+    process.exitCode = await runCommand(controlIo, 'check', () => runCheck(file, controlIo));
   });
 
 program
@@ -108,17 +115,9 @@ program
   .argument('<https-url>', 'the upstream URL')
   .option('--ca <file>', 'PEM CA bundle to verify against (as tls.ca), instead of the system roots')
   .action(async (url: string, options: { ca?: string }) => {
-    process.exitCode = await runPin(url, { ca: options.ca }, {
-      stdout: (line) => process.stdout.write(`${line}\n`),
-      stderr: (line) => process.stderr.write(`${line}\n`),
-    });
+    process.exitCode = await runCommand(controlIo, 'pin', () => runPin(url, { ca: options.ca }, controlIo));
   });
 
-const controlIo = {
-  env: process.env,
-  stdout: (line: string) => process.stdout.write(`${line}\n`),
-  stderr: (line: string) => process.stderr.write(`${line}\n`),
-};
 registerKeysCommand(program, controlIo, DEFAULT_CONFIG);
 registerDirectoryCommands(program, controlIo, DEFAULT_CONFIG);
 registerPermissionsCommand(program, controlIo, DEFAULT_CONFIG);
@@ -130,4 +129,11 @@ registerReceiptCommand(program, controlIo);
 // Only `secrets set` reads stdin: the secret never travels in argv.
 registerSecretsCommand(program, { ...controlIo, stdin: process.stdin }, DEFAULT_CONFIG);
 
-await program.parseAsync(process.argv);
+try {
+  await program.parseAsync(process.argv);
+} catch (error) {
+  // Every command reports its own failures; this is for one that escaped them all.
+  const report = reportError(program.args[0] ?? 'serve', error, debug());
+  for (const line of report.lines) process.stderr.write(`${line}\n`);
+  process.exit(report.exitCode);
+}

@@ -120,7 +120,7 @@ export function registerPermissionsCommand(program: Command, io: ControlIo, defa
     command
       .option('-c, --config <file>', 'configuration file', defaultConfig)
       .requiredOption('--level <level>', `one of ${LEVELS.join(', ')}`)
-      .requiredOption('--subject <id-or-name>', 'the id; or the org name, the team/user/agent name (in --org), the key prefix')
+      .requiredOption('--subject <id-or-name>', 'the id; or the org name, the team/user/agent name (in --org), a unique leading part of a key id or prefix')
       .option('--org <org>', 'org id or name to look a team, user or agent name up in (may be left out when only one org exists)')
       .option('--json', 'machine-readable output');
   target(permissions.command('get').description('show the document (none: the level does not restrict)')).action(async (options: PermissionTargetOptions) => {

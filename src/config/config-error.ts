@@ -29,11 +29,26 @@ export class ConfigError extends GatewayError {
 
   constructor(code: ConfigErrorCode, issues: readonly ConfigIssue[], fileName?: string, cause?: unknown) {
     // No `data`: config errors stay in the process, and values may have come from secrets in the environment.
-    super(code, describe(code, issues, fileName), cause === undefined ? {} : { cause });
+    super(code, describe(code, issues.map(oneLine), fileName), cause === undefined ? {} : { cause });
     this.name = 'ConfigError';
-    this.issues = Object.freeze(issues.map((issue) => Object.freeze({ ...issue })));
+    this.issues = Object.freeze(issues.map((issue) => Object.freeze(oneLine(issue))));
     this.fileName = fileName;
   }
+}
+
+/**
+ * Keys and values from the file, and parser messages that quote them, may hold line breaks or bidirectional
+ * overrides; escaped, each issue stays the one line editors and CI annotators parse, and cannot disguise itself.
+ */
+// eslint-disable-next-line no-control-regex -- control characters are exactly what this matches
+const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+
+function escapeUnprintable(text: string): string {
+  return text.replace(UNPRINTABLE, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+function oneLine(issue: ConfigIssue): ConfigIssue {
+  return { ...issue, path: escapeUnprintable(issue.path), message: escapeUnprintable(issue.message) };
 }
 
 /** Formats an issue as `<file>:<line>:<col>: <path>: <message>`, leaving out the parts that are unknown. */

@@ -66,6 +66,12 @@ export function parseConfig(text: string, options: ParseConfigOptions): GatewayC
     throw invalid([{ path: [], message }], source, fileName);
   }
 
+  const tooDeep = pathDeeperThan(source.data, MAX_NESTING);
+  if (tooDeep !== undefined) {
+    const message = `nested more than ${MAX_NESTING} levels deep; no configuration key is`;
+    throw invalid([{ path: tooDeep, message }], source, fileName);
+  }
+
   const interpolated = interpolate(source.data, options.env);
   if (interpolated.issues.length > 0) {
     const onlyMissing = interpolated.issues.every((issue) => issue.variable !== undefined);
@@ -93,6 +99,37 @@ export function parseConfig(text: string, options: ParseConfigOptions): GatewayC
   }
   if (issues.length > 0 || !result.success) throw invalid(issues, source, fileName);
   return deepFreeze(result.data);
+}
+
+/**
+ * The deepest real configuration is about ten levels; the later stages recurse, so a document nested thousands of
+ * levels (which parsers accept) must stop here rather than overflow the stack.
+ */
+const MAX_NESTING = 64;
+
+/** The path of the first value nested deeper than `limit`, found without recursion. */
+function pathDeeperThan(data: unknown, limit: number): ConfigPath | undefined {
+  const stack: { value: unknown; path: ConfigPath }[] = [{ value: data, path: [] }];
+  for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
+    const { value, path } = next;
+    if (typeof value !== 'object' || value === null) continue;
+    if (path.length >= limit) return path;
+    for (const [key, child] of Object.entries(value)) stack.push({ value: child, path: [...path, Array.isArray(value) ? Number(key) : key] });
+  }
+  return undefined;
+}
+
+/**
+ * Places an issue found after loading (its path in our shape) where it is written in configuration `text`: the
+ * path as the user wrote it (`mcpServers.x` in that form) and its line, or its deepest written ancestor's when it
+ * is a default. Left as it is when the text does not parse.
+ */
+export function locateIssue(text: string, fileName: string | undefined, issue: ConfigIssue): ConfigIssue {
+  const body = text.startsWith('\uFEFF') ? text.slice(1) : text;
+  const parsed = parseSource(body, detectFormat(body, fileName));
+  if (!parsed.ok) return issue;
+  const path = isMcpServersDocument(parsed.source.data) ? toMcpServersPath(issue.path.split('.')) : issue.path.split('.');
+  return { ...issue, path: path.join('.'), ...parsed.source.locate(path, false) };
 }
 
 /**

@@ -26,7 +26,8 @@ export interface McpServersConversion {
 
 /** Keys that only drive a client's approval UI; a gateway has no use for them, so they are dropped. */
 const CLIENT_ONLY_KEYS: ReadonlySet<string> = new Set(['autoApprove', 'alwaysAllow']);
-const STDIO_KEYS: ReadonlySet<string> = new Set(['command', 'args', 'env', 'cwd']);
+// `digest`, `measure` and `allowUnmeasured` are ours: without them a production gateway never spawns the command.
+const STDIO_KEYS: ReadonlySet<string> = new Set(['command', 'args', 'env', 'cwd', 'digest', 'measure', 'allowUnmeasured']);
 const URL_KEYS: ReadonlySet<string> = new Set(['url', 'headers']);
 /** `type` values of the format → our `transport`. `stdio` is what Claude Code writes for command servers. */
 const TYPE_TO_TRANSPORT: Readonly<Record<string, string>> = {

@@ -73,6 +73,10 @@ export function parseSource(text: string, format: SourceFormat): ParseSourceResu
       .map((error): SourceIssue => ({ path: [], message: lowerFirst(error.message), ...position(error.pos[0]) }));
     return { ok: false, issues: [...syntax, ...duplicates].sort(byPosition) };
   }
+  // A list, mapping or alias as a key would be stringified by toJS (with a process warning): nothing a schema
+  // key can be, so it is refused where it is written.
+  const complexKeys = collectionKeyIssues(document.contents, position);
+  if (complexKeys.length > 0) return { ok: false, issues: complexKeys };
   let data: unknown;
   try {
     data = document.toJS();
@@ -89,28 +93,57 @@ function duplicateKeyIssue(
   error: YAMLError,
   position: (offset: number) => Position,
 ): SourceIssue {
-  const path = findKeyPath(document.contents, [], error.pos[0]);
-  const key = path?.at(-1) ?? text.slice(error.pos[0], error.pos[1]);
-  return { path: path ?? [], message: `duplicate key "${String(key)}"`, ...position(error.pos[0]) };
+  const found = findKeyPath(document.contents, [], error.pos[0]);
+  const key = found?.path.at(-1) ?? text.slice(error.pos[0], error.pos[1]);
+  return { path: found?.path ?? [], message: `duplicate key "${String(key)}"`, ...position(found?.start ?? error.pos[0]) };
 }
 
-/** The path of the map key starting at `offset`, found by walking the tree (yaml reports only the offset). */
-function findKeyPath(node: unknown, path: ConfigPath, offset: number): ConfigPath | undefined {
-  if (isMap(node)) {
-    for (const pair of node.items) {
-      const key = keyText(pair.key);
-      if (key === undefined) continue;
-      if (isScalar(pair.key) && pair.key.range?.[0] === offset) return [...path, key];
-      const found = findKeyPath(pair.value, [...path, key], offset);
-      if (found !== undefined) return found;
-    }
-  } else if (isSeq(node)) {
-    for (const [index, item] of node.items.entries()) {
-      const found = findKeyPath(item, [...path, index], offset);
-      if (found !== undefined) return found;
+/** Keys that are lists, mappings or aliases; walked without recursion, as the document may be nested very deep. */
+function collectionKeyIssues(root: unknown, position: (offset: number) => Position): SourceIssue[] {
+  const issues: SourceIssue[] = [];
+  const stack: { node: unknown; path: ConfigPath }[] = [{ node: root, path: [] }];
+  for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
+    const { node, path } = next;
+    if (isMap(node)) {
+      for (const pair of node.items) {
+        const key = keyText(pair.key);
+        if (key !== undefined || pair.key === null || (isScalar(pair.key) && pair.key.value === null)) {
+          stack.push({ node: pair.value, path: [...path, key ?? ''] });
+          continue;
+        }
+        const offset = isNodeWithRange(pair.key) ? pair.key.range?.[0] : undefined;
+        const message = 'a key must be a plain scalar, not a list, a mapping or an alias';
+        issues.push({ path, message, ...(offset === undefined ? {} : position(offset)) });
+      }
+    } else if (isSeq(node)) {
+      for (const [index, item] of node.items.entries()) stack.push({ node: item, path: [...path, index] });
     }
   }
-  return undefined;
+  return issues.sort(byPosition);
+}
+
+/**
+ * The path of the map key that `offset` points at, found by walking the tree (yaml reports only the offset). After
+ * an empty value yaml's offset falls on the whitespace before the repeated key, so the first key starting at or
+ * after the offset is the one meant.
+ */
+function findKeyPath(node: unknown, path: ConfigPath, offset: number): { start: number; path: ConfigPath } | undefined {
+  let best: { start: number; path: ConfigPath } | undefined;
+  const visit = (current: unknown, at: ConfigPath): void => {
+    if (isMap(current)) {
+      for (const pair of current.items) {
+        const key = keyText(pair.key);
+        if (key === undefined) continue;
+        const start = isScalar(pair.key) ? pair.key.range?.[0] : undefined;
+        if (start !== undefined && start >= offset && (best === undefined || start < best.start)) best = { start, path: [...at, key] };
+        visit(pair.value, [...at, key]);
+      }
+    } else if (isSeq(current)) {
+      for (const [index, item] of current.items.entries()) visit(item, [...at, index]);
+    }
+  };
+  visit(node, path);
+  return best;
 }
 
 function locateIn(

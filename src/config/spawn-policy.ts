@@ -17,7 +17,7 @@ export function unmeasuredStdioIssues(config: GatewayConfig): ConfigIssue[] {
     if (allowsUnmeasured(server, config.gateway.mode)) continue;
     issues.push({
       path: `servers.${name}`,
-      message: `stdio server "${name}" has no digest and gateway.mode is ${config.gateway.mode}, so it would never be spawned; set digest: "sha256:<hex>" (with measure: <script> for interpreted servers), or allowUnmeasured: true`,
+      message: `stdio server "${name}" has no digest and gateway.mode is ${config.gateway.mode}, so it would never be spawned; set digest: "sha256:<hex>" with the hex that \`sha256sum "$(command -v ${server.command})"\` prints (for an interpreted server, measure: <script> and the script's sha256sum instead), or allowUnmeasured: true to run it unmeasured, or gateway.mode: dev`,
     });
   }
   return issues;

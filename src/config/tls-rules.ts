@@ -7,21 +7,29 @@ import { isLoopbackHost, isPlaceholderPin, pinFormatProblem, type PinKind } from
  * is a configuration error rather than a warning at run time.
  */
 
-/** One pin or several (rotation: any listed pin matches); always a list after parsing. */
+/**
+ * One pin or several (rotation: any listed pin matches); always a list after parsing, even when a pin is
+ * malformed, so the cross-field rules below never see the single-string form.
+ */
 function pinList(kind: PinKind) {
-  return z
-    .union([z.string(), z.array(z.string()).min(1)])
-    .superRefine((value, ctx) => {
-      // Checked here rather than per branch of the union, so that the issue says what is wrong with the pin
-      // (a union reports only "invalid input") and sits at the pin itself.
-      const pins = typeof value === 'string' ? [value] : value;
-      pins.forEach((pin, index) => {
-        const problem = pinFormatProblem(pin, kind);
-        if (problem === undefined) return;
-        ctx.addIssue({ code: 'custom', path: typeof value === 'string' ? [] : [index], message: `malformed TLS pin "${pin}": ${problem}` });
+  return z.union([z.string(), z.array(z.string()).min(1)]).transform((value, ctx) => {
+    const pins = typeof value === 'string' ? [value] : value;
+    // Checked here rather than per branch of the union, so that the issue says what is wrong with the pin
+    // (a union reports only "invalid input") and sits at the pin itself.
+    pins.forEach((pin, index) => {
+      const problem = pinFormatProblem(pin, kind);
+      if (problem === undefined) return;
+      ctx.addIssue({
+        code: 'custom',
+        path: typeof value === 'string' ? [] : [index],
+        message: `malformed TLS pin "${pin}": ${problem}`,
+        input: pin,
+        // Not aborting, so the cross-field rules still run (on the list) and one run reports everything.
+        continue: true,
       });
-    })
-    .transform((value) => (typeof value === 'string' ? [value] : value));
+    });
+    return pins;
+  });
 }
 
 export const tlsSchema = z.strictObject({
@@ -54,6 +62,8 @@ interface HttpTrustFields {
  */
 export function checkHttpTrust(name: string, server: HttpTrustFields, mode: 'dev' | 'production', ctx: z.RefinementCtx): void {
   const path = ['servers', name];
+  // An unparsable URL is already reported by the url field, whose issue does not stop these rules from running.
+  if (!URL.canParse(server.url)) return;
   const url = new URL(server.url);
   if (url.protocol === 'http:') {
     if (server.tls !== undefined) {

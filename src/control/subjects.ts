@@ -62,13 +62,21 @@ export async function findPrincipal(store: Store, kind: PrincipalKind, idOrName:
   return principal;
 }
 
-/** A key by id, or by its displayed prefix (`mcpg_` + 8 characters) when exactly one key has it. */
+/** Shortest leading part of an id or displayed prefix (after `mcpg_`) that names a key: one letter would be a guess. */
+const MIN_KEY_PREFIX = 4;
+
+/**
+ * A key by id, or by a unique leading part of its id or of its displayed prefix (`mcpg_` + 8 characters), as
+ * `keys list` shows them (issue 22 B8: every command that names a key takes the same forms). A part that fits
+ * several keys is refused, saying how many, rather than picking one.
+ */
 export async function findKey(store: Store, idOrPrefix: string): Promise<ApiKeyRecord> {
   const byId = await store.getKey(idOrPrefix);
   if (byId !== undefined) return byId;
-  if (idOrPrefix.startsWith(API_KEY_PREFIX)) {
-    const matches = (await store.listKeys()).filter((key) => key.prefix === idOrPrefix);
-    if (matches.length > 1) throw invalidRequest(`${matches.length} keys have the prefix "${idOrPrefix}"; give the key id`);
+  const significant = idOrPrefix.startsWith(API_KEY_PREFIX) ? idOrPrefix.slice(API_KEY_PREFIX.length) : idOrPrefix;
+  if (significant.length >= MIN_KEY_PREFIX) {
+    const matches = (await store.listKeys()).filter((key) => key.id.startsWith(idOrPrefix) || key.prefix.startsWith(idOrPrefix));
+    if (matches.length > 1) throw invalidRequest(`${matches.length} keys match "${idOrPrefix}"; give more of the id or the key id itself`);
     if (matches[0] !== undefined) return matches[0];
   }
   throw new GatewayError('MCPGATE_ERR_STORE_NOT_FOUND', `no key with id or prefix "${idOrPrefix}"`, { data: { entity: 'key', id: idOrPrefix } });

@@ -38,6 +38,10 @@ interface Answer {
  * so no path, body or query can reach another principal's secret. Values go in and never come out.
  *
  * - `GET /v1/secrets` → `200 { secrets: [{ server, updatedAt }] }`
+ * - `GET /v1/secrets/<server>` → `200 { server, set: true, updatedAt, keyId, currentKey }` or `{ server, set: false }`:
+ *   the caller's own status for one server (issue 22 B8); `currentKey` is false when the secret was sealed by a
+ *   master key rotated away, so it must be set again. An unknown server, or one that takes no per-user secret and
+ *   holds none, is refused as PUT refuses it
  * - `PUT /v1/secrets/<server>` with `{ "secret": "…" }` → `200 { server, updatedAt }` (per-user servers only)
  * - `DELETE /v1/secrets/<server>` → `200 { server, deleted: true }`, or 404 when none is stored
  */
@@ -91,6 +95,15 @@ export class SelfServiceSecrets {
       this.#logger?.info({ selfService: 'secret.set', principalId, server, keyId: meta.keyId }, 'per-user secret set');
       return { status: 200, body: { server: meta.server, updatedAt: meta.updatedAt } };
     }
+    if (method === 'GET') {
+      // Metadata only, never the value: this answers "have I linked this account?" and "under which key?".
+      const meta = (await this.#vault.list(principalId)).find((entry) => entry.server === server);
+      if (meta === undefined) {
+        requirePerUserServer(this.#config(), server);
+        return { status: 200, body: { server, set: false } };
+      }
+      return { status: 200, body: { server, set: true, updatedAt: meta.updatedAt, keyId: meta.keyId, currentKey: meta.keyId === this.#vault.keyId } };
+    }
     if (method === 'DELETE') {
       // Allowed for any server name: a secret left behind by a server that is no longer per-user stays removable.
       if (!(await this.#vault.delete(principalId, server))) {
@@ -99,7 +112,7 @@ export class SelfServiceSecrets {
       this.#logger?.info({ selfService: 'secret.delete', principalId, server }, 'per-user secret deleted');
       return { status: 200, body: { server, deleted: true } };
     }
-    throw methodNotAllowed(method, 'PUT, DELETE');
+    throw methodNotAllowed(method, 'GET, PUT, DELETE');
   }
 
   async #readJson(request: IncomingMessage): Promise<unknown> {

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, describe, it } from 'node:test';
 import { tamperSqlite } from '../fixtures/sqlite.js';
@@ -181,15 +181,23 @@ describe('mcpgate catalog', () => {
     assert.match(malformed.stderr, /not valid JSON/);
   });
 
-  it('snapshots the servers it can reach, reports the others, and exits 1', async () => {
+  it('writes nothing when one upstream is down, naming it, and leaves the existing file untouched (issue 22 B7)', async () => {
     const c = setup({ notes: [addNote] }, '  broken:\n    transport: stdio\n    command: /nonexistent/server\n');
-    const snapshot = await c.cli('snapshot');
-    assert.equal(snapshot.code, 1);
-    assert.match(snapshot.stderr, /server "broken" skipped: MCPGATE_ERR_UPSTREAM_UNAVAILABLE/);
-    assert.deepEqual(Object.keys((await readCatalog(c.catalog))?.servers ?? {}), ['notes']);
+    const first = await c.cli('snapshot');
+    assert.equal(first.code, 1);
+    assert.match(first.stderr, /server "broken" could not be listed: MCPGATE_ERR_UPSTREAM_UNAVAILABLE/);
+    assert.match(first.stderr, /nothing written, .*catalog\.json is unchanged; start "broken"/);
+    assert.equal(existsSync(c.catalog), false, 'no partial approvals file');
 
     const only = await c.cli('snapshot', '--server', 'notes');
     assert.equal(only.code, 0, only.stderr);
+    const before = readFileSync(c.catalog);
+    c.serve('notes', [addNote, listNotes]);
+    const again = await c.cli('snapshot');
+    assert.equal(again.code, 1);
+    assert.deepEqual(readFileSync(c.catalog), before, 'the reviewed file is byte for byte what it was');
+    assert.deepEqual(readdirSync(dirname(c.catalog)), ['catalog.json'], 'no temporary file left beside it');
+    c.serve('notes', [addNote]);
     const diff = await c.cli('diff');
     assert.equal(diff.code, 1, 'a server it could not list means no "no drift" answer');
     assert.match(diff.stderr, /server "broken" skipped/);
@@ -218,7 +226,7 @@ describe('mcpgate catalog', () => {
 
     const snapshot = await c.cli('snapshot', '--json');
     assert.equal(snapshot.code, 0, snapshot.stderr);
-    assert.deepEqual(JSON.parse(snapshot.stdout), { source: 'store', version: 1, servers: { notes: 2 }, failed: {} });
+    assert.deepEqual(JSON.parse(snapshot.stdout), { source: 'store', version: 1, servers: { notes: 2 } });
     assert.equal(existsSync(c.catalog), false, 'no file is written');
 
     c.serve('notes', [rugPull, listNotes]);

@@ -137,6 +137,46 @@ describe('mcpgate keys', () => {
     assert.match(noSecret.stderr, /gateway\.auth\.keySecret/);
   });
 
+  it('names a key by a unique leading part of its id or prefix, in revoke and permissions; refuses an ambiguous one (issue 22 B8)', async () => {
+    const { config, db } = setup();
+    const created = await cli(['create', '--config', config, '--org', 'acme', '--user', 'alice']);
+    assert.equal(created.code, 0, created.stderr);
+    const [, id = '', prefix = ''] = /created key (\S+) \(prefix (mcpg_\S+)\)/.exec(created.stderr) ?? [];
+    // Two more keys whose displayed prefixes share their first eight characters, written straight into the store.
+    const store = await createStore(db);
+    try {
+      const owner = (await store.getKey(id))?.principalId ?? '';
+      for (const tail of ['0001', '0002']) await store.createKey({ principalId: owner, prefix: `mcpg_zzzz${tail}`, hash: tail.repeat(16), label: '' });
+    } finally {
+      await store.close();
+    }
+    const revoked = (run: Run): string | undefined => /^revoked (\S+) \(prefix/.exec(run.stdout)?.[1];
+
+    const ambiguous = await cli(['revoke', '--config', config, 'mcpg_zzzz']);
+    assert.equal(ambiguous.code, 1);
+    assert.match(ambiguous.stderr, /^mcpgate keys revoke: 2 keys match "mcpg_zzzz"; give more of the id or the key id itself \(MCPGATE_ERR_ADMIN_INVALID\)/);
+
+    // The displayed prefix as `keys list` prints it: the form the issue reports failing.
+    const byPrefix = await cli(['revoke', '--config', config, prefix]);
+    assert.equal(byPrefix.code, 0, byPrefix.stderr);
+    assert.equal(revoked(byPrefix), id);
+    const byShortPrefix = await cli(['revoke', '--config', config, 'mcpg_zzzz0001']);
+    assert.equal(byShortPrefix.code, 0, byShortPrefix.stderr);
+    const byIdPart = await cli(['revoke', '--config', config, id.slice(0, 8)]);
+    assert.equal(revoked(byIdPart), id);
+
+    const tooShort = await cli(['revoke', '--config', config, 'mcpg_z']);
+    assert.equal(tooShort.code, 1);
+    assert.match(tooShort.stderr, /no key with id or prefix "mcpg_z"/);
+
+    const permissions = await new Promise<Run>((resolve) => {
+      execFile(process.execPath, [CLI, 'permissions', 'set', '--config', config, '--level', 'key', '--subject', 'mcpg_zzzz0002', '--none', '--json'], { cwd: root, env: { PATH: process.env.PATH } }, (error, stdout, stderr) => {
+        resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : 1, stdout, stderr });
+      });
+    });
+    assert.equal(permissions.code, 0, permissions.stderr);
+  });
+
   it('parses --expires durations and dates', () => {
     const now = new Date('2030-01-01T00:00:00Z');
     assert.equal(parseExpiry('30d', now).toISOString(), '2030-01-31T00:00:00.000Z');

@@ -54,6 +54,23 @@ describe('runCheck', () => {
     assert.equal(explicit.code, 1, 'allowUnmeasured: false is honoured in dev mode too');
   });
 
+  it('says how to measure a stdio server of a plain mcpServers file in production mode, and accepts the digest there (issue 22 item 15)', async () => {
+    const file = await dir.write('desktop.json', '{\n  "mcpServers": {\n    "fs": { "command": "node", "args": ["server.js"] }\n  }\n}\n');
+    const result = await check(file);
+    assert.equal(result.code, 1);
+    assert.equal(result.stderr.length, 1);
+    const [line] = result.stderr;
+    assert.ok(line?.startsWith(`${file}:3:5: mcpServers.fs: stdio server "fs" has no digest`), line);
+    assert.match(line ?? '', /sha256sum "\$\(command -v node\)"/);
+    assert.match(line ?? '', /measure: <script>/);
+    assert.match(line ?? '', /or gateway\.mode: dev$/);
+
+    const measured = await dir.write('desktop-measured.json', `{"mcpServers": {"fs": {"command": "node", "args": ["server.js"], "measure": "server.js", "digest": "sha256:${'ab'.repeat(32)}"}}}`);
+    assert.deepEqual(await check(measured), { code: 0, stdout: ['ok: 1 server (fs)'], stderr: [] });
+    const unmeasured = await dir.write('desktop-unmeasured.json', '{"mcpServers": {"fs": {"command": "node", "allowUnmeasured": true}}}');
+    assert.equal((await check(unmeasured)).code, 0);
+  });
+
   it('exits 1 for a missing environment variable, naming it', async () => {
     const file = await dir.write('env.yaml', 'servers:\n  web:\n    url: ${MCP_URL}\n');
     const result = await check(file);

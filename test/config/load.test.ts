@@ -218,6 +218,48 @@ describe('loadConfig: invalid files', () => {
     assert.match(issueAt(json, 'servers.a').message, /duplicate key "a"/);
   });
 
+  it('names a duplicate key that follows an empty value, at the repeated key (issue 22 B5)', async () => {
+    // yaml reports this one at the line break before the key; the message used to read `duplicate key "\n"`.
+    const error = await rejectsConfig(load('dup-empty.yaml', 'servers:\n  fs:\n    command: x\n    env:\n      allow:\n      allow: [A]\n'));
+    assert.deepEqual(issueAt(error, 'servers.fs.env.allow'), {
+      path: 'servers.fs.env.allow',
+      message: 'duplicate key "allow"',
+      line: 6,
+      column: 7,
+    });
+  });
+
+  it('refuses a list or mapping used as a key, without a process warning (issue 22 B5)', async () => {
+    const warnings: string[] = [];
+    const onWarning = (warning: Error): void => {
+      warnings.push(warning.message);
+    };
+    process.on('warning', onWarning);
+    try {
+      const error = await rejectsConfig(load('complex-key.yaml', 'servers:\n  ? [a, b]\n  : { command: x }\n'));
+      assert.deepEqual(error.issues, [{ path: 'servers', message: 'a key must be a plain scalar, not a list, a mapping or an alias', line: 2, column: 5 }]);
+      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      process.off('warning', onWarning);
+    }
+    assert.deepEqual(warnings, []);
+  });
+
+  it('refuses a document nested thousands of levels deep with an issue, not a stack overflow (issue 22 B5)', async () => {
+    const depth = 5000;
+    const error = await rejectsConfig(load('deep.json', `{"servers": {"a": ${'{"a": '.repeat(depth)}1${'}'.repeat(depth)}}}`));
+    assert.equal(error.issues.length, 1);
+    assert.match(error.issues[0]?.message ?? '', /^nested more than 64 levels deep/);
+  });
+
+  it('keeps every issue on one line, escaping line breaks and bidi overrides from the file (issue 22 B5)', async () => {
+    const error = await rejectsConfig(load('newline.json', '{"servers": {"a\\n\\u202eb": {"command": "x"}}}'));
+    assert.equal(error.issues.length, 1);
+    const [issue] = error.issues;
+    assert.equal(issue?.path, 'servers.a\\u000a\\u202eb');
+    assert.ok(!error.message.split('\n').slice(1).some((line) => !line.startsWith('  ')), error.message);
+  });
+
   it('names the tool when a rename produces an invalid or too long tool name', async () => {
     const long = 'x'.repeat(125);
     const text = `servers:\n  gh:\n    command: x\n    tools:\n      rename:\n        search: ${long}\n`;

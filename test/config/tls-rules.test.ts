@@ -85,4 +85,19 @@ describe('tls config', () => {
     const unknown = issuesOf({ url: 'https://api.example/mcp', tls: { pins: GOOD_PIN } });
     assert.equal(unknown[0]?.path, 'servers.api.tls.pins');
   });
+
+  it('reports a malformed single-string pin in production mode instead of crashing (issue 22 B5)', () => {
+    // The README's example writes `pin: "SHA256:…"`; the cross-field rules used to see the unconverted string.
+    const issues = issuesOf({ url: 'https://api.example/mcp', tls: { pin: 'SHA256:…' } });
+    assert.deepEqual(issues.map((issue) => issue.path), ['servers.api.tls.pin']);
+    assert.match(issues[0]?.message ?? '', /malformed TLS pin "SHA256:…"/);
+    // Next to an issue elsewhere, so that both rules run on the same document.
+    const both = issuesOf({ url: 'https://api.example/mcp', tls: { pin: 'SHA256:…', key: '/k.pem' } });
+    assert.deepEqual(both.map((issue) => issue.path).sort(), ['servers.api.tls.cert', 'servers.api.tls.pin']);
+  });
+
+  it('reports an unparsable URL once, without the trust rules throwing (issue 22 B5)', () => {
+    const issues = issuesOf({ url: '', tls: { pin: GOOD_PIN } });
+    assert.deepEqual(issues.map((issue) => issue.path), ['servers.api.url']);
+  });
 });

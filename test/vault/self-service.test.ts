@@ -173,13 +173,42 @@ describe('self-service secrets: PUT/DELETE /v1/secrets/<server>, GET /v1/secrets
     assert.equal(await vault.get(fx.ids.bob, 'jira'), 'bob-jira', 'no refused body changed the stored secret');
   });
 
+  it("GET /v1/secrets/<server> answers the caller's own status for that server, never the value (issue 22 B8)", async () => {
+    // Earlier cases may have left one: start from none.
+    await call('bob', 'DELETE', '/jira');
+    await call('alice', 'DELETE', '/jira');
+    assert.deepEqual((await call('bob', 'GET', '/jira')).json, { server: 'jira', set: false });
+
+    const put = await call('bob', 'PUT', '/jira', { secret: 'bob-jira-token' });
+    assert.equal(put.status, 200, put.text);
+    const status = await call('bob', 'GET', '/jira');
+    assert.equal(status.status, 200, status.text);
+    assert.equal(status.headers['cache-control'], 'no-store');
+    assert.deepEqual(status.json, { server: 'jira', set: true, updatedAt: put.json.updatedAt, keyId: vault.keyId, currentKey: true });
+    assert.equal(status.text.includes('bob-jira-token'), false);
+
+    // Another principal's secret is not the caller's status.
+    assert.deepEqual((await call('alice', 'GET', '/jira')).json, { server: 'jira', set: false });
+
+    // Sealed under a master key since rotated away: set, but to be set again.
+    const old = new Vault({ store: fx.store, masterKey: MasterKey.parse(randomBytes(32).toString('hex')) });
+    await old.set(fx.ids.bob, 'jira', 'bob-old-token');
+    const stale = await call('bob', 'GET', '/jira');
+    assert.equal(stale.json.currentKey, false);
+    assert.equal(stale.json.keyId, old.keyId);
+
+    const unknown = await call('bob', 'GET', '/notes');
+    assert.equal(unknown.status, 404);
+    assert.equal(code(unknown), 'MCPGATE_ERR_VAULT_UNKNOWN_SERVER');
+  });
+
   it('answers other methods and paths with 405 (with Allow) or 404, and unauthenticated calls never reach it', async () => {
     const post = await call('alice', 'POST', '', { secret: 'x' });
     assert.equal(post.status, 405);
     assert.equal(post.headers.allow, 'GET');
-    const get = await call('alice', 'GET', '/github');
-    assert.equal(get.status, 405, 'a value is never readable back');
-    assert.equal(get.headers.allow, 'PUT, DELETE');
+    const postOne = await call('alice', 'POST', '/github', { secret: 'x' });
+    assert.equal(postOne.status, 405);
+    assert.equal(postOne.headers.allow, 'GET, PUT, DELETE');
     assert.equal((await call('alice', 'GET', '/github/extra')).status, 404);
     assert.equal((await call('alice', 'PUT', '/%E0%A4%A', { secret: 'x' })).status, 400);
     assert.equal((await call(null, 'GET', '')).status, 401);
