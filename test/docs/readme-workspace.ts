@@ -100,8 +100,8 @@ function inspectorFunction(): string {
 
 export class Workspace {
   readonly #serving: ChildProcess[] = [];
-  /** Why the Inspector blocks are skipped, when they are. */
-  inspectorMissing: string | undefined;
+  /** Whether the pinned Inspector runs from the npm cache: `true`, or why the Inspector blocks are skipped. */
+  #inspectorReady: Promise<true | string> | undefined;
 
   private constructor(
     readonly work: string,
@@ -153,10 +153,6 @@ export class Workspace {
     // Every walkthrough starts from the install step of the quick start (which runs it again itself).
     const link = await workspace.run('npm link');
     assert.equal(link.code, 0, link.output);
-    const probe = await workspace.run(`${inspectorFunction()}\ninspector --version`, { npm_config_offline: 'true' });
-    if (probe.code !== 0 || !probe.output.includes(INSPECTOR.split('@').at(-1) as string)) {
-      workspace.inspectorMissing = `${INSPECTOR} and ${NODE22} are not both in the npm cache, and this test stays offline (one README Inspector command, run by hand, caches them)`;
-    }
     return workspace;
   }
 
@@ -221,8 +217,14 @@ export class Workspace {
 
   /** Runs an Inspector step from the npm cache, or skips the test context with the reason. */
   async inspector(t: TestContext, walkthrough: string, step: Step): Promise<string | undefined> {
-    if (this.inspectorMissing !== undefined) {
-      t.skip(this.inspectorMissing);
+    this.#inspectorReady ??= this.run(`${inspectorFunction()}\ninspector --version`, { npm_config_offline: 'true' }).then((probe) =>
+      probe.code === 0 && probe.output.includes(INSPECTOR.split('@').at(-1) as string)
+        ? true
+        : `${INSPECTOR} and ${NODE22} are not both in the npm cache, and this test stays offline (one README Inspector command, run by hand, caches them)`,
+    );
+    const ready = await this.#inspectorReady;
+    if (ready !== true) {
+      t.skip(ready);
       return undefined;
     }
     const prelude = step.text.includes('inspector() {') ? '' : inspectorFunction();
