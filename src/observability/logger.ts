@@ -1,4 +1,5 @@
 import { pino, type Logger, type LoggerOptions, type DestinationStream } from 'pino';
+import { prettyDestination } from './pretty.js';
 import { credentialKeySpellings, redactText } from '../redact/secret-patterns.js';
 
 export type { Logger };
@@ -17,9 +18,22 @@ export function redactString(value: string): string {
   return redactText(value);
 }
 
+/** `json`: one JSON object a line, for machines. `pretty`: `time LEVEL message key=value`, for a person. */
+export type LogFormat = 'json' | 'pretty';
+
+export const LOG_FORMATS: readonly LogFormat[] = ['json', 'pretty'];
+
+/** The format asked for, else pretty on a terminal and JSON everywhere else (a file, a pipe, a collector). */
+export function resolveLogFormat(requested: LogFormat | undefined, isTerminal: boolean): LogFormat {
+  return requested ?? (isTerminal ? 'pretty' : 'json');
+}
+
 export interface LoggerSettings {
   level: string;
   name?: string;
+  /** Default `json`. Redaction happens before either format sees a line. */
+  format?: LogFormat;
+  /** Default: stderr. */
   destination?: DestinationStream;
 }
 
@@ -45,5 +59,9 @@ export function createLogger(settings: LoggerSettings): Logger {
       },
     },
   };
-  return settings.destination ? pino(options, settings.destination) : pino(options, pino.destination({ fd: 2, sync: false }));
+  const target = settings.destination ?? pino.destination({ fd: 2, sync: false });
+  if (settings.format !== 'pretty') return pino(options, target);
+  // Colours only for a person at a terminal who has not asked for none (https://no-color.org).
+  const colours = settings.destination === undefined && process.stderr.isTTY === true && (process.env.NO_COLOR ?? '') === '';
+  return pino(options, prettyDestination(target, { colours }));
 }
