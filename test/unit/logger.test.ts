@@ -28,6 +28,24 @@ test('secrets never reach a log line, by key or by shape', () => {
   assert.match(out, /\[REDACTED\]/);
 });
 
+test('redaction reaches nested fields and error messages, and leaves the logged object as it was', () => {
+  const { lines, stream } = capture();
+  const logger = createLogger({ level: 'info', destination: stream });
+  const headers = { authorization: 'Bearer abcdefgh12345678', 'x-request-id': 'r1' };
+  const deep = { a: { b: { c: { client_secret: 'deep-secret-value' } } }, list: [{ token: 'listed-token-value' }, 'plain'] };
+  logger.info({ headers, deep }, 'nested');
+  logger.error({ err: new Error('refused key mcpg_0123456789abcdef0123456789abcdef0123456789a') }, 'failed');
+  const out = lines.join('');
+  for (const secret of ['abcdefgh12345678', 'deep-secret-value', 'listed-token-value', '0123456789abcdef']) {
+    assert.equal(out.includes(secret), false, `${secret} leaked: ${out}`);
+  }
+  assert.equal(headers.authorization, 'Bearer abcdefgh12345678');
+  assert.equal(deep.a.b.c.client_secret, 'deep-secret-value');
+  const failed = JSON.parse(lines[1] ?? '{}') as { err?: { message?: string; stack?: string } };
+  assert.match(failed.err?.message ?? '', /^refused key \[REDACTED/);
+  assert.equal(failed.err?.stack?.includes('0123456789abcdef'), false);
+});
+
 test('redactString leaves ordinary text alone', () => {
   assert.equal(redactString('listening on http://127.0.0.1:8080/mcp'), 'listening on http://127.0.0.1:8080/mcp');
 });
