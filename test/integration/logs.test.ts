@@ -1,8 +1,11 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { AccessStore, TEST_KEY_SECRET, type IssuedKey } from '../fixtures/integration/access-store.js';
-import { cleanup, closeClient, connect, GATEWAY_BIN, mcpHeaders, raw, ROOT, startGateway, stdioFixture, tempPath, trackChild, waitFor, writeConfig, type Gateway } from './harness.js';
+import { cleanup, closeClient, connect, GATEWAY_BIN, mcpHeaders, raw, ROOT, startGateway, stdioFixture, tempPath, track, trackChild, waitFor, writeConfig, type Gateway } from './harness.js';
 
 /**
  * Issue 22 C12 through the real gateway: readable lines with `--log-format pretty`, JSON when stderr is not a
@@ -143,5 +146,48 @@ describe('access lines', () => {
       ],
     );
     assert.equal(gateway.stderrText().includes(alice.key), false);
+  });
+});
+
+describe('access lines on the other transports', () => {
+  const accessOf = (lines: Array<Record<string, unknown>>): unknown[][] =>
+    lines.filter((line) => line.msg === 'access').map((line) => [line.transport, line.method, line.tool, line.status]);
+
+  it('legacy HTTP+SSE: one line per request, as on Streamable HTTP', async () => {
+    const gateway = await startGateway({ servers: { alpha: stdioFixture('sse-alpha') } }, { name: 'sse' });
+    const client = track(new Client({ name: 'legacy-client', version: '1.0.0' }));
+    await client.connect(new SSEClientTransport(new URL(`${gateway.origin}/sse`)));
+    await client.callTool({ name: 'alpha__echo', arguments: { over: 'sse' } });
+    await closeClient(client);
+    const lines = await waitFor(() => {
+      const found = accessOf(gateway.logLines());
+      return found.length >= 2 && found;
+    }, 'the access lines');
+    await gateway.stop();
+    assert.deepEqual(lines, [
+      ['legacy-sse', 'initialize', undefined, 'ok'],
+      ['legacy-sse', 'tools/call', 'alpha__echo', 'ok'],
+    ]);
+  });
+
+  it('stdio: one line per request, on stderr', async () => {
+    const file = writeConfig({ servers: { alpha: stdioFixture('stdio-alpha') } }, 'stdio');
+    const transport = new StdioClientTransport({ command: process.execPath, args: [GATEWAY_BIN, 'stdio', '--config', file], cwd: ROOT, stderr: 'pipe' });
+    let stderr = '';
+    transport.stderr?.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString('utf8');
+    });
+    const client = track(new Client({ name: 'stdio-client', version: '1.0.0' }));
+    await client.connect(transport);
+    await client.callTool({ name: 'alpha__echo', arguments: { over: 'stdio' } });
+    const lines = await waitFor(() => {
+      const found = accessOf(stderr.split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, unknown>));
+      return found.length >= 2 && found;
+    }, 'the access lines');
+    await closeClient(client);
+    assert.deepEqual(lines, [
+      ['stdio', 'initialize', undefined, 'ok'],
+      ['stdio', 'tools/call', 'alpha__echo', 'ok'],
+    ]);
   });
 });
