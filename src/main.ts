@@ -58,37 +58,49 @@ export interface GatewayCore {
 
 /**
  * Who may use what (issue 5): the store, the authenticator and the memoised permission engine, or nothing at
- * all for `auth.mode: none`, which opens no store (dev mode on loopback needs no principals).
+ * all for `auth.mode: none` (dev mode on loopback needs no principals; a store it opens holds only the audit log).
  */
 export interface GatewayAccess {
   /** Undefined only for `auth.mode: none`. */
   readonly authenticator: Authenticator | undefined;
   readonly access: AccessPolicy;
   readonly trustedProxies: CidrSet;
+  /** The store of keys and principals; undefined with auth off. */
   readonly store: Store | undefined;
   /** RFC 9728 metadata served at the well-known paths; only in JWT resource-server mode. */
   readonly resourceMetadata: ProtectedResourceMetadata | undefined;
-  /** The `/admin/v1` API; undefined with auth off (there is no store to manage). */
+  /** The `/admin/v1` API; undefined with auth off (there are no keys or principals to manage). */
   readonly admin: AdminApi | undefined;
   /** The per-user secret vault (issue 6 §2), when `gateway.vault` is set; it lives in the store. */
   readonly vault: Vault | undefined;
   close(): Promise<void>;
 }
 
-/** The control-plane store and the API-key secret, opened once; undefined for `auth.mode: none`. */
+/**
+ * The control-plane store, opened once, and with API keys on their secret. `auth.mode: none` opens a store only
+ * when the config names one (`gateway.store`): there it holds the audit log (issue 22 C13: `npm start` records
+ * the calls it serves), never keys, and no secret is made for it. Without one nothing is written, so a dev config
+ * that names no store leaves no files behind.
+ */
 export interface ControlStore {
   readonly store: Store;
-  readonly secret: string;
+  /** Undefined exactly with `auth.mode: none`. */
+  readonly secret: string | undefined;
 }
 
 export async function openControlStore(config: GatewayConfig, logger: Logger): Promise<ControlStore | undefined> {
   const { gateway } = config;
-  if (gateway.auth.mode === 'none') return undefined;
-  const { secret, source } = await resolveKeySecret({
-    ...(gateway.auth.keySecret === undefined ? {} : { keySecret: gateway.auth.keySecret }),
-    ...(gateway.store === undefined ? {} : { store: gateway.store }),
-  });
-  if (source === 'generated') logger.info('generated the API-key secret beside the SQLite store');
+  const keys = gateway.auth.mode !== 'none';
+  if (!keys && gateway.store === undefined) return undefined;
+  let secret: string | undefined;
+  if (keys) {
+    const resolved = await resolveKeySecret({
+      ...(gateway.auth.keySecret === undefined ? {} : { keySecret: gateway.auth.keySecret }),
+      ...(gateway.store === undefined ? {} : { store: gateway.store }),
+    });
+    secret = resolved.secret;
+    if (resolved.source === 'generated') logger.info('generated the API-key secret beside the SQLite store');
+  }
   const store = await createStore(gateway.store);
   try {
     await store.migrate();
@@ -114,7 +126,7 @@ export async function buildAccess(
   // A closure over the gateway's governance, not a method that reads `this`.
   const approveTool = governance?.approveTool;
   const { gateway, servers } = config;
-  if (control === undefined) {
+  if (control?.secret === undefined) {
     logger.warn('auth.mode is "none": every request may use every server (dev mode on loopback only)');
     if (gateway.admin.token !== undefined && gateway.admin.token !== '') logger.warn('gateway.admin.token is ignored: the admin API needs auth.mode "apiKey"');
     return {

@@ -1,9 +1,9 @@
 #!/usr/bin/env node
-import { Command } from 'commander';
+import { Command, Option } from 'commander';
 import { loadConfig } from '../config/load.js';
 import { assertSpawnPolicy } from '../config/spawn-policy.js';
 import { runStdioGateway, startHttpGateway } from '../main.js';
-import { createLogger } from '../observability/logger.js';
+import { createLogger, LOG_FORMATS, resolveLogFormat, type LogFormat, type Logger } from '../observability/logger.js';
 import { VERSION } from '../version.js';
 import { registerAuditCommand, stdoutDrained } from './audit.js';
 import { registerCatalogCommand } from './catalog.js';
@@ -27,14 +27,22 @@ async function load(file: string) {
   return config;
 }
 
-async function serve(options: { config: string; port?: string; host?: string }): Promise<void> {
+/** `--log-format`, else pretty when a person watches stderr (issue 22 C12). */
+const logFormatOption = (): Option =>
+  new Option('--log-format <format>', 'log lines as JSON or as readable text (default: pretty on a terminal, json otherwise)').choices(LOG_FORMATS);
+
+function gatewayLogger(config: Awaited<ReturnType<typeof load>>, format: LogFormat | undefined): Logger {
+  return createLogger({ level: config.gateway.logLevel, name: config.gateway.name, format: resolveLogFormat(format, process.stderr.isTTY === true) });
+}
+
+async function serve(options: { config: string; port?: string; host?: string; logFormat?: LogFormat }): Promise<void> {
   const config = await load(options.config);
   const listen = {
     host: options.host ?? config.gateway.listen.host,
     port: options.port === undefined ? config.gateway.listen.port : Number(options.port),
   };
   const effective = { ...config, gateway: { ...config.gateway, listen } };
-  const logger = createLogger({ level: config.gateway.logLevel, name: config.gateway.name });
+  const logger = gatewayLogger(config, options.logFormat);
   const gateway = await startHttpGateway(effective, logger);
   logger.info({ url: gateway.url, servers: Object.keys(config.servers), mode: config.gateway.mode }, 'listening');
   let stopping = false;
@@ -56,9 +64,9 @@ async function serve(options: { config: string; port?: string; host?: string }):
   process.on('SIGINT', () => stop('SIGINT'));
 }
 
-async function stdio(options: { config: string }): Promise<void> {
+async function stdio(options: { config: string; logFormat?: LogFormat }): Promise<void> {
   const config = await load(options.config);
-  const logger = createLogger({ level: config.gateway.logLevel, name: config.gateway.name });
+  const logger = gatewayLogger(config, options.logFormat);
   await runStdioGateway(config, logger);
   process.exit(0);
 }
@@ -87,7 +95,8 @@ program
   .option('-c, --config <file>', 'configuration file (YAML, or mcpServers JSON)', DEFAULT_CONFIG)
   .option('-p, --port <port>', 'override gateway.listen.port')
   .option('-H, --host <host>', 'override gateway.listen.host')
-  .action(async (options: { config: string; port?: string; host?: string }) => {
+  .addOption(logFormatOption())
+  .action(async (options: { config: string; port?: string; host?: string; logFormat?: LogFormat }) => {
     const code = await runCommand(controlIo, 'serve', () => serve(options));
     // A gateway that could not start may hold handles (a store, a child) that would keep the process alive.
     if (code !== 0) process.exit(code);
@@ -97,7 +106,8 @@ program
   .command('stdio')
   .description('serve one client over stdin/stdout, for desktop clients that spawn their servers')
   .option('-c, --config <file>', 'configuration file (YAML, or mcpServers JSON)', DEFAULT_CONFIG)
-  .action(async (options: { config: string }) => {
+  .addOption(logFormatOption())
+  .action(async (options: { config: string; logFormat?: LogFormat }) => {
     process.exit(await runCommand(controlIo, 'stdio', () => stdio(options)));
   });
 

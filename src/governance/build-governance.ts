@@ -57,15 +57,15 @@ export interface Governance {
 
 /**
  * Builds the governance parts from the configuration. The audit log and receipts live in the control-plane
- * store, which exists only with API keys on; with `auth.mode: none` (dev on loopback) they are off and the
- * gateway says so. Policies and catalog approvals need no store. Any invalid policy file or catalog file stops
+ * store, which `auth.mode: none` (dev on loopback) opens only when `gateway.store` names one; without it they
+ * are off and the gateway says so. Policies and catalog approvals need no store. Any invalid policy file or catalog file stops
  * the start (fail closed).
  */
 export async function buildGovernance(config: GatewayConfig, deps: { readonly store: Store | undefined; readonly logger: Logger }): Promise<Governance> {
   const { gateway, servers } = config;
   const { store, logger } = deps;
   if (store === undefined && (gateway.audit.enabled || gateway.receipts.enabled)) {
-    logger.warn('audit records and session receipts need the control-plane store, which auth.mode "none" does not open: both are off');
+    logger.warn('audit records and session receipts need the control-plane store, which auth.mode "none" opens only when gateway.store is set: both are off');
   }
   const audit = store === undefined ? undefined : auditLogFromConfig(gateway.audit, { store, openWriter: (options) => store.openAuditWriter(options), logger });
   await audit?.ready();
@@ -165,7 +165,7 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
   const pending = new Set<Promise<void>>();
 
   const issue = async (session: DownstreamSession): Promise<void> => {
-    // A store exists only with API keys on, where every session has a caller.
+    // A receipt names its principal: with auth off (a store opened for the audit log alone) there is none.
     const caller = session.caller;
     if (store === undefined || signer === undefined || caller === undefined) return;
     // Queue durability may still hold the session's last records; the receipt must name the real last one.

@@ -33,7 +33,7 @@ export interface RequestIdentity {
   readonly keyInOwnHeader: boolean;
 }
 
-export type HttpAuthOutcome = ({ readonly refused: false } & RequestIdentity) | { readonly refused: true };
+export type HttpAuthOutcome = ({ readonly refused: false } & RequestIdentity) | { readonly refused: true; readonly code: string };
 
 /**
  * Authenticates every request on an MCP path before its session is looked up or its body read (issue 5 §6):
@@ -82,6 +82,6 @@ export class HttpAuth {
     // The body is not read: closing keeps a client that sent a large one from holding the connection.
     response.writeHead(result.status, { ...headers, Connection: 'close' });
     response.end(body);
-    return { refused: true };
+    return { refused: true, code: result.code };
   }
 }

@@ -7,6 +7,7 @@ import { GatewayError } from '../errors/gateway-error.js';
 import type { AdminApi } from '../admin/admin-api.js';
 import type { PassthroughGate } from '../credentials/passthrough-gate.js';
 import type { SelfServiceSecrets } from '../vault/self-service.js';
+import { logRefusedRequest } from '../observability/access-log.js';
 import type { Logger } from '../observability/logger.js';
 import type { Router } from '../router/router.js';
 import type { SessionManager } from '../session/session-manager.js';
@@ -66,9 +67,12 @@ export class GatewayHttpServer {
     this.streamable = new StreamableHttpEndpoint(common);
     this.legacy = new LegacySseEndpoint({ ...common, maxConnections: limits.maxSessions, messagesPath: '/messages' });
     this.server = createServer((request, response) => {
-      this.route(request, response).catch((error: unknown) => {
+      const started = performance.now();
+      this.route(request, response, started).catch((error: unknown) => {
         if (!GatewayError.is(error)) options.logger.error({ err: error, url: request.url }, 'unhandled request error');
         sendError(response, error);
+        const known = GatewayError.is(error);
+        logRefusedRequest(options.logger, request.method, pathOf(request), known ? error.httpStatus : 500, known ? error.code : 'MCPGATE_ERR_INTERNAL', started);
       });
     });
     // Long-lived SSE streams must not be cut by Node's per-request timer; body reads are bounded by size.
@@ -156,7 +160,7 @@ export class GatewayHttpServer {
     };
   }
 
-  private async route(request: IncomingMessage, response: ServerResponse): Promise<void> {
+  private async route(request: IncomingMessage, response: ServerResponse, started: number): Promise<void> {
     // A request that arrives during a shutdown is answered (served during the delay, refused after it) on a
     // connection that then closes.
     if (this.draining) response.shouldKeepAlive = false;
@@ -216,7 +220,10 @@ export class GatewayHttpServer {
     this.checkHostAndOrigin(request);
     if (this.closing) throw new GatewayError('MCPGATE_ERR_SHUTTING_DOWN', 'The gateway is shutting down');
     const outcome = await this.options.auth.check(request, response);
-    if (outcome.refused) return;
+    if (outcome.refused) {
+      logRefusedRequest(this.options.logger, request.method, path, response.statusCode, outcome.code, started);
+      return;
+    }
     if (request.method === 'POST' && this.options.passthrough !== undefined) {
       const challenge = await this.options.passthrough.check({
         caller: outcome.caller,
@@ -227,6 +234,7 @@ export class GatewayHttpServer {
       if (challenge !== undefined) {
         const error = new GatewayError(challenge.code, challenge.message, { data: { server: challenge.server } });
         sendError(response, error, null, challenge.status === 401 ? { 'WWW-Authenticate': challenge.wwwAuthenticate } : {});
+        logRefusedRequest(this.options.logger, request.method, path, response.statusCode, challenge.code, started);
         return;
       }
     }
@@ -235,6 +243,11 @@ export class GatewayHttpServer {
     if (path === '/messages' && request.method === 'POST') return this.legacy.post(request, response, url, outcome);
     response.writeHead(405).end();
   }
+}
+
+/** The request's path without its query (which may hold a session id). */
+function pathOf(request: IncomingMessage): string {
+  return (request.url ?? '/').split('?')[0] ?? '/';
 }
 
 /** How often a shutdown closes the connections that went idle, while calls in flight finish. */

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { GatewayError, toJsonRpcError } from '../errors/gateway-error.js';
-import { isRequest, makeError, RpcCode, type JsonRpcMessage } from '../jsonrpc/message.js';
+import { isRequest, makeError, RpcCode, type JsonRpcMessage, type JsonRpcResponse } from '../jsonrpc/message.js';
+import { logCall } from '../observability/access-log.js';
 import type { Logger } from '../observability/logger.js';
 import type { Caller } from '../policy/decision.js';
 import type { RequestIdentity } from './http-auth.js';
@@ -85,18 +86,22 @@ export class LegacySseEndpoint {
   }
 
   private async dispatch(connection: Connection, message: JsonRpcMessage, identity: RequestIdentity): Promise<void> {
-    const { router } = this.options;
+    const { router, logger } = this.options;
+    const started = performance.now();
     const stream = connection.stream;
     if (isRequest(message) && message.method === 'initialize' && connection.session === undefined) {
+      let answer: JsonRpcResponse;
       try {
         const { session, response } = router.initialize(message, 'legacy-sse', connection.owner, connection.slot);
         connection.session = session;
         session.channel = { send: (outbound) => stream.send(outbound) };
         session.onClose(() => stream.end());
-        stream.send(response);
+        answer = response;
       } catch (error) {
-        stream.send(toJsonRpcError(message.id, error));
+        answer = toJsonRpcError(message.id, error);
       }
+      stream.send(answer);
+      logCall(logger, 'legacy-sse', message, answer, connection.owner, started);
       return;
     }
     const session = connection.session;
@@ -109,8 +114,13 @@ export class LegacySseEndpoint {
     // On this transport every message to the client travels on the one stream: the session channel serves as
     // each request's stream too.
     session.inbound = identity.inbound;
-    const response = await router.handleMessage(session, message, session.channel, identity.caller);
+    if (!isRequest(message)) {
+      await router.handleMessage(session, message, session.channel, identity.caller);
+      return;
+    }
+    const response = await router.handleRequest(session, message, session.channel, identity.caller);
     if (response !== undefined) stream.send(response);
+    logCall(logger, 'legacy-sse', message, response, identity.caller, started);
   }
 
   closeAll(): void {

@@ -1,6 +1,7 @@
 import type { Readable, Writable } from 'node:stream';
 import { toJsonRpcError } from '../errors/gateway-error.js';
-import { isRequest, makeError, RpcCode, toMessage, type JsonRpcMessage } from '../jsonrpc/message.js';
+import { isRequest, makeError, RpcCode, toMessage, type JsonRpcMessage, type JsonRpcResponse } from '../jsonrpc/message.js';
+import { logCall } from '../observability/access-log.js';
 import type { Logger } from '../observability/logger.js';
 import type { Caller } from '../policy/decision.js';
 import type { Router } from '../router/router.js';
@@ -71,17 +72,21 @@ export class StdioServer {
   }
 
   private async dispatch(message: JsonRpcMessage): Promise<void> {
-    const { router } = this.options;
+    const { router, logger, caller } = this.options;
+    const started = performance.now();
     if (isRequest(message) && message.method === 'initialize') {
+      let answer: JsonRpcResponse;
       try {
         this.session?.close();
-        const { session, response } = router.initialize(message, 'stdio', this.options.caller);
+        const { session, response } = router.initialize(message, 'stdio', caller);
         this.session = session;
         session.channel = this.stream;
-        this.write(response);
+        answer = response;
       } catch (error) {
-        this.write(toJsonRpcError(message.id, error));
+        answer = toJsonRpcError(message.id, error);
       }
+      this.write(answer);
+      logCall(logger, 'stdio', message, answer, caller, started);
       return;
     }
     const session = this.session;
@@ -89,8 +94,13 @@ export class StdioServer {
       if (isRequest(message)) this.write(makeError(message.id, RpcCode.InvalidRequest, 'Session not initialized'));
       return;
     }
-    const response = await router.handleMessage(session, message, this.stream, this.options.caller);
+    if (!isRequest(message)) {
+      await router.handleMessage(session, message, this.stream, caller);
+      return;
+    }
+    const response = await router.handleRequest(session, message, this.stream, caller);
     if (response !== undefined) this.write(response);
+    logCall(logger, 'stdio', message, response, caller, started);
   }
 
   private write(message: JsonRpcMessage): boolean {

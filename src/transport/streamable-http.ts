@@ -1,7 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { GatewayError } from '../errors/gateway-error.js';
+import { GatewayError, toJsonRpcError } from '../errors/gateway-error.js';
 import { isNotification, isRequest, makeError, RpcCode, type JsonRpcRequest } from '../jsonrpc/message.js';
 import { allowsBatches, isSupportedVersion } from '../jsonrpc/protocol-versions.js';
+import { logCall } from '../observability/access-log.js';
 import type { Logger } from '../observability/logger.js';
 import type { RequestIdentity } from './http-auth.js';
 import type { Router } from '../router/router.js';
@@ -61,7 +62,7 @@ export class StreamableHttpEndpoint {
 
     const first = messages[0];
     if (!batch && first !== undefined && !('invalid' in first) && isRequest(first) && first.method === 'initialize') {
-      this.initialize(first, response, identity);
+      this.initialize(first, response, identity, started);
       return;
     }
     if (messages.some((message) => !('invalid' in message) && 'method' in message && message.method === 'initialize')) {
@@ -88,12 +89,14 @@ export class StreamableHttpEndpoint {
     for (const entry of invalid) responder.complete(makeError(entry.id, RpcCode.InvalidRequest, `Invalid Request: ${entry.invalid}`));
     await Promise.all(
       requests.map(async (message) => {
-        responder.complete(await this.options.router.handleRequest(session, message, responder, identity.caller));
+        const answer = await this.options.router.handleRequest(session, message, responder, identity.caller);
+        responder.complete(answer);
+        logCall(this.options.logger, 'streamable-http', message, answer, identity.caller, started);
       }),
     );
   }
 
-  private initialize(message: JsonRpcRequest, response: ServerResponse, identity: RequestIdentity): void {
+  private initialize(message: JsonRpcRequest, response: ServerResponse, identity: RequestIdentity, started: number): void {
     let opened: ReturnType<Router['initialize']>;
     try {
       opened = this.options.router.initialize(message, 'streamable-http', identity.caller);
@@ -102,6 +105,7 @@ export class StreamableHttpEndpoint {
       // left to the listener's catch-all it would go out with id null.
       if (!GatewayError.is(error)) throw error;
       sendError(response, error, message.id);
+      logCall(this.options.logger, 'streamable-http', message, toJsonRpcError(message.id, error), identity.caller, started);
       return;
     }
     const { session, response: answer } = opened;
@@ -112,6 +116,7 @@ export class StreamableHttpEndpoint {
       'Mcp-Session-Id': session.id,
     });
     response.end(body);
+    logCall(this.options.logger, 'streamable-http', message, answer, identity.caller, started);
   }
 
   private get(request: IncomingMessage, response: ServerResponse, identity: RequestIdentity): void {
