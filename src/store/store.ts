@@ -181,6 +181,8 @@ export interface AuditRecordRow {
   readonly sessionId?: string;
   readonly server?: string;
   readonly tool?: string;
+  /** The name the client used (e.g. `notes__add_note`), where `tool` is the upstream's own. */
+  readonly exposed?: string;
   readonly argsHash?: string;
   /** The redacted arguments as canonical JSON text, only when `audit.captureArguments` is set. */
   readonly args?: string;
@@ -245,6 +247,7 @@ export interface AuditRecordFilter {
   readonly sessionId?: string;
   readonly server?: string;
   readonly tool?: string;
+  readonly exposed?: string;
   readonly decision?: string;
   readonly kind?: string;
   /** `time` (default): by (time, chain, seq), for reading and export. `chain`: by (chain, seq), for verifying. */

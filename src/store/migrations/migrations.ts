@@ -178,6 +178,13 @@ export const MIGRATIONS: readonly Migration[] = [
     // Receipt retention (`gateway.receipts.retention`) deletes the oldest receipts first, a batch at a time.
     statements: ['CREATE INDEX session_receipts_created_at ON session_receipts (created_at)'],
   },
+  {
+    version: 9,
+    name: 'audit-records-exposed',
+    // The name a client used for the tool, prompt or resource (issue 22 B9), beside the server and the upstream's
+    // own name. Nullable: records written before it have none, and their hashes never covered one.
+    statements: ['ALTER TABLE audit_records ADD COLUMN exposed TEXT'],
+  },
 ];
 
 /** Migration 6's statement; the chain id collates as in `audit_records`. */
