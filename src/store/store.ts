@@ -449,6 +449,8 @@ export interface Store {
   putAuditAnchor(anchor: AuditAnchorRow): Promise<void>;
   /** Every anchor (or `chainId`'s), ordered by chain id and seq. */
   listAuditAnchors(filter?: { readonly chainId?: string }): Promise<AuditAnchorRow[]>;
+  /** This store's random id, made once by its migrations: what tells its anchors from another store's in one log. */
+  getStoreId(): Promise<string>;
 
   /**
    * Stores the receipt of an ended session. A session has one receipt: a second for the same id is

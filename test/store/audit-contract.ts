@@ -257,6 +257,19 @@ export function runAuditStoreContract(name: string, harness: StoreHarness): void
       assert.deepEqual(await store.listAuditCheckpoints(), []);
     });
 
+    it('has a random id of its own, made once: the same after reopening, another for another store', async () => {
+      const { store, db } = await migrated();
+      const id = await store.getStoreId();
+      assert.match(id, /^[0-9a-f]{32}$/);
+      await store.close();
+      const reopened = db.open();
+      track(reopened);
+      await reopened.migrate();
+      assert.equal(await reopened.getStoreId(), id);
+      const other = await migrated();
+      assert.notEqual(await other.store.getStoreId(), id);
+    });
+
     it('adds audit_records to a database migrated before it existed', async () => {
       const { store, db } = await migrated();
       await store.close();
