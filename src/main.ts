@@ -5,6 +5,7 @@ import { Authenticator } from './authn/authenticator.js';
 import { JwtVerifier } from './authn/jwt-verifier.js';
 import { resolveKeySecret } from './authn/key-secret.js';
 import type { ProtectedResourceMetadata } from './authn/resource-metadata.js';
+import { defaultAccessOf } from './config/auth-schema.js';
 import { allowsUnmeasured } from './config/isolation-schema.js';
 import { buildCredentialBroker } from './credentials/build-broker.js';
 import type { CredentialBroker } from './credentials/credential-broker.js';
@@ -141,11 +142,15 @@ export async function buildAccess(
     };
   }
   const { store, secret } = control;
+  if (defaultAccessOf(gateway.auth) === 'allow') {
+    logger.warn('gateway.auth.defaultAccess is "allow": a key with no permission document at any level may use every server');
+  }
   {
     // Built before the listener opens, so a malformed CIDR or proxy entry stops the start, never a request.
     const engine = new PermissionEngine({
       store,
       requireKeyPermissions: gateway.auth.requireKeyPermissions,
+      defaultAccess: defaultAccessOf(gateway.auth),
       servers,
       trustedProxies: gateway.security.trustedProxies,
     });

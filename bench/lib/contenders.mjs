@@ -104,7 +104,8 @@ const BENCH_ADMIN_TOKEN = 'bench-admin-token-0123456789abcdef0123456789abcdef';
 export function authLines(ctx, name, store = join(ctx.workDir, `${name.replace(/\W+/g, '-')}-${process.hrtime.bigint()}.db`)) {
   return [
     `  store: ${JSON.stringify(store)}`,
-    `  auth: { mode: apiKey, keySecret: ${JSON.stringify(BENCH_KEY_SECRET)} }`,
+    // The bench's key has no permission document: `defaultAccess: allow` lets it use every server (the gateway warns once).
+    `  auth: { mode: apiKey, keySecret: ${JSON.stringify(BENCH_KEY_SECRET)}, defaultAccess: allow }`,
     `  admin: { token: ${JSON.stringify(BENCH_ADMIN_TOKEN)} }`,
   ];
 }
@@ -124,7 +125,8 @@ export async function gatewayStatus(base) {
 
 /**
  * Creates an API key in the config's store with `mcpgate keys create`, as an operator would, and returns the
- * headers a client sends it in. No permission document exists, so the key may use every server.
+ * headers a client sends it in. No permission document exists; `authLines` sets `defaultAccess: allow`, so the key
+ * may use every server.
  */
 export function gatewayKeyHeaders(ctx, file) {
   const result = spawnSync(process.execPath, [join(ctx.root, 'dist/src/cli/main.js'), 'keys', 'create', '--config', file, '--org', 'bench', '--user', 'bench'], {

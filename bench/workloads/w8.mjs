@@ -434,7 +434,7 @@ async function runBackend({ label, url, data, settings, secret, modules, ctx }) 
     // Production options: only the store and the secret; touchIntervalMs, where this build has it, at its default.
     const newAuthenticator = () => new Authenticator({ store, secret });
     const serverConfig = Object.fromEntries(data.servers.map((server, i) => [server, i < 2 ? { visibility: 'internal', allowedCidrs: ['10.0.0.0/8'] } : {}]));
-    const engine = new PermissionEngine({ store, requireKeyPermissions: false, servers: serverConfig, trustedProxies: [] });
+    const engine = new PermissionEngine({ store, requireKeyPermissions: false, defaultAccess: 'deny', servers: serverConfig, trustedProxies: [] });
     const keys = data.keys;
     const configs = [
       [`hot ${Math.min(settings.hotKeys, keys.length)}`, Math.min(settings.hotKeys, keys.length)],

@@ -100,6 +100,8 @@ export const auditQuery = z.strictObject({
   session: id.optional(),
   server: name.optional(),
   tool: name.optional(),
+  /** The name the client used, e.g. `notes__add_note` (issue 22 B9). */
+  exposed: name.optional(),
   decision: z.enum(AUDIT_DECISIONS).optional(),
   kind: z.enum(AUDIT_KINDS).optional(),
   chain: z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/).optional(),

@@ -16,7 +16,7 @@ export interface AnchoredLog {
 
 export interface AuditAnchoringOptions {
   readonly log: AnchoredLog;
-  readonly store: Pick<Store, 'putAuditAnchor'>;
+  readonly store: Pick<Store, 'putAuditAnchor' | 'getStoreId'>;
   readonly signer: StatementSigner;
   /** `audit.anchorEvery`. */
   readonly everyMs: number;
@@ -44,6 +44,7 @@ export class AuditAnchoring extends PeriodicJob {
   #lastSeq = 0;
   #lastAt: Date | undefined;
   #lastError: string | undefined;
+  #storeId: string | undefined;
 
   constructor(options: AuditAnchoringOptions) {
     super(options.everyMs, { runAtStart: false });
@@ -73,6 +74,7 @@ export class AuditAnchoring extends PeriodicJob {
     if (hash === undefined || seq <= this.#lastSeq || log.failure !== undefined) return;
     try {
       await log.flush();
+      this.#storeId ??= await store.getStoreId();
       const anchor = signAnchor({ chainId: log.chainId, seq, hash, signedAt: this.#options.now?.() ?? new Date() }, signer);
       try {
         await store.putAuditAnchor(anchor);
@@ -85,7 +87,9 @@ export class AuditAnchoring extends PeriodicJob {
       this.#lastSeq = seq;
       this.#lastAt = anchor.signedAt;
       this.#lastError = undefined;
-      logger.info({ anchor: { ...anchor, signedAt: anchor.signedAt.toISOString() } }, 'audit chain anchored');
+      // The store's id beside the signed anchor: in a log shared by gateways on several stores, verify keeps only
+      // its own store's lines (issue 22 B10). It need not be signed: whoever can edit the log can drop a line anyway.
+      logger.info({ anchor: { ...anchor, signedAt: anchor.signedAt.toISOString() }, storeId: this.#storeId }, 'audit chain anchored');
     } catch (error) {
       this.#lastError = errorMessage(error);
       logger.warn({ err: error, chainId: log.chainId, seq }, 'audit chain not anchored; the next run tries again');

@@ -40,7 +40,7 @@ export interface BrokenLink {
 const HEX64 = /^[0-9a-f]{64}$/;
 const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const KNOWN = new Set<string>([...BODY_FIELDS, 'hash']);
-const OPTIONAL_TEXT = ['reason', 'keyId', 'userId', 'teamId', 'orgId', 'agentId', 'sessionId', 'server', 'tool'] as const;
+const OPTIONAL_TEXT = ['reason', 'keyId', 'userId', 'teamId', 'orgId', 'agentId', 'sessionId', 'server', 'tool', 'exposed'] as const;
 
 /** The row of a record: the store keeps the captured arguments as their canonical JSON text. */
 export function toRow(record: StoredAuditRecord): AuditRecordRow {

@@ -123,6 +123,7 @@ export function prepareRecord(input: AuditInput, options: { readonly captureArgu
   set('sessionId', name(input.sessionId, 'sessionId'));
   set('server', name(input.server, 'server'));
   set('tool', name(input.tool, 'tool'));
+  set('exposed', name(input.exposed, 'exposed'));
   set('argsHash', argsHash);
   set('args', args);
   set('resultHash', hex(input.resultHash, 'resultHash'));

@@ -48,8 +48,12 @@ export interface AuditInput {
   readonly reason?: string;
   readonly principal?: AuditPrincipal;
   readonly sessionId?: string;
+  /** The server the name resolved to; absent when it resolved to none (an unknown name). */
   readonly server?: string;
+  /** The upstream's own tool or prompt name (after undoing the prefix and any rename), or the resource URI. */
   readonly tool?: string;
+  /** The name the client used, e.g. `notes__add_note` (issue 22 B9): set on every record of a call. */
+  readonly exposed?: string;
   /** Hex SHA-256 of the canonical arguments; computed from `args` when left out. */
   readonly argsHash?: string;
   /**
@@ -79,6 +83,7 @@ export interface AuditRecordFields {
   readonly sessionId?: string;
   readonly server?: string;
   readonly tool?: string;
+  readonly exposed?: string;
   readonly argsHash?: string;
   /** The redacted arguments, present only when captured. */
   readonly args?: unknown;
@@ -199,7 +204,7 @@ export function hashRecordBody(body: AuditRecordBody): string {
 export function canonicalBody(body: AuditRecordBody | Omit<StoredAuditRecord, 'hash'>): string {
   const b = body as unknown as Record<(typeof BODY_FIELDS)[number], unknown>;
   if (
-    flat(b.agentId) && flat(b.args) && flat(b.argsHash) && flat(b.chainId) && flat(b.decision) && flat(b.evidence) && flat(b.keyId) &&
+    flat(b.agentId) && flat(b.args) && flat(b.argsHash) && flat(b.chainId) && flat(b.decision) && flat(b.evidence) && flat(b.exposed) && flat(b.keyId) &&
     flat(b.kind) && flat(b.latencyMs) && flat(b.orgId) && flat(b.prevHash) && flat(b.reason) && flat(b.resultBytes) && flat(b.resultHash) &&
     flat(b.seq) && flat(b.server) && flat(b.sessionId) && flat(b.teamId) && flat(b.time) && flat(b.tool) && flat(b.userId)
   ) {
@@ -212,6 +217,7 @@ export function canonicalBody(body: AuditRecordBody | Omit<StoredAuditRecord, 'h
       chainId: b.chainId,
       decision: b.decision,
       evidence: b.evidence,
+      exposed: b.exposed,
       keyId: b.keyId,
       kind: b.kind,
       latencyMs: b.latencyMs,
@@ -237,6 +243,7 @@ export function canonicalBody(body: AuditRecordBody | Omit<StoredAuditRecord, 'h
     member('"chainId":', b.chainId) +
     member('"decision":', b.decision) +
     member('"evidence":', b.evidence) +
+    member('"exposed":', b.exposed) +
     member('"keyId":', b.keyId) +
     member('"kind":', b.kind) +
     member('"latencyMs":', b.latencyMs) +
@@ -306,6 +313,7 @@ export const BODY_FIELDS = [
   'sessionId',
   'server',
   'tool',
+  'exposed',
   'argsHash',
   'args',
   'resultHash',

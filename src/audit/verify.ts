@@ -28,6 +28,8 @@ export interface ChainVerification {
 export interface AuditVerification {
   readonly ok: boolean;
   readonly chains: ChainVerification[];
+  /** Unattributed anchors left out because their chain is not in this store. */
+  readonly ignoredAnchors: number;
 }
 
 export interface VerifyAuditOptions {
@@ -38,8 +40,13 @@ export interface VerifyAuditOptions {
    * hold a signed statement (a log with none needs no key, and a key that cannot be read does not stop it).
    */
   readonly verifier?: StatementVerifier | (() => Promise<StatementVerifier | undefined>);
-  /** Anchors from outside the store (the gateway's log), checked as the stored ones are. */
+  /** Anchors from outside the store (the gateway's log lines of this store), checked as the stored ones are. */
   readonly anchors?: readonly AuditAnchorRow[];
+  /**
+   * Anchors from log lines that name no store (written before lines carried the store's id). A chain this store
+   * does not hold cannot be told from another store's, so they are checked only for the chains it holds.
+   */
+  readonly unattributedAnchors?: readonly AuditAnchorRow[];
 }
 
 /**
@@ -57,14 +64,17 @@ export interface VerifyAuditOptions {
 export async function verifyAudit(store: AuditReader, options: VerifyAuditOptions = {}): Promise<AuditVerification> {
   const filter = options.chainId === undefined ? {} : { chainId: options.chainId };
   const [summaries, checkpoints, stored] = await Promise.all([store.listAuditChains(filter), store.listAuditCheckpoints(filter), store.listAuditAnchors(filter)]);
-  const signed = checkpoints.length > 0 || stored.length > 0 || (options.anchors?.length ?? 0) > 0;
+  const held = new Set([...summaries.map((summary) => summary.chainId), ...checkpoints.map((checkpoint) => checkpoint.chainId), ...stored.map((anchor) => anchor.chainId)]);
+  const unattributed = (options.unattributedAnchors ?? []).filter((anchor) => held.has(anchor.chainId));
+  const ignoredAnchors = (options.unattributedAnchors?.length ?? 0) - unattributed.length;
+  const signed = checkpoints.length > 0 || stored.length > 0 || (options.anchors?.length ?? 0) > 0 || unattributed.length > 0;
   const verifier = typeof options.verifier === 'function' ? (signed ? await options.verifier() : undefined) : options.verifier;
   const counts = new Map(summaries.map((summary) => [summary.chainId, summary.count]));
   const starts = new Map(checkpoints.map((checkpoint) => [checkpoint.chainId, checkpoint]));
   const heads = new Map<string, AuditAnchorRow[]>();
   // The log usually repeats the anchors the store holds: each is checked and counted once.
   const seen = new Set<string>();
-  for (const anchor of [...stored, ...(options.anchors ?? [])]) {
+  for (const anchor of [...stored, ...(options.anchors ?? []), ...unattributed]) {
     if (options.chainId !== undefined && anchor.chainId !== options.chainId) continue;
     const identity = `${anchor.chainId}\0${anchor.seq}\0${anchor.hash}\0${anchor.keyId}\0${anchor.signature}`;
     if (seen.has(identity)) continue;
@@ -91,7 +101,7 @@ export async function verifyAudit(store: AuditReader, options: VerifyAuditOption
       ...(checkpoint === undefined ? {} : { checkpoint: { seq: checkpoint.seq, hash: checkpoint.hash, prunedRecords: checkpoint.prunedRecords, prunedAt: checkpoint.prunedAt } }),
     });
   }
-  return { ok: chains.every((chain) => chain.ok), chains };
+  return { ok: chains.every((chain) => chain.ok), chains, ignoredAnchors };
 }
 
 type Walk = { firstBroken?: BrokenLink; last?: ChainPosition; hashes?: ReadonlyMap<number, string> };

@@ -84,8 +84,8 @@ const MAX_LOG_LINE = 64 * 1024;
  * The `audit chain anchored` lines of a gateway log (pino JSON lines; anything else in it is skipped). A line that
  * says it is one but cannot be read (cut, or altered by a log pipeline) is reported on stderr and not used.
  */
-async function anchorsFromLog(path: string, io: ControlIo): Promise<AuditAnchorRow[]> {
-  const anchors: AuditAnchorRow[] = [];
+async function anchorsFromLog(path: string, io: ControlIo): Promise<LoggedAnchor[]> {
+  const anchors: LoggedAnchor[] = [];
   const lines = createInterface({ input: createReadStream(path, { encoding: 'utf8' }), crlfDelay: Infinity });
   let number = 0;
   try {
@@ -102,14 +102,21 @@ async function anchorsFromLog(path: string, io: ControlIo): Promise<AuditAnchorR
   return anchors;
 }
 
-function anchorOf(line: string): AuditAnchorRow | undefined {
+/** An anchor line of a log: the signed anchor, and the id of the store its gateway wrote to (absent in older logs). */
+interface LoggedAnchor {
+  readonly anchor: AuditAnchorRow;
+  readonly storeId: string | undefined;
+}
+
+function anchorOf(line: string): LoggedAnchor | undefined {
   try {
-    const value = JSON.parse(line) as { msg?: unknown; anchor?: Record<string, unknown> };
+    const value = JSON.parse(line) as { msg?: unknown; anchor?: Record<string, unknown>; storeId?: unknown };
     const anchor = value.anchor;
     if (value.msg !== 'audit chain anchored' || typeof anchor !== 'object' || anchor === null) return undefined;
+    if (value.storeId !== undefined && typeof value.storeId !== 'string') return undefined;
     const { chainId, seq, hash, signedAt, keyId, signature } = anchor;
     if (typeof chainId !== 'string' || typeof seq !== 'number' || typeof hash !== 'string' || typeof signedAt !== 'string' || typeof keyId !== 'string' || typeof signature !== 'string') return undefined;
-    return { chainId, seq, hash, signedAt: new Date(signedAt), keyId, signature };
+    return { anchor: { chainId, seq, hash, signedAt: new Date(signedAt), keyId, signature }, storeId: value.storeId };
   } catch {
     return undefined;
   }
@@ -160,11 +167,25 @@ export function runAuditVerify(options: AuditVerifyOptions, io: ControlIo): Prom
   return runCommand(io, 'audit verify', () =>
     withStore(options.config, io, async (store, config) => {
       const logged = options.anchors === undefined ? [] : await anchorsFromLog(options.anchors, io);
+      // A log may hold the lines of gateways on other stores (issue 22 B10): only this store's lines are its
+      // witness; lines from before lines named their store count for the chains this store holds.
+      const storeId = logged.length === 0 ? undefined : await store.getStoreId();
+      const own = logged.filter((line) => line.storeId === storeId).map((line) => line.anchor);
+      const unattributed = logged.filter((line) => line.storeId === undefined).map((line) => line.anchor);
+      const others = new Set(logged.flatMap((line) => (line.storeId === undefined || line.storeId === storeId ? [] : [line.storeId])));
+      const foreign = logged.length - own.length - unattributed.length;
       const result = await verifyAudit(store, {
         ...(options.chain === undefined ? {} : { chainId: options.chain }),
         verifier: () => checkpointVerifier(options, config),
-        anchors: logged,
+        anchors: own,
+        unattributedAnchors: unattributed,
       });
+      if (foreign > 0) {
+        io.stderr(`mcpgate audit verify: ${options.anchors ?? ''}: ignored ${foreign} anchor line(s) of other stores (${[...others].sort().join(', ')}); this store is ${storeId ?? '?'}`);
+      }
+      if (result.ignoredAnchors > 0) {
+        io.stderr(`mcpgate audit verify: ${options.anchors ?? ''}: ignored ${result.ignoredAnchors} anchor line(s) that name no store, of chains this store does not hold`);
+      }
       const journal = await journalPending(store, options.chain);
       if (options.chain !== undefined && result.chains.length === 0 && journal.pending.length === 0) throw new UsageError(`the store holds no audit chain "${options.chain}"`);
       if (options.json === true) printJson(io, { ...result, journalPending: Object.fromEntries(journal.pending) });

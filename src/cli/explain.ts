@@ -56,7 +56,7 @@ async function printExplanation(io: ControlIo, store: Store, explanation: KeyAcc
     io,
     ['level', 'subject', 'record', 'verdict', 'reason'],
     policy.lines.map((line) => {
-      const name = line.level === 'network' ? undefined : names.get(line.level);
+      const name = line.level === 'network' || line.level === 'default' ? undefined : names.get(line.level);
       return [
         line.level === policy.decidingLevel ? `${line.level} *` : line.level,
         name === undefined ? line.subjectId : `${name} (${line.subjectId})`,

@@ -2,6 +2,25 @@ import { z } from 'zod';
 import { isLoopbackHost } from '../util/tls-pins.js';
 
 /**
+ * `gateway.auth.defaultAccess` (issue 22 A3): what a caller gets when no permission document exists at any of
+ * its levels (org, team, user or agent, key). A security gateway fails closed, so the default is `deny` in every
+ * mode, dev included: a key's reach must not change between a developer's machine and production. `allow` is the
+ * explicit opt-in to the old behaviour, and the gateway warns about it once at start-up.
+ *
+ * With `auth.mode: none` there is no principal and no permission to look up: every request may use every server
+ * (dev mode on loopback only), so `defaultAccess` does not apply; an explicit `deny` there is refused by the
+ * schema rather than silently ignored.
+ */
+export const DEFAULT_ACCESS = ['deny', 'allow'] as const;
+export type DefaultAccess = (typeof DEFAULT_ACCESS)[number];
+export const defaultAccessSchema = z.enum(DEFAULT_ACCESS).optional();
+
+/** The configured `defaultAccess`, or `deny` when none is configured. */
+export function defaultAccessOf(auth: { readonly defaultAccess?: DefaultAccess | undefined }): DefaultAccess {
+  return auth.defaultAccess ?? 'deny';
+}
+
+/**
  * `gateway.auth.jwt`: JWT / OAuth resource-server mode (issue 5 §8). The rules live here as plain functions as
  * well, so `authn/jwt-verifier.ts` refuses the same inputs when it is built without a config file.
  */

@@ -3,7 +3,7 @@ import { checkStdioIsolation, httpIsolationFields, stdioIsolationFields } from '
 import { checkHttpTrust, tlsSchema } from './tls-rules.js';
 import { checkChildLimit, serverResilienceFields, stdioRestartFields } from './resilience-schema.js';
 import { isLoopbackHost } from '../util/tls-pins.js';
-import { jwtSchema } from './auth-schema.js';
+import { defaultAccessSchema, jwtSchema } from './auth-schema.js';
 import { adminSchema } from './admin-schema.js';
 import { credentialsSchema, vaultSchema } from './credentials-schema.js';
 import { governanceGatewayFields, governanceServerFields } from './governance-schema.js';
@@ -171,6 +171,8 @@ const authSchema = z.strictObject({
     .optional(),
   /** Require every key to carry its own permission list instead of inheriting its team's (issue 5 §3). */
   requireKeyPermissions: z.boolean().default(false),
+  /** With no permission document at any level: `deny` (unset) or `allow` (auth-schema.ts, issue 22 A3). */
+  defaultAccess: defaultAccessSchema,
   /** JWT / OAuth resource-server mode (issue 5 §8; auth-schema.ts): when set, bearer JWTs are accepted beside keys. */
   jwt: jwtSchema.optional(),
 });
@@ -214,6 +216,13 @@ export const configSchema = z
         code: 'custom',
         path: ['gateway', 'auth', 'mode'],
         message: 'auth.mode "none" is allowed only with gateway.mode "dev" and a loopback listen.host (127.0.0.1, ::1, localhost)',
+      });
+    }
+    if (config.gateway.auth.mode === 'none' && config.gateway.auth.defaultAccess === 'deny') {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['gateway', 'auth', 'defaultAccess'],
+        message: 'auth.mode "none" has no principals, so every request may use every server: defaultAccess "deny" cannot apply (use auth.mode "apiKey")',
       });
     }
     if (config.gateway.auth.mode === 'none' && config.gateway.catalog.source === 'store') {

@@ -1,6 +1,7 @@
 import { generateApiKey } from '../authn/api-keys.js';
 import { CedarPolicies, type PolicyOutcome, type PolicySetStatus } from '../cedar/policy-store.js';
 import { buildCedarRequest } from '../cedar/request.js';
+import { defaultAccessOf } from '../config/auth-schema.js';
 import { SENSITIVITY_LABELS, type SensitivityLabel } from '../config/governance-schema.js';
 import type { GatewayConfig } from '../config/schema.js';
 import { GatewayError } from '../errors/gateway-error.js';
@@ -124,6 +125,7 @@ export function engineFromConfig(config: GatewayConfig, store: Store): Permissio
   return new PermissionEngine({
     store,
     requireKeyPermissions: config.gateway.auth.requireKeyPermissions,
+    defaultAccess: defaultAccessOf(config.gateway.auth),
     servers: config.servers,
     trustedProxies: config.gateway.security.trustedProxies,
   });

@@ -24,10 +24,15 @@ export interface CallFacts {
   readonly sessionSensitivity: SensitivityLabel;
   readonly caller: Caller | undefined;
   readonly action: Exclude<CedarAction, 'list'>;
-  /** Undefined for a name that resolved to no server the caller may use. */
+  /**
+   * The server the name belongs to. For a refused name the caller may not use, the server its prefix names (for
+   * the record, never contacted); undefined when the name names no configured server.
+   */
   readonly server: string | undefined;
   /** The upstream's own tool or prompt name, the resource URI, or the name the client asked for when unresolved. */
   readonly name: string;
+  /** The name (or URI) exactly as the client sent it: recorded as `exposed` beside `server` and `tool`. */
+  readonly exposed: string;
   readonly args: unknown;
 }
 
@@ -174,7 +179,10 @@ export class CallGovernor {
       decision,
       ...(reason === undefined ? {} : { reason }),
       ...this.#subject(facts, facts.server),
-      tool: facts.name,
+      // Allowed or refused, a record names the server, the upstream's name and the client's (issue 22 B9); a name
+      // that names no server has only the client's: there is no upstream name to give.
+      ...(facts.server === undefined ? {} : { tool: facts.name }),
+      exposed: facts.exposed,
       argsHash: argumentsHash(facts.args ?? null),
       args: facts.args ?? null,
       latencyMs: Math.round(latencyMs * 1000) / 1000,
@@ -219,7 +227,7 @@ export class CallGovernor {
 
   #decide(
     policies: CedarPolicies,
-    facts: Omit<CallFacts, 'action' | 'name'> & { readonly action: CedarAction; readonly server: string; readonly name: string | undefined },
+    facts: Omit<CallFacts, 'action' | 'name' | 'exposed'> & { readonly action: CedarAction; readonly server: string; readonly name: string | undefined },
     phase: 'ingress' | 'egress',
     result: { bytes: number; labels: string[] } | undefined,
   ): PolicyOutcome {

@@ -25,9 +25,12 @@ export function callerAt(
   return { keyId, principalId, principalKind, orgId, ...(teamId === undefined ? {} : { teamId }), clientIp };
 }
 
+/** What a caller gets when no permission document exists at any of its levels (`gateway.auth.defaultAccess`). */
+export type DefaultAccess = 'deny' | 'allow';
+
 /** Why a decision denies everything. `level` names the level that caused it when there is one. */
 export interface DecisionDenial {
-  readonly reason: 'none' | 'key-without-permissions' | 'store-unavailable';
+  readonly reason: 'none' | 'key-without-permissions' | 'no-document' | 'store-unavailable';
   readonly level?: PermissionLevel;
   readonly message: string;
 }

@@ -1,7 +1,7 @@
 import type { PermissionLevel, PermissionRecord, Toolset } from '../store/store.js';
 import { compileGlob } from '../router/glob.js';
 import type { CidrSet } from './client-ip.js';
-import type { Caller, DecisionDenial } from './decision.js';
+import type { Caller, DecisionDenial, DefaultAccess } from './decision.js';
 import { grantOf, restricts } from './grant.js';
 
 /** What reading one level's record gave: the record (or `undefined` for none), or why it could not be read. */
@@ -19,6 +19,7 @@ export interface ExplainInput {
   /** The upstream's own tool name, as `AccessDecision.allowsTool` takes it. */
   readonly tool: string;
   readonly requireKeyPermissions: boolean;
+  readonly defaultAccess: DefaultAccess;
   /** Every level of `levelsOf(caller)`, in that order. */
   readonly levels: readonly LevelRead[];
   /** Every toolset the readable documents refer to. */
@@ -27,12 +28,18 @@ export interface ExplainInput {
   readonly internal: CidrSet | undefined;
 }
 
-/** How one level (or the network rule) treats the tool. */
+/**
+ * What an explanation line is about: a level's record, `default` (`gateway.auth.defaultAccess`, shown only when
+ * no level has a record) or `network` (the internal-server rule).
+ */
+export type ExplainSubject = PermissionLevel | 'default' | 'network';
+
+/** How one level (or the default, or the network rule) treats the tool. */
 export interface ExplainLine {
-  readonly level: PermissionLevel | 'network';
-  /** The record's subject id; for the network line, the client IP. */
+  readonly level: ExplainSubject;
+  /** The record's subject id; for the default line, the setting's name; for the network line, the client IP. */
   readonly subjectId: string;
-  /** `n/a` for the network line, which comes from configuration, not from a record. */
+  /** `n/a` for the default and network lines, which come from configuration, not from a record. */
   readonly record: 'present' | 'absent' | 'unreadable' | 'n/a';
   readonly verdict: 'allows' | 'denies' | 'does-not-restrict';
   readonly reason: string;
@@ -47,10 +54,10 @@ export interface AccessExplanation {
   readonly server: string;
   readonly tool: string;
   readonly clientIp: string;
-  /** Org, team (when the key has one), user or agent, key, then network. */
+  /** Org, team (when the key has one), user or agent, key, default (when no level has a record), then network. */
   readonly lines: readonly ExplainLine[];
   /** The level whose line decided a refusal; `undefined` when allowed. */
-  readonly decidingLevel: PermissionLevel | 'network' | undefined;
+  readonly decidingLevel: ExplainSubject | undefined;
   readonly denial: ExplainDenial | undefined;
   /** One sentence for humans. */
   readonly summary: string;
@@ -59,15 +66,17 @@ export interface AccessExplanation {
 
 /**
  * Why a refusal happens, in the order `PermissionEngine.decide` checks: an unreadable record first, then a key
- * without its own record under `requireKeyPermissions`, then `none`, then an unreadable toolset, then the
+ * without its own record under `requireKeyPermissions`, then no record at any level under `defaultAccess: deny`,
+ * then `none`, then an unreadable toolset, then the
  * internal-server rule and the levels' lists (`GrantDecision.allowsTool` checks them in that order).
  */
-const PRECEDENCE = ['records', 'key', 'none', 'toolsets', 'network', 'grant'] as const;
+const PRECEDENCE = ['records', 'key', 'default', 'none', 'toolsets', 'network', 'grant'] as const;
 type Failure = (typeof PRECEDENCE)[number];
 
 const DENIAL: Readonly<Record<Failure, ExplainDenial>> = {
   records: 'store-unavailable',
   key: 'key-without-permissions',
+  default: 'no-document',
   none: 'none',
   toolsets: 'store-unavailable',
   network: 'ip-not-allowed',
@@ -87,6 +96,8 @@ interface Judged {
 export function explainAccess(input: ExplainInput): AccessExplanation {
   const warnings: string[] = [];
   const judged = input.levels.map((read) => judgeLevel(read, input, warnings));
+  const fallback = judgeDefault(input);
+  if (fallback !== undefined) judged.push(fallback);
   judged.push(judgeNetwork(input));
   const lines = judged.map((entry) => entry.line);
 
@@ -102,7 +113,10 @@ export function explainAccess(input: ExplainInput): AccessExplanation {
       allowed: true,
       decidingLevel: undefined,
       denial: undefined,
-      summary: `allowed: no level refuses tool "${input.tool}" on server "${input.server}"`,
+      summary:
+        fallback === undefined
+          ? `allowed: no level refuses tool "${input.tool}" on server "${input.server}"`
+          : `allowed: ${fallback.line.reason}`,
     };
   }
   const { level, reason } = decisive.line;
@@ -111,8 +125,21 @@ export function explainAccess(input: ExplainInput): AccessExplanation {
     allowed: false,
     decidingLevel: level,
     denial: DENIAL[decisive.failure],
-    summary: `denied by the ${level} level: ${reason}`,
+    summary: level === 'default' ? reason : `denied by the ${level} level: ${reason}`,
   };
+}
+
+/**
+ * The `defaultAccess` line, present only when every level was read and none has a record: then, and only then,
+ * the setting decides (as in `decide`).
+ */
+function judgeDefault(input: ExplainInput): Judged | undefined {
+  if (!input.levels.every((read) => 'record' in read && read.record === undefined)) return undefined;
+  const base = { level: 'default', subjectId: 'gateway.auth.defaultAccess', record: 'n/a' } as const;
+  if (input.defaultAccess === 'allow') {
+    return { line: { ...base, verdict: 'allows', reason: 'no document at any level: allowed by default (gateway.auth.defaultAccess is "allow")' } };
+  }
+  return { line: { ...base, verdict: 'denies', reason: 'no document at any level: denied by default (gateway.auth.defaultAccess is "deny")' }, failure: 'default' };
 }
 
 function judgeLevel(read: LevelRead, input: ExplainInput, warnings: string[]): Judged {

@@ -3,6 +3,7 @@ import type { PermissionDocument, PermissionLevel, PermissionRecord, Store, Tool
 import { CidrSet } from './client-ip.js';
 import {
   DenyAllDecision,
+  type DefaultAccess,
   GrantDecision,
   type AccessDecision,
   type Caller,
@@ -35,6 +36,8 @@ export interface PermissionEngineOptions {
   readonly store: Pick<Store, 'getPermissions' | 'getToolset'>;
   /** Issue 5 §3: when true, a key without its own permission record is denied everything. */
   readonly requireKeyPermissions: boolean;
+  /** Issue 22 A3: what a caller with no permission document at any level gets (`gateway.auth.defaultAccess`). */
+  readonly defaultAccess: DefaultAccess;
   readonly servers: Readonly<Record<string, PolicyServerConfig>>;
   /** Addresses or CIDR ranges whose `X-Forwarded-For` is believed (see `clientIpOf`). */
   readonly trustedProxies: readonly string[];
@@ -50,6 +53,7 @@ export interface PermissionEngineOptions {
 export class PermissionEngine {
   readonly #store: PermissionEngineOptions['store'];
   readonly #requireKeyPermissions: boolean;
+  readonly #defaultAccess: DefaultAccess;
   /** Internal server → the ranges it may be used from; servers absent here are public. */
   readonly #internal = new Map<string, CidrSet>();
   /** Built once, so request-time resolution does not re-parse the configuration. */
@@ -59,6 +63,7 @@ export class PermissionEngine {
   constructor(options: PermissionEngineOptions) {
     this.#store = options.store;
     this.#requireKeyPermissions = options.requireKeyPermissions;
+    this.#defaultAccess = options.defaultAccess;
     for (const [name, server] of Object.entries(options.servers)) {
       if (server.visibility !== 'internal') continue;
       // An internal server without ranges is reachable from nowhere: fail closed rather than open.
@@ -85,6 +90,9 @@ export class PermissionEngine {
         level: 'key',
         message: 'requireKeyPermissions is on and this key has no permission record of its own',
       });
+    }
+    if (this.#defaultAccess === 'deny' && records.every((record) => record === undefined)) {
+      return new DenyAllDecision({ reason: 'no-document', message: NO_DOCUMENT_DENIED });
     }
     // A key without a record inherits its team's: the team level is already part of the intersection, so the
     // key level simply adds no restriction of its own.
@@ -149,6 +157,7 @@ export class PermissionEngine {
       server,
       tool: upstreamToolName,
       requireKeyPermissions: this.#requireKeyPermissions,
+      defaultAccess: this.#defaultAccess,
       levels,
       toolsets,
       internal: this.#internal.get(server),
@@ -164,6 +173,8 @@ export class PermissionEngine {
     return new Map(loaded);
   }
 }
+
+const NO_DOCUMENT_DENIED = 'no permission document at any level (org, team, user or agent, key): denied by default (gateway.auth.defaultAccess is "deny")';
 
 function describe(error: unknown): string {
   return GatewayError.is(error) ? `${error.code}: ${error.message}` : errorMessage(error);

@@ -236,15 +236,19 @@ export class Router {
         if (typeof name !== 'string') throw new GatewayError('MCPGATE_ERR_INVALID_PARAMS', 'params.name must be a string');
         const view = this.lists.viewFor(session);
         const route = await view.resolve(kind, name, this.fetcher(session), scope);
-        const facts = this.factsOf(session, caller, kind === 'tools' ? 'call_tool' : 'get_prompt', route?.server, route?.name ?? name, params.arguments);
-        if (route === undefined) return this.refuse(facts, this.unknownName(kind, name, scope, session));
+        const action = kind === 'tools' ? 'call_tool' : 'get_prompt';
+        if (route === undefined) {
+          const named = this.namedTarget(kind, name);
+          return this.refuse(this.factsOf(session, caller, action, named?.server, named?.name ?? name, name, params.arguments), this.unknownName(kind, name, scope, session));
+        }
+        const facts = this.factsOf(session, caller, action, route.server, route.name, name, params.arguments);
         const checked = kind === 'tools' ? await this.checkApproved(view, session, route.server, route.name, name, signal).catch((error: unknown) => this.refuse(facts, error)) : undefined;
         return this.governed(request, { ...facts, server: route.server }, { ...params, name: route.name }, context, signal, checked);
       }
       case 'resources/read': {
         const uri = params.uri;
         if (typeof uri !== 'string') throw new GatewayError('MCPGATE_ERR_INVALID_PARAMS', 'params.uri must be a string');
-        const facts = this.factsOf(session, caller, 'read_resource', undefined, uri, undefined);
+        const facts = this.factsOf(session, caller, 'read_resource', undefined, uri, uri, undefined);
         const server = await this.resourceOwner(session, uri, scope).catch((error: unknown) => this.refuse(facts, error));
         return this.governed(request, { ...facts, server }, params, context, signal, undefined);
       }
@@ -303,9 +307,24 @@ export class Router {
     action: CallFacts['action'],
     server: string | undefined,
     name: string,
+    exposed: string,
     args: unknown,
   ): CallFacts {
-    return { sessionId: session.id, sessionSensitivity: session.sensitivity, caller, action, server, name, args };
+    return { sessionId: session.id, sessionSensitivity: session.sensitivity, caller, action, server, name, exposed, args };
+  }
+
+  /**
+   * The server and upstream name a refused name points at, for its audit record only (issue 22 B9): the
+   * configured server its prefix names, with any rename undone, from the configuration alone, so a server the
+   * caller may not use still receives nothing (DESIGN.md invariant 3). Undefined when no configured server's
+   * prefix matches: then only the upstreams' lists could say, and a refused name must not make the gateway ask.
+   */
+  private namedTarget(kind: 'tools' | 'prompts', name: string): { server: string; name: string } | undefined {
+    if (this.options.naming.mode === 'never') return undefined;
+    const split = splitPrefixed(this.options.naming, this.options.registry.serverNames, name);
+    if (split === undefined) return undefined;
+    const upstream = kind === 'tools' ? this.options.filters.get(split.server)?.upstreamName(split.local) : undefined;
+    return { server: split.server, name: upstream ?? split.local };
   }
 
   /** Records a call refused before it reached any upstream (unknown, forbidden, quarantined), then throws. */

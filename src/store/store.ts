@@ -181,6 +181,8 @@ export interface AuditRecordRow {
   readonly sessionId?: string;
   readonly server?: string;
   readonly tool?: string;
+  /** The name the client used (e.g. `notes__add_note`), where `tool` is the upstream's own. */
+  readonly exposed?: string;
   readonly argsHash?: string;
   /** The redacted arguments as canonical JSON text, only when `audit.captureArguments` is set. */
   readonly args?: string;
@@ -245,6 +247,7 @@ export interface AuditRecordFilter {
   readonly sessionId?: string;
   readonly server?: string;
   readonly tool?: string;
+  readonly exposed?: string;
   readonly decision?: string;
   readonly kind?: string;
   /** `time` (default): by (time, chain, seq), for reading and export. `chain`: by (chain, seq), for verifying. */
@@ -446,6 +449,8 @@ export interface Store {
   putAuditAnchor(anchor: AuditAnchorRow): Promise<void>;
   /** Every anchor (or `chainId`'s), ordered by chain id and seq. */
   listAuditAnchors(filter?: { readonly chainId?: string }): Promise<AuditAnchorRow[]>;
+  /** This store's random id, made once by its migrations: what tells its anchors from another store's in one log. */
+  getStoreId(): Promise<string>;
 
   /**
    * Stores the receipt of an ended session. A session has one receipt: a second for the same id is

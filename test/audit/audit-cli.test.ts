@@ -7,9 +7,11 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
+import { AuditAnchoring } from '../../src/audit/anchor-job.js';
 import { AuditLog } from '../../src/audit/audit-log.js';
 import { verifyExport } from '../../src/audit/verify.js';
 import { runAuditExport, runAuditVerify } from '../../src/cli/audit.js';
+import { ReceiptSigner } from '../../src/receipts/receipt.js';
 import { createStore } from '../../src/store/create-store.js';
 import { journalText } from '../../src/store/sqlite/audit-journal-format.js';
 import { captureLogger } from './helpers.js';
@@ -208,5 +210,93 @@ describe('mcpgate audit prune (built CLI)', () => {
     const garbage = await run(['audit', 'prune', '--before', 'yesterday', '-c', config]);
     assert.equal(garbage.code, 1);
     assert.match(garbage.stderr, /--before "yesterday" is neither/);
+  });
+});
+
+describe('mcpgate audit verify --anchors with a log shared by two stores (issue 22 B10)', () => {
+  /**
+   * A store with one chain of `count` records anchored at its head, signed with `signer`: its config, its file,
+   * its chain id and the JSON log lines its gateway wrote (the anchor line among them).
+   */
+  async function anchoredStore(name: string, chainId: string, signer: ReceiptSigner, count = 4) {
+    const dir = join(root, `shared-${++counter}`);
+    mkdirSync(dir, { recursive: true });
+    const db = join(dir, `${name}.db`);
+    const config = join(dir, 'mcpgate.yaml');
+    const store = await createStore(db);
+    await store.migrate();
+    const { logger, lines } = captureLogger();
+    try {
+      const log = new AuditLog({ store, logger, chainId, flushMs: 0 });
+      const anchoring = new AuditAnchoring({ log, store, signer, everyMs: 60_000, logger });
+      for (let n = 1; n <= count; n += 1) await log.append({ kind: 'call', decision: 'allow', server: 'notes', tool: `t${n}`, args: { n } });
+      await anchoring.close();
+      await log.close();
+    } finally {
+      await store.close();
+    }
+    writeFileSync(config, `gateway:\n  store: ${JSON.stringify(db)}\nservers: {}\n`);
+    return { config, db, chainId, lines: lines().map((line) => JSON.stringify(line)) };
+  }
+
+  /** Both stores' gateways logging to one file, their lines interleaved as a shared log pipeline would have them. */
+  function interleave(...logs: string[][]): string[] {
+    const out: string[] = [];
+    for (let i = 0; i < Math.max(...logs.map((log) => log.length)); i += 1) for (const log of logs) if (log[i] !== undefined) out.push(log[i] as string);
+    return out;
+  }
+
+  it('checks only its own store\'s anchor lines: each store verifies against the shared log, and a cut end is still named', async () => {
+    // The same signing key on both, so the other store's anchor verifies as a signature: what made it "truncated".
+    const signer = new ReceiptSigner(generateKeyPairSync('ed25519').privateKey);
+    const a = await anchoredStore('a', 'gw-a', signer);
+    const b = await anchoredStore('b', 'gw-b', signer, 6);
+    const pem = join(root, `shared-${++counter}.pem`);
+    writeFileSync(pem, signer.publicKeyPem);
+    const log = join(root, `shared-${++counter}.log`);
+    const shared = interleave(a.lines, b.lines);
+    assert.equal(shared.filter((line) => line.includes('"audit chain anchored"')).length, 2);
+    writeFileSync(log, `${shared.join('\n')}\n`);
+
+    const okA = await run(['audit', 'verify', '--anchors', log, '--public-key', pem, '-c', a.config]);
+    assert.equal(okA.code, 0, okA.stdout + okA.stderr);
+    assert.equal(okA.stdout, 'chain gw-a: 4 record(s), 1 signed head(s) up to seq 4, ok\n');
+    assert.match(okA.stderr, /ignored 1 anchor line\(s\) of other stores \([0-9a-f]+\); this store is [0-9a-f]+/);
+    const okB = await run(['audit', 'verify', '--anchors', log, '--public-key', pem, '-c', b.config]);
+    assert.equal(okB.code, 0, okB.stdout + okB.stderr);
+    assert.equal(okB.stdout, 'chain gw-b: 6 record(s), 1 signed head(s) up to seq 6, ok\n');
+
+    // Store A's own line still holds it to its head: records cut from its end, anchors deleted with them.
+    tamper(a.db, "DELETE FROM audit_records WHERE chain_id = 'gw-a' AND seq = 4");
+    tamper(a.db, "DELETE FROM audit_anchors WHERE chain_id = 'gw-a'");
+    const cut = await run(['audit', 'verify', '--anchors', log, '--public-key', pem, '-c', a.config]);
+    assert.equal(cut.code, 3, cut.stdout + cut.stderr);
+    assert.match(cut.stdout, /^chain gw-a: BROKEN at seq 4: truncated/m);
+    assert.doesNotMatch(cut.stdout, /gw-b/);
+  });
+
+  it('a line from before lines named their store counts only for a chain this store holds', async () => {
+    const signer = new ReceiptSigner(generateKeyPairSync('ed25519').privateKey);
+    const a = await anchoredStore('a', 'gw-a', signer);
+    const b = await anchoredStore('b', 'gw-b', signer);
+    const pem = join(root, `shared-${++counter}.pem`);
+    writeFileSync(pem, signer.publicKeyPem);
+    // The anchor lines as an older gateway wrote them: no storeId.
+    const legacy = (line: string): string => {
+      const value = JSON.parse(line) as Record<string, unknown>;
+      delete value.storeId;
+      return JSON.stringify(value);
+    };
+    const log = join(root, `shared-${++counter}.log`);
+    writeFileSync(log, `${interleave(a.lines.map(legacy), b.lines.map(legacy)).join('\n')}\n`);
+    const ok = await run(['audit', 'verify', '--anchors', log, '--public-key', pem, '-c', a.config]);
+    assert.equal(ok.code, 0, ok.stdout + ok.stderr);
+    assert.equal(ok.stdout, 'chain gw-a: 4 record(s), 1 signed head(s) up to seq 4, ok\n');
+    assert.match(ok.stderr, /ignored 1 anchor line\(s\) that name no store, of chains this store does not hold/);
+    tamper(a.db, "DELETE FROM audit_records WHERE chain_id = 'gw-a' AND seq = 4");
+    tamper(a.db, "DELETE FROM audit_anchors WHERE chain_id = 'gw-a'");
+    const cut = await run(['audit', 'verify', '--anchors', log, '--public-key', pem, '-c', a.config]);
+    assert.equal(cut.code, 3, cut.stdout + cut.stderr);
+    assert.match(cut.stdout, /^chain gw-a: BROKEN at seq 4: truncated/m);
   });
 });

@@ -5,6 +5,7 @@ import { AuditLog } from '../../src/audit/audit-log.js';
 import { exportAudit } from '../../src/audit/query.js';
 import { canonicalJson, hashRecordBody, type AuditExportRecord } from '../../src/audit/record.js';
 import { verifyAudit, verifyExport } from '../../src/audit/verify.js';
+import { createStore } from '../../src/store/create-store.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import type { Store } from '../../src/store/store.js';
 import { captureLogger, sqliteStore } from './helpers.js';
@@ -167,6 +168,71 @@ describe('export and verifyExport', () => {
     const result = await verifyExport(source());
     assert.equal(result.ok, true);
     assert.equal(result.lines, 6);
+  });
+});
+
+describe('the exposed name (issue 22 B9)', () => {
+  /** A record as the gateway wrote it before `exposed` existed, with the hash that gateway (b9b67f9) computed. */
+  const OLD_BODY = {
+    chainId: 'gw-old',
+    seq: 1,
+    time: '2026-01-01T00:00:00.000Z',
+    kind: 'call',
+    decision: 'deny',
+    reason: 'MCPGATE_ERR_UNKNOWN_TOOL: Unknown tool: notes__add_note',
+    keyId: 'k1',
+    orgId: 'o1',
+    userId: 'u1',
+    sessionId: 's1',
+    tool: 'notes__add_note',
+    argsHash: '44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a',
+    latencyMs: 0,
+    prevHash: '0'.repeat(64),
+  };
+  const OLD_HASH = 'e8a4c6840bc96d11a1f29bc876c6a48a84c55e7be171be736dfb04f1052d85da';
+
+  it('a record without exposed hashes as before, and one with it continues its chain; a changed exposed breaks it', async () => {
+    assert.equal(hashRecordBody(OLD_BODY), OLD_HASH);
+    const next = { ...OLD_BODY, seq: 2, server: 'notes', tool: 'add_note', exposed: 'notes__add_note', prevHash: OLD_HASH };
+    const lines = [canonicalJson({ ...OLD_BODY, hash: OLD_HASH }), canonicalJson({ ...next, hash: hashRecordBody(next) })];
+    assert.deepEqual((await verifyExport(lines)).chains.map((c) => [c.chainId, c.ok, c.records]), [['gw-old', true, 2]]);
+    const forged = lines[1]?.replace('"exposed":"notes__add_note"', '"exposed":"notes__list_notes"') ?? '';
+    assert.notEqual(forged, lines[1]);
+    assert.equal((await verifyExport([lines[0] ?? '', forged])).chains[0]?.firstBroken?.reason, 'hash mismatch');
+  });
+
+  it('a SQLite store from before the column gets it on migrate: old rows verify, new rows carry exposed and are found by it', async () => {
+    const sqlite = await sqliteStore();
+    cleanups.push(sqlite.dispose);
+    await sqlite.store.migrate();
+    const { logger } = captureLogger();
+    const old = new AuditLog({ store: sqlite.store, logger, chainId: 'gw-up', flushMs: 0 });
+    await old.append({ kind: 'call', decision: 'allow', server: 'notes', tool: 'add_note', args: {} });
+    await old.close();
+    await sqlite.store.close();
+    // Back to the schema of migration 8, as a store written by the previous release is.
+    const db = new Database(sqlite.path);
+    db.exec('ALTER TABLE audit_records DROP COLUMN exposed; DELETE FROM schema_migrations WHERE version = 9');
+    db.close();
+
+    const store = await createStore(sqlite.path);
+    cleanups.unshift(() => store.close());
+    await store.migrate();
+    assert.equal((await verifyAudit(store)).ok, true);
+    const log = new AuditLog({ store, logger, chainId: 'gw-up', flushMs: 0 });
+    await log.ready();
+    await log.append({ kind: 'call', decision: 'deny', server: 'notes', tool: 'add_note', exposed: 'notes__add_note', args: {} });
+    await log.close();
+    const result = await verifyAudit(store);
+    assert.deepEqual(result.chains.map((c) => [c.chainId, c.ok, c.records]), [['gw-up', true, 2]]);
+    const found = await store.listAuditRecords({ exposed: 'notes__add_note', limit: 10 });
+    assert.deepEqual(found.map((row) => [row.seq, row.server, row.tool, row.exposed]), [[2, 'notes', 'add_note', 'notes__add_note']]);
+    const lines: string[] = [];
+    await exportAudit(store, { chainId: 'gw-up' }, (line) => void lines.push(line));
+    assert.equal(lines.length, 2);
+    assert.ok(!lines[0]?.includes('exposed'));
+    assert.ok(lines[1]?.includes('"exposed":"notes__add_note"'));
+    assert.equal((await verifyExport(lines)).ok, true);
   });
 });
 

@@ -195,7 +195,14 @@ describe('mcpgate explain', () => {
     assert.equal(await runExplain({ config, key: key.id, tool: 'notes__drop_db' }, io.reset()), EXIT_DENIED);
     assert.match(io.text, /^config {3}HIDDEN: hidden by servers\.notes\.tools\.deny glob drop_\*$/m);
 
+    // No document left at any level: denied by default (issue 22 A3), before the network rule.
     await runPermissionsClear({ config, level: 'team', subject: 'red' }, io.reset());
+    assert.equal(await runExplain({ config, key: key.id, tool: 'notes__read_note' }, io.reset()), EXIT_DENIED);
+    assert.match(io.text, /^default \*\s+gateway\.auth\.defaultAccess\s+n\/a\s+denies\s+no document at any level: denied by default/m);
+    assert.match(io.text, /^DENIED: no document at any level: denied by default/m);
+
+    // A document with no list restricts nothing, so the internal-server rule decides.
+    await runPermissionsSet({ config, level: 'team', subject: 'red', unrestricted: true }, io.reset());
     assert.equal(await runExplain({ config, key: key.id, tool: 'ops__status' }, io.reset()), EXIT_DENIED);
     assert.match(io.text, /^network \*\s+127\.0\.0\.1\s+n\/a\s+denies\s+internal server and IP not in allowedCidrs$/m);
     assert.equal(await runExplain({ config, key: key.id, tool: 'ops__status', ip: '10.9.8.7' }, io.reset()), 0, io.text);
@@ -225,6 +232,7 @@ describe('mcpgate explain', () => {
     const config = setup('  prefix: conditional\n');
     const io = new CaptureIo();
     const key = await keyFor(config, io);
+    await runPermissionsSet({ config, level: 'team', subject: 'red', unrestricted: true }, io.reset());
     assert.equal(await runExplain({ config, key: key.id, tool: 'read_note' }, io.reset()), 1);
     assert.match(io.err.join('\n'), /give the server/);
     assert.equal(await runExplain({ config, key: key.id, tool: 'read_note', server: 'notes', json: true }, io.reset()), 0, io.err.join('\n'));

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ConfigError } from '../../src/config/config-error.js';
+import { defaultAccessOf } from '../../src/config/auth-schema.js';
 import { parseConfig } from '../../src/config/load.js';
 
 function parse(gateway: string, env: NodeJS.ProcessEnv = {}) {
@@ -26,6 +27,16 @@ describe('gateway.auth and gateway.store', () => {
     const config = parse('  store: postgres://db/mcpgate\n  auth:\n    keySecret: ${MCPGATE_KEY_SECRET}\n    requireKeyPermissions: true', { MCPGATE_KEY_SECRET: secret });
     assert.equal(config.gateway.store, 'postgres://db/mcpgate');
     assert.deepEqual(config.gateway.auth, { mode: 'apiKey', keySecret: secret, requireKeyPermissions: true });
+  });
+
+  it('takes gateway.auth.defaultAccess deny or allow, unset meaning deny; refuses other values and deny under auth.mode none (issue 22 A3)', () => {
+    assert.equal(defaultAccessOf(parse('  name: g').gateway.auth), 'deny');
+    assert.equal(defaultAccessOf(parse('  mode: dev\n  name: g').gateway.auth), 'deny', 'dev mode with keys denies by default too');
+    assert.equal(defaultAccessOf(parse('  auth:\n    defaultAccess: allow').gateway.auth), 'allow');
+    assert.equal(defaultAccessOf(parse('  auth:\n    defaultAccess: deny').gateway.auth), 'deny');
+    refusedAt('  auth:\n    defaultAccess: open', 'gateway.auth.defaultAccess', /deny|allow/);
+    refusedAt('  mode: dev\n  auth:\n    mode: none\n    defaultAccess: deny', 'gateway.auth.defaultAccess', /no principals/);
+    assert.equal(parse('  mode: dev\n  auth:\n    mode: none\n    defaultAccess: allow').gateway.auth.mode, 'none');
   });
 
   it('refuses a keySecret shorter than 32 bytes', () => {

@@ -16,7 +16,7 @@ import { createLogger } from '../../src/observability/logger.js';
 const logger = createLogger({ level: 'silent' });
 
 function facts(sessionId: string): CallFacts {
-  return { sessionId, sessionSensitivity: 'public', caller: undefined, action: 'call_tool', server: 'up', name: 'tool', args: {} };
+  return { sessionId, sessionSensitivity: 'public', caller: undefined, action: 'call_tool', server: 'up', name: 'tool', exposed: 'up__tool', args: {} };
 }
 
 describe('CallGovernor: session counts without an audit log (receipts on, audit off)', () => {

@@ -24,7 +24,8 @@ let gateway: Gateway;
 before(async () => {
   files = await startRecordingUpstream({ label: 'files', tools: ['list'] });
   access = await AccessStore.open(tempPath('audit-anchors.db'));
-  await access.org('acme');
+  // A document of its own: with none at any level a key is denied everything (gateway.auth.defaultAccess).
+  await access.permit('org', await access.org('acme'), { kind: 'allow' });
   alice = await access.key({ org: 'acme', name: 'alice' });
   gateway = await startGateway({
     gateway: { ...productionGateway(access.path, ADMIN_TOKEN), audit: { anchorEvery: '1s' } },

@@ -32,7 +32,8 @@ interface Status {
 before(async () => {
   url = `${PG_SERVER}/${await databases.create()}`;
   access = await AccessStore.open(url);
-  await access.org('acme');
+  // A document of its own: with none at any level a key is denied everything (gateway.auth.defaultAccess).
+  await access.permit('org', await access.org('acme'), { kind: 'allow' });
   alice = await access.key({ org: 'acme', name: 'alice' });
   files = await startRecordingUpstream({ label: 'files', tools: ['write'] });
   gateway = await startGateway({

@@ -41,7 +41,8 @@ async function read(): Promise<{ rows: AuditRecordRow[]; checkpoints: AuditCheck
 before(async () => {
   files = await startRecordingUpstream({ label: 'files', tools: ['list'] });
   access = await AccessStore.open(tempPath('audit-retention.db'));
-  await access.org('acme');
+  // A document of its own: with none at any level a key is denied everything (gateway.auth.defaultAccess).
+  await access.permit('org', await access.org('acme'), { kind: 'allow' });
   alice = await access.key({ org: 'acme', name: 'alice' });
   gateway = await startGateway({
     gateway: {

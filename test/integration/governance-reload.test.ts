@@ -61,7 +61,8 @@ function approved(server: string, tools: string[]): Record<string, unknown> {
 before(async () => {
   files = await startRecordingUpstream({ label: 'files', tools: ['list', 'delete'] });
   access = await AccessStore.open(tempPath('governance-reload.db'));
-  await access.org('acme');
+  // A document of its own: with none at any level a key is denied everything (gateway.auth.defaultAccess).
+  await access.permit('org', await access.org('acme'), { kind: 'allow' });
   alice = await access.key({ org: 'acme', name: 'alice' });
   catalogFile = tempPath('reload.catalog.json');
   writeFileSync(catalogFile, JSON.stringify({ version: 1, servers: { files: { tools: approved('files', ['list']) } } }));

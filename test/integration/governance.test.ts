@@ -62,7 +62,8 @@ before(async () => {
     files: await startRecordingUpstream({ label: 'files', tools: ['list', 'delete'] }),
   };
   access = await AccessStore.open(tempPath('governance.db'));
-  await access.org('acme');
+  // A document of its own: with none at any level a key is denied everything (gateway.auth.defaultAccess).
+  await access.permit('org', await access.org('acme'), { kind: 'allow' });
   alice = await access.key({ org: 'acme', name: 'alice' });
 
   // Approve exactly what the recording upstreams list today, except files' `delete`, never approved.
@@ -226,7 +227,7 @@ describe('one terminal record per call, however it ends', () => {
   it('an upstream that crashes, a call that times out and a call the client cancels each get exactly one record', async () => {
     const storePath = tempPath('endings.db');
     const endings = await AccessStore.open(storePath);
-    await endings.org('acme');
+    await endings.permit('org', await endings.org('acme'), { kind: 'allow' });
     const carol = await endings.key({ org: 'acme', name: 'carol' });
     await endings.close();
     const gw = await startGateway(
@@ -267,7 +268,7 @@ describe('audit crash test', () => {
   it('kill -9 during load: after restart the chain verifies and every answered call has its record', async () => {
     const crashStore = tempPath('crash.db');
     const crashAccess = await AccessStore.open(crashStore);
-    await crashAccess.org('acme');
+    await crashAccess.permit('org', await crashAccess.org('acme'), { kind: 'allow' });
     const bob = await crashAccess.key({ org: 'acme', name: 'bob' });
     await crashAccess.close();
     const config = {

@@ -22,6 +22,8 @@ describe('DecisionMemo', () => {
     engine = new PermissionEngine({
       store: world.store,
       requireKeyPermissions: false,
+      // These tests are about what is cached, so most callers have no document: the default must not deny them all.
+      defaultAccess: 'allow',
       servers: { vault: { visibility: 'internal', allowedCidrs: ['10.0.0.0/8'] } },
       trustedProxies: [],
     });
@@ -140,6 +142,7 @@ describe('DecisionMemo', () => {
         getToolset: (name) => world.store.getToolset(name),
       },
       requireKeyPermissions: false,
+      defaultAccess: 'allow',
       servers: {},
       trustedProxies: [],
     });

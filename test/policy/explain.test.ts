@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { GatewayError } from '../../src/errors/gateway-error.js';
-import type { Caller } from '../../src/policy/decision.js';
+import type { Caller, DefaultAccess } from '../../src/policy/decision.js';
 import { PermissionEngine, type AccessExplanation } from '../../src/policy/permission-engine.js';
 import type { PermissionDocument, PermissionLevel, Store } from '../../src/store/store.js';
 import { makeWorld, type World } from './helpers.js';
@@ -34,8 +34,8 @@ async function snapshot(store: Store, levels: ReadonlyArray<readonly [Permission
 
 const SERVERS = { s1: { visibility: 'public' as const }, s2: { visibility: 'internal' as const, allowedCidrs: ['10.0.0.0/8'] } };
 
-function engineFor(store: Reads, failure: Failure, requireKeyPermissions: boolean): PermissionEngine {
-  return new PermissionEngine({ store: failing(store, failure), requireKeyPermissions, servers: SERVERS, trustedProxies: [] });
+function engineFor(store: Reads, failure: Failure, requireKeyPermissions: boolean, defaultAccess: DefaultAccess = 'deny'): PermissionEngine {
+  return new PermissionEngine({ store: failing(store, failure), requireKeyPermissions, defaultAccess, servers: SERVERS, trustedProxies: [] });
 }
 
 const line = (explanation: AccessExplanation, level: string) => explanation.lines.find((l) => l.level === level);
@@ -88,7 +88,9 @@ describe('explain', () => {
             // A failing read denies whatever the documents say, so failures need only the wider levels varied.
             const failures = user === undefined && key === undefined ? (['none', 'team-read', 'toolset-read'] as const) : (['none'] as const);
             for (const failure of failures) {
-              for (const require of [false, true]) engines.set(`${failure}/${require}`, engineFor(current, failure, require));
+              for (const require of [false, true]) {
+                for (const fallback of ['deny', 'allow'] as const) engines.set(`${failure}/${require}/${fallback}`, engineFor(current, failure, require, fallback));
+              }
             }
             for (const [label, engine] of engines) {
               for (const clientIp of ['10.1.2.3', '203.0.113.9']) {
@@ -120,7 +122,7 @@ describe('explain', () => {
     // The grid reaches every kind of outcome, so agreement is not vacuous.
     assert.deepEqual(
       [...outcomes].sort(),
-      ['allowed', 'ip-not-allowed', 'key-without-permissions', 'none', 'not-granted', 'store-unavailable'],
+      ['allowed', 'ip-not-allowed', 'key-without-permissions', 'no-document', 'none', 'not-granted', 'store-unavailable'],
     );
     assert.ok(checked > 6000, `${checked} cases`);
   });
@@ -164,6 +166,33 @@ describe('explain', () => {
       assert.equal(other.decidingLevel, 'org');
     });
 
+    it('with no document at any level, says denied by default, or allowed by default under defaultAccess allow (issue 22 A3)', async () => {
+      await reset();
+      const denied = await engineFor(world.store, 'none', false).explain(caller, 's1', 'read_file');
+      assert.equal(denied.allowed, false);
+      assert.equal(denied.denial, 'no-document');
+      assert.equal(denied.decidingLevel, 'default');
+      assert.deepEqual(line(denied, 'default'), {
+        level: 'default',
+        subjectId: 'gateway.auth.defaultAccess',
+        record: 'n/a',
+        verdict: 'denies',
+        reason: 'no document at any level: denied by default (gateway.auth.defaultAccess is "deny")',
+      });
+      assert.match(denied.summary, /^no document at any level: denied by default/);
+
+      const allowed = await engineFor(world.store, 'none', false, 'allow').explain(caller, 's1', 'read_file');
+      assert.equal(allowed.allowed, true);
+      assert.equal(line(allowed, 'default')?.verdict, 'allows');
+      assert.match(allowed.summary, /^allowed: no document at any level: allowed by default/);
+
+      // One document anywhere, even one that restricts nothing, and the default has no say: no default line.
+      await world.store.setPermissions('team', world.teamA, { kind: 'allow' });
+      const documented = await engineFor(world.store, 'none', false).explain(caller, 's1', 'read_file');
+      assert.equal(documented.allowed, true);
+      assert.equal(line(documented, 'default'), undefined);
+    });
+
     it('explains none, requireKeyPermissions, internal servers and store failures', async () => {
       await reset();
       await world.store.setPermissions('user', world.userId, { kind: 'none' });
@@ -176,10 +205,10 @@ describe('explain', () => {
       assert.equal(line(keyless, 'key')?.reason, 'requireKeyPermissions and no key record');
 
       await reset();
-      const outside = await engineFor(world.store, 'none', false).explain(caller, 's2', 'x');
+      const outside = await engineFor(world.store, 'none', false, 'allow').explain(caller, 's2', 'x');
       assert.equal(outside.decidingLevel, 'network');
       assert.equal(line(outside, 'network')?.reason, 'internal server and IP not in allowedCidrs');
-      const inside = await engineFor(world.store, 'none', false).explain({ ...caller, clientIp: '10.0.0.1' }, 's2', 'x');
+      const inside = await engineFor(world.store, 'none', false, 'allow').explain({ ...caller, clientIp: '10.0.0.1' }, 's2', 'x');
       assert.equal(inside.allowed, true);
 
       const broken = await engineFor(world.store, 'team-read', false).explain(caller, 's1', 'x');

@@ -15,13 +15,35 @@ describe('PermissionEngine', () => {
   afterEach(async () => world.close());
 
   const engine = (options: Partial<PermissionEngineOptions> = {}): PermissionEngine =>
-    new PermissionEngine({ store: world.store, requireKeyPermissions: false, servers: {}, trustedProxies: [], ...options });
+    new PermissionEngine({ store: world.store, requireKeyPermissions: false, defaultAccess: 'deny', servers: {}, trustedProxies: [], ...options });
 
-  it('with no records anywhere, allows everything (no level restricts)', async () => {
+  it('with no records anywhere, denies everything by default (issue 22 A3)', async () => {
     const decision = await engine().decide(await world.caller());
+    assert.equal(decision.denial?.reason, 'no-document');
+    assert.match(decision.denial?.message ?? '', /no permission document at any level .*denied by default/);
+    assert.equal(decision.allowsServer('github'), false);
+    assert.equal(decision.allowsTool('github', 'anything'), false);
+    assert.equal(decision.key, 'deny-all');
+    await world.close();
+  });
+
+  it('with no records anywhere and defaultAccess allow, allows everything (no level restricts)', async () => {
+    const decision = await engine({ defaultAccess: 'allow' }).decide(await world.caller());
     assert.equal(decision.denial, undefined);
     assert.equal(decision.allowsServer('github'), true);
     assert.equal(decision.allowsTool('github', 'anything'), true);
+    await world.close();
+  });
+
+  it('one document at any level, even one that restricts nothing, is not "no document": defaultAccess does not apply', async () => {
+    const caller = await world.caller();
+    await world.store.setPermissions('org', world.orgId, { kind: 'allow' });
+    const decision = await engine().decide(caller);
+    assert.equal(decision.denial, undefined);
+    assert.equal(decision.allowsTool('github', 'anything'), true);
+    await world.store.setPermissions('org', world.orgId, { kind: 'allow', servers: ['slack'] });
+    const narrowed = await engine().decide(caller);
+    assert.deepEqual(['github', 'slack'].filter((s) => narrowed.allowsServer(s)), ['slack']);
     await world.close();
   });
 
@@ -225,7 +247,7 @@ describe('PermissionEngine client-IP rules', () => {
     ['unknown', false],
   ] as const) {
     it(`internal server from ${ip}: ${allowed ? 'allowed' : 'refused'}`, async () => {
-      const engine = new PermissionEngine({ store: world.store, requireKeyPermissions: false, servers, trustedProxies: [] });
+      const engine = new PermissionEngine({ store: world.store, requireKeyPermissions: false, defaultAccess: 'allow', servers, trustedProxies: [] });
       const decision = await engine.decide(await world.caller({ clientIp: ip }));
       assert.equal(decision.allowsServer('vault'), allowed);
       assert.equal(decision.allowsTool('vault', 'read'), allowed);
@@ -237,7 +259,7 @@ describe('PermissionEngine client-IP rules', () => {
   it('an internal server is refused outside its CIDRs whatever the permissions say', async () => {
     const caller = await world.caller({ clientIp: '192.0.2.1' });
     await world.store.setPermissions('key', caller.keyId, { kind: 'allow', servers: ['vault'] });
-    const engine = new PermissionEngine({ store: world.store, requireKeyPermissions: false, servers, trustedProxies: [] });
+    const engine = new PermissionEngine({ store: world.store, requireKeyPermissions: false, defaultAccess: 'allow', servers, trustedProxies: [] });
     assert.equal((await engine.decide(caller)).allowsServer('vault'), false);
     assert.equal((await engine.decide({ ...caller, clientIp: '10.9.9.9' })).allowsServer('vault'), true);
   });
@@ -245,7 +267,7 @@ describe('PermissionEngine client-IP rules', () => {
   it('refuses malformed CIDRs at construction with MCPGATE_ERR_CONFIG_INVALID', () => {
     for (const bad of ['10.0.0.0/33', 'nonsense', '10.0.0.0/8/1', 'fd00::/129', '10.0.0.0/']) {
       assert.throws(
-        () => new PermissionEngine({ store: world.store, requireKeyPermissions: false, servers: { x: { visibility: 'internal', allowedCidrs: [bad] } }, trustedProxies: [] }),
+        () => new PermissionEngine({ store: world.store, requireKeyPermissions: false, defaultAccess: 'deny', servers: { x: { visibility: 'internal', allowedCidrs: [bad] } }, trustedProxies: [] }),
         (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_CONFIG_INVALID',
         bad,
       );

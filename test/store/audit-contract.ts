@@ -53,6 +53,7 @@ export function runAuditStoreContract(name: string, harness: StoreHarness): void
         sessionId: 's1',
         server: 'notes',
         tool: 'add_note',
+        exposed: 'notes__add_note',
         argsHash: hex('args'),
         args: '{"text":"héllo ✓"}',
         resultHash: hex('result'),
@@ -93,6 +94,7 @@ export function runAuditStoreContract(name: string, harness: StoreHarness): void
           keyId: `k${seq % 3}`,
           server: seq % 5 === 0 ? 'ops' : 'notes',
           tool: `t${seq % 7}`,
+          exposed: `x${seq % 3}`,
           decision: seq % 11 === 0 ? 'deny' : 'allow',
           kind: seq % 13 === 0 ? 'list' : 'call',
           sessionId: `s${seq % 4}`,
@@ -129,6 +131,7 @@ export function runAuditStoreContract(name: string, harness: StoreHarness): void
       await match({ keyId: 'k1' }, (r) => r.keyId === 'k1')();
       await match({ server: 'ops', decision: 'allow' }, (r) => r.server === 'ops' && r.decision === 'allow')();
       await match({ tool: 't3', kind: 'call' }, (r) => r.tool === 't3' && r.kind === 'call')();
+      await match({ exposed: 'x2', server: 'notes' }, (r) => r.exposed === 'x2' && r.server === 'notes')();
       await match({ sessionId: 's2', chainId: 'even' }, (r) => r.sessionId === 's2' && r.chainId === 'even')();
       await match({ decision: 'deny' }, (r) => r.decision === 'deny')();
       await match({ kind: 'list' }, (r) => r.kind === 'list')();
@@ -254,11 +257,25 @@ export function runAuditStoreContract(name: string, harness: StoreHarness): void
       assert.deepEqual(await store.listAuditCheckpoints(), []);
     });
 
+    it('has a random id of its own, made once: the same after reopening, another for another store', async () => {
+      const { store, db } = await migrated();
+      const id = await store.getStoreId();
+      assert.match(id, /^[0-9a-f]{32}$/);
+      await store.close();
+      const reopened = db.open();
+      track(reopened);
+      await reopened.migrate();
+      assert.equal(await reopened.getStoreId(), id);
+      const other = await migrated();
+      assert.notEqual(await other.store.getStoreId(), id);
+    });
+
     it('adds audit_records to a database migrated before it existed', async () => {
       const { store, db } = await migrated();
       await store.close();
       await db.query('DROP TABLE audit_records');
-      await db.query('DELETE FROM schema_migrations WHERE version = 3');
+      // Migration 9 adds a column to that table: without the table it was never applied either.
+      await db.query('DELETE FROM schema_migrations WHERE version IN (3, 9)');
       const upgraded = db.open();
       track(upgraded);
       await upgraded.migrate();

@@ -48,7 +48,7 @@ describe('PostgreSQL store specifics', () => {
     }
     const tables = await withClient(name, (c) => c.query("SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename"));
     assert.deepEqual(tables.rows.map((r: { tablename: string }) => r.tablename), [
-      'api_keys', 'audit_anchors', 'audit_checkpoints', 'audit_records', 'catalog_approvals', 'orgs', 'permissions', 'principals', 'schema_migrations', 'session_receipts', 'teams', 'toolsets', 'vault_secrets',
+      'api_keys', 'audit_anchors', 'audit_checkpoints', 'audit_records', 'catalog_approvals', 'orgs', 'permissions', 'principals', 'schema_migrations', 'session_receipts', 'store_identity', 'teams', 'toolsets', 'vault_secrets',
     ]);
   });
 

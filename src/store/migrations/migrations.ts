@@ -178,6 +178,29 @@ export const MIGRATIONS: readonly Migration[] = [
     // Receipt retention (`gateway.receipts.retention`) deletes the oldest receipts first, a batch at a time.
     statements: ['CREATE INDEX session_receipts_created_at ON session_receipts (created_at)'],
   },
+  {
+    version: 9,
+    name: 'audit-records-exposed',
+    // The name a client used for the tool, prompt or resource (issue 22 B9), beside the server and the upstream's
+    // own name. Nullable: records written before it have none, and their hashes never covered one.
+    statements: ['ALTER TABLE audit_records ADD COLUMN exposed TEXT'],
+  },
+  {
+    version: 10,
+    name: 'store-identity',
+    // One random id per store, made once (issue 22 B10): the gateway writes it on its `audit chain anchored` log
+    // lines, so `audit verify --anchors` can tell this store's lines from another's in a shared log.
+    statements: [
+      'CREATE TABLE store_identity (id TEXT PRIMARY KEY, created_at BIGINT NOT NULL)',
+      "INSERT INTO store_identity (id, created_at) VALUES (lower(hex(randomblob(16))), CAST(strftime('%s', 'now') AS BIGINT) * 1000)",
+    ],
+    dialects: {
+      postgres: [
+        'CREATE TABLE store_identity (id TEXT PRIMARY KEY, created_at BIGINT NOT NULL)',
+        'INSERT INTO store_identity (id, created_at) VALUES (md5(random()::text || clock_timestamp()::text), (extract(epoch from now()) * 1000)::bigint)',
+      ],
+    },
+  },
 ];
 
 /** Migration 6's statement; the chain id collates as in `audit_records`. */

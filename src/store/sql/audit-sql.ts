@@ -24,6 +24,7 @@ export const AUDIT_COLUMNS = [
   'session_id',
   'server',
   'tool',
+  'exposed',
   'args_hash',
   'args',
   'result_hash',
@@ -42,15 +43,15 @@ export const AUDIT_HASH_INDEX = AUDIT_COLUMNS.indexOf('hash');
 /** One row's INSERT, for a writer that prepares it once and runs it per row inside its own transaction. */
 export const AUDIT_INSERT_ONE = `INSERT INTO audit_records (${AUDIT_COLUMNS.join(', ')}) VALUES (${AUDIT_COLUMNS.map(() => '?').join(', ')})`;
 
-/** Rows per INSERT: 22 parameters each stays far below SQLite's 32 766, and PostgreSQL gets few round trips. */
+/** Rows per INSERT: 23 parameters each stays far below SQLite's 32 766, and PostgreSQL gets few round trips. */
 const ROWS_PER_INSERT = 50;
 export const MAX_AUDIT_PAGE = 10_000;
 export const HEX64 = /^[0-9a-f]{64}$/;
 /** Generous: `src/audit` cuts names to far less; the bound only keeps a runaway value out of the table. */
 const MAX_TEXT = 1024 * 1024;
 
-type Optional = 'reason' | 'keyId' | 'userId' | 'teamId' | 'orgId' | 'agentId' | 'sessionId' | 'server' | 'tool' | 'argsHash' | 'args' | 'resultHash' | 'evidence';
-const OPTIONAL_TEXT: readonly Optional[] = ['reason', 'keyId', 'userId', 'teamId', 'orgId', 'agentId', 'sessionId', 'server', 'tool', 'argsHash', 'args', 'resultHash', 'evidence'];
+type Optional = 'reason' | 'keyId' | 'userId' | 'teamId' | 'orgId' | 'agentId' | 'sessionId' | 'server' | 'tool' | 'exposed' | 'argsHash' | 'args' | 'resultHash' | 'evidence';
+const OPTIONAL_TEXT: readonly Optional[] = ['reason', 'keyId', 'userId', 'teamId', 'orgId', 'agentId', 'sessionId', 'server', 'tool', 'exposed', 'argsHash', 'args', 'resultHash', 'evidence'];
 
 function text(value: unknown, what: string, max = MAX_TEXT): string {
   if (typeof value !== 'string' || value.length === 0 || value.length > max || value.includes('\0')) {
@@ -89,6 +90,7 @@ export function auditRowValues(row: AuditRecordRow): SqlValue[] {
     optional('sessionId'),
     optional('server'),
     optional('tool'),
+    optional('exposed'),
     optional('argsHash'),
     optional('args'),
     optional('resultHash'),
@@ -128,6 +130,7 @@ const FILTER_COLUMNS = {
   sessionId: 'session_id',
   server: 'server',
   tool: 'tool',
+  exposed: 'exposed',
   decision: 'decision',
   kind: 'kind',
 } as const;
@@ -240,6 +243,7 @@ export function toAuditRecordRow(row: SqlRow): AuditRecordRow {
     sessionId: optionalText(row.session_id),
     server: optionalText(row.server),
     tool: optionalText(row.tool),
+    exposed: optionalText(row.exposed),
     argsHash: optionalText(row.args_hash),
     args: optionalText(row.args),
     resultHash: optionalText(row.result_hash),

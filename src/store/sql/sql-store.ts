@@ -38,6 +38,7 @@ import { getReceipt, pruneReceipts, putReceipt } from './receipt-sql.js';
 import { getCatalogApprovals, getCatalogApprovalsVersion, listCatalogApprovals, putCatalogApprovals } from './catalog-approvals-sql.js';
 import type { SqlDriver, SqlStatement, SqlValue } from './driver.js';
 import { runMigrations } from './migrate.js';
+import { GatewayError } from '../../errors/gateway-error.js';
 import { toKey, toOrg, toPermission, toPrincipal, toTeam, toToolset, toVaultSecret, toVaultSecretMeta } from './rows.js';
 
 const KEY_SELECT =
@@ -385,6 +386,12 @@ export class SqlStore implements Store {
 
   listAuditAnchors(filter?: { readonly chainId?: string }): Promise<AuditAnchorRow[]> {
     return listAuditAnchors(this.#driver, filter);
+  }
+
+  async getStoreId(): Promise<string> {
+    const [row] = await this.#driver.all('SELECT id FROM store_identity');
+    if (row === undefined) throw new GatewayError('MCPGATE_ERR_STORE_UNAVAILABLE', 'the store has no identity row; run the migrations');
+    return String(row.id);
   }
 
   putReceipt(input: PutReceiptInput): Promise<SessionReceiptRecord> {

@@ -71,6 +71,7 @@ function rowOf(line: string): AuditRecordRow | undefined {
     sessionId: body.sessionId,
     server: body.server,
     tool: body.tool,
+    exposed: body.exposed,
     argsHash: body.argsHash,
     args: args === '' ? undefined : args,
     resultHash: body.resultHash,
