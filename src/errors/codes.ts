@@ -74,6 +74,7 @@ export const ErrorCatalogue = {
   MCPGATE_ERR_AUDIT_UNAVAILABLE: { http: 503, rpc: RpcCode.ServerError },
   MCPGATE_ERR_POLICY_INVALID: { http: 500, rpc: RpcCode.InternalError },
   MCPGATE_ERR_POLICY_DENIED: { http: 403, rpc: RpcCode.InvalidParams },
+  MCPGATE_ERR_REPEATED_HEADER: { http: 400, rpc: RpcCode.InvalidRequest },
 } as const;
 
 export type ErrorCode = keyof typeof ErrorCatalogue;

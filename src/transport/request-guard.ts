@@ -50,3 +50,49 @@ export class RequestGuard {
     return undefined;
   }
 }
+
+/**
+ * Headers the gateway reads one value of. Node keeps the first Host, Content-Type and Content-Length and joins
+ * repeated others with ", ", so a second line is either unseen by the checks or merged into a value no check
+ * was written for: RFC 9112 §3.2 answers a second Host with 400, and the gateway does the same for the rest.
+ * llhttp already refuses a repeated Content-Length; it stays listed so that no parser option can undo that.
+ * `Authorization` and `X-Mcpgate-Key` are not here: the authenticator refuses their repetition with 401.
+ */
+const SINGLE_VALUE_HEADERS = ['host', 'origin', 'content-type', 'content-length', 'mcp-session-id', 'mcp-protocol-version'] as const;
+
+export type SingleValueHeader = (typeof SINGLE_VALUE_HEADERS)[number];
+
+/**
+ * The first header of {@link SINGLE_VALUE_HEADERS} that `rawHeaders` (name, value, name, value, …) holds more
+ * than once, or undefined. Runs on every request: no allocation, and most names are passed over on their length.
+ */
+export function repeatedHeader(rawHeaders: readonly string[]): SingleValueHeader | undefined {
+  let seen = 0;
+  for (let index = 0; index < rawHeaders.length; index += 2) {
+    const name = rawHeaders[index] as string;
+    for (let bit = 0; bit < SINGLE_VALUE_HEADERS.length; bit++) {
+      const wanted = SINGLE_VALUE_HEADERS[bit] as SingleValueHeader;
+      if (!sameNameIgnoringCase(name, wanted)) continue;
+      const mask = 1 << bit;
+      if ((seen & mask) !== 0) return wanted;
+      seen |= mask;
+      break;
+    }
+  }
+  return undefined;
+}
+
+/** `name` equals `lower` (lower-case ASCII) ignoring ASCII case, without building a lower-cased copy. */
+function sameNameIgnoringCase(name: string, lower: string): boolean {
+  if (name.length !== lower.length) return false;
+  for (let index = 0; index < lower.length; index++) {
+    const code = name.charCodeAt(index);
+    if ((code >= 0x41 && code <= 0x5a ? code + 0x20 : code) !== lower.charCodeAt(index)) return false;
+  }
+  return true;
+}
+
+/** The refusal of a request that repeats a header of {@link SINGLE_VALUE_HEADERS}. */
+export function repeatedHeaderError(header: SingleValueHeader): GatewayError {
+  return new GatewayError('MCPGATE_ERR_REPEATED_HEADER', `Bad Request: the ${header} header must appear at most once`, { data: { header } });
+}
