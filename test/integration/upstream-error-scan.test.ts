@@ -130,7 +130,7 @@ describe('an upstream JSON-RPC error goes through the secret scan', () => {
     assert.equal((refused.data as { code?: string }).code, 'MCPGATE_ERR_RESULT_SECRET');
     assert.deepEqual((refused.data as { kinds?: string[] }).kinds, ['bearer', 'mcpgate-key']);
     assert.match(refused.message, /error from server "strict" was withheld/);
-    assert.equal(readEvents('strict').filter((event) => event.method === 'tools/call').length, 1);
+    assert.equal(readEvents('strict').filter((event) => event.kind === 'message' && event.method === 'tools/call').length, 1);
   });
 
   it('legacy HTTP+SSE (/sse + /messages): the error arrives masked on the stream', async () => {
