@@ -76,6 +76,7 @@ export const ErrorCatalogue = {
   MCPGATE_ERR_POLICY_DENIED: { http: 403, rpc: RpcCode.InvalidParams },
   MCPGATE_ERR_SESSION_LIMIT_PER_KEY: { http: 429, rpc: RpcCode.ServerError },
   MCPGATE_ERR_CHILD_LIMIT: { http: 503, rpc: RpcCode.ServerError },
+  MCPGATE_ERR_REPEATED_HEADER: { http: 400, rpc: RpcCode.InvalidRequest },
 } as const;
 
 export type ErrorCode = keyof typeof ErrorCatalogue;

@@ -4,9 +4,9 @@ import type { AuditLog } from '../audit/audit-log.js';
 import type { CedarAction } from '../cedar/request.js';
 import { policyDeniedError, type CedarPolicies, type PolicyOutcome } from '../cedar/policy-store.js';
 import type { ServerConfig } from '../config/schema.js';
-import type { SensitivityLabel } from '../config/governance-schema.js';
+import { guardsSchema, type SensitivityLabel } from '../config/governance-schema.js';
 import { GatewayError } from '../errors/gateway-error.js';
-import { guardError, guardResult } from '../guards/response-guard.js';
+import { guardError, guardResult, guardUpstreamError } from '../guards/response-guard.js';
 import { raise } from '../guards/sensitivity.js';
 import { makeResult, type JsonRpcResponse } from '../jsonrpc/message.js';
 import { rawResult } from '../jsonrpc/serialize.js';
@@ -16,6 +16,8 @@ import { evidenceOf, type UpstreamEvidence } from './evidence.js';
 import { errorMessage } from '../errors/error-message.js';
 
 const MAX_COUNTED_SESSIONS = 100_000;
+
+const DEFAULT_GUARDS = guardsSchema.parse({});
 
 /** One governed request: a tool call, a prompt fetch or a resource read, after routing. */
 export interface CallFacts {
@@ -97,14 +99,21 @@ export class CallGovernor {
 
   /**
    * Egress: the response guards of the server (size, secrets), then egress policies over the guarded result.
+   * An upstream's JSON-RPC error goes through the same guards (no policy: it carries no result to decide on).
    * Returns the response to send, with its size and (with an audit log, else '') hash for the record; throws a
    * guard or policy error.
    */
   egress(facts: CallFacts & { readonly server: string }, response: JsonRpcResponse): { response: JsonRpcResponse; bytes: number; hash: string; advisory: readonly string[] } {
-    if (!('result' in response)) return { response, bytes: 0, hash: '', advisory: [] };
-    const server = this.#servers[facts.server];
-    if (server === undefined) return { response, bytes: 0, hash: '', advisory: [] };
-    const guarded = guardResult(response.result, server.guards, facts.server);
+    // A server the governor was not built with still gets the default guards: nothing leaves unscanned.
+    const guards = this.#servers[facts.server]?.guards ?? DEFAULT_GUARDS;
+    if ('error' in response) {
+      // An upstream's error is scanned like its result (issue 22): the message and data are its text too.
+      const guardedError = guardUpstreamError(response.error, guards, facts.server);
+      if (!guardedError.ok) throw guardError(guardedError);
+      const sent = guardedError.error === response.error ? response : { ...response, error: guardedError.error };
+      return { response: sent, bytes: 0, hash: '', advisory: [] };
+    }
+    const guarded = guardResult(response.result, guards, facts.server);
     if (!guarded.ok) throw guardError(guarded);
     const { text, bytes, labels } = guarded;
     const outcome = this.#evaluate(facts, 'egress', { bytes, labels });

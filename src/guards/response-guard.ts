@@ -1,13 +1,13 @@
 import type { GuardsConfig } from '../config/governance-schema.js';
 import type { ErrorCode } from '../errors/codes.js';
 import { GatewayError } from '../errors/gateway-error.js';
-import type { JsonObject } from '../jsonrpc/message.js';
+import type { JsonObject, JsonRpcErrorObject } from '../jsonrpc/message.js';
 import { mayContainSecret, redactValueWithReport } from '../redact/secret-patterns.js';
 
 /**
- * Response guards (issue 7 §4): a size ceiling and a secret scan on every upstream result, applied before the
- * result reaches the client or the egress policy. The router calls this on every result, so the path that
- * finds nothing costs one serialisation and one regex test.
+ * Response guards (issue 7 §4): a size ceiling and a secret scan on every upstream result, and on every
+ * upstream JSON-RPC error (issue 22), applied before it reaches the client or the egress policy. The router
+ * calls this on every answer, so the path that finds nothing costs one serialisation and one regex test.
  */
 
 export type GuardLabel = 'secret-redacted' | 'truncated';
@@ -88,6 +88,51 @@ export function guardResult(result: JsonObject, config: GuardsConfig, server: st
     labels.push('truncated');
   }
   return { ok: true, result: current, bytes, text, truncated: labels.includes('truncated'), redactions, labels };
+}
+
+export interface ErrorGuardPass {
+  ok: true;
+  /** The error to send: the input itself when nothing changed, a new object otherwise. */
+  error: JsonRpcErrorObject;
+  redactions: number;
+}
+
+/**
+ * The guards of {@link guardResult} for an upstream's JSON-RPC error. Its message and data are the upstream's
+ * text as much as a result is: a server that echoes what it was sent (a header, a token, the gateway key) echoes
+ * it in its errors too. The code is kept; the message and data are scanned by the same rules and masked or,
+ * with `block`, withheld. An error over `maxResultBytes` is refused, truncate or not: it has no content items
+ * to cut.
+ */
+export function guardUpstreamError(error: JsonRpcErrorObject, config: GuardsConfig, server: string): ErrorGuardPass | GuardFailure {
+  const serialised = JSON.stringify(error);
+  const bytes = Buffer.byteLength(serialised);
+  const limit = config.maxResultBytes;
+  if (bytes > limit) {
+    return {
+      ok: false,
+      code: 'MCPGATE_ERR_RESULT_TOO_LARGE',
+      message: `the error from server "${server}" is ${bytes} bytes, over its limit of ${limit} bytes (guards.maxResultBytes)`,
+      bytes,
+      data: { server, limit, bytes },
+    };
+  }
+  if (config.secretScan === 'off' || !mayContainSecret(serialised)) return { ok: true, error, redactions: 0 };
+  // Formats only, as for results: `data` is the upstream's own structure.
+  const report = redactValueWithReport(error, { heuristics: false });
+  if (report.kinds.length === 0) return { ok: true, error, redactions: 0 };
+  const kinds = [...new Set(report.kinds)].sort();
+  if (config.secretScan === 'block') {
+    return {
+      ok: false,
+      code: 'MCPGATE_ERR_RESULT_SECRET',
+      message: `the error from server "${server}" was withheld: it contains what looks like credentials (${kinds.join(', ')})`,
+      bytes,
+      findings: kinds,
+      data: { server, kinds },
+    };
+  }
+  return { ok: true, error: report.value as JsonRpcErrorObject, redactions: report.kinds.length };
 }
 
 /** The thrown form of a failure, for callers that answer with a JSON-RPC error. */

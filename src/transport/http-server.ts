@@ -14,7 +14,7 @@ import type { SessionManager } from '../session/session-manager.js';
 import type { HttpAuth } from './http-auth.js';
 import { sendError, sendJson } from './http-helpers.js';
 import { LegacySseEndpoint } from './legacy-sse.js';
-import { RequestGuard } from './request-guard.js';
+import { repeatedHeader, repeatedHeaderError, RequestGuard } from './request-guard.js';
 import { StreamableHttpEndpoint } from './streamable-http.js';
 
 export interface HttpServerOptions {
@@ -47,7 +47,8 @@ export interface HttpServerOptions {
 
 /**
  * The gateway's HTTP listener: `/mcp` (Streamable HTTP), `/sse` + `/messages` (2024-11-05), `/healthz` and
- * `/readyz`. Host and Origin are checked on every MCP path before anything else is read.
+ * `/readyz`. A request repeating a single-value header is refused on every path; Host and Origin are checked on
+ * every MCP path before anything else is read.
  */
 export class GatewayHttpServer {
   private readonly options: HttpServerOptions;
@@ -164,6 +165,15 @@ export class GatewayHttpServer {
     // A request that arrives during a shutdown is answered (served during the delay, refused after it) on a
     // connection that then closes.
     if (this.draining) response.shouldKeepAlive = false;
+    // Before any path is chosen: every part below reads these headers as single values (issue 22).
+    const repeated = repeatedHeader(request.rawHeaders);
+    if (repeated !== undefined) {
+      const error = repeatedHeaderError(repeated);
+      this.options.logger.warn({ code: error.code, header: repeated, method: request.method, path: request.url?.split('?')[0] }, 'request rejected');
+      // The body is not read, and a request whose headers disagree is not one to keep a connection for.
+      sendError(response, error, null, { Connection: 'close' });
+      return;
+    }
     const url = new URL(request.url ?? '/', 'http://gateway.invalid');
     const path = url.pathname;
     if (path === '/healthz' && request.method === 'GET') {

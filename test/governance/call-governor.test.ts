@@ -11,6 +11,7 @@ import { CallGovernor, type CallFacts } from '../../src/governance/call-governor
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { InstrumentedStore } from '../audit/helpers.js';
 import { makeError, makeResult } from '../../src/jsonrpc/message.js';
+import { serializeMessage } from '../../src/jsonrpc/serialize.js';
 import { createLogger } from '../../src/observability/logger.js';
 
 const logger = createLogger({ level: 'silent' });
@@ -134,5 +135,43 @@ describe('CallGovernor: a late audit log (decision 0009)', () => {
       await audit.close();
       await raw.close();
     }
+  });
+});
+
+describe('CallGovernor: egress scans an upstream\'s JSON-RPC error like a result (issue 22)', () => {
+  const key = `mcpg_${'Qw3-'.repeat(10)}xyz`;
+  const bearer = 'Bearer s3cretUpstreamT0ken';
+  const leaky = () => makeError(7, -32000, `echo: ${key} / ${bearer}`, { authorization: bearer, key });
+  const serverWith = (secretScan: 'redact' | 'block' | 'off') =>
+    ({ up: serverSchema.parse({ transport: 'http', url: 'http://127.0.0.1:9/mcp', guards: { secretScan } }) });
+  const governed = { ...facts('s1'), server: 'up' };
+
+  it('redact: the message and data go out masked, with the upstream\'s code and the request id', () => {
+    const governor = new CallGovernor({ audit: undefined, policies: undefined, servers: serverWith('redact'), logger });
+    const { response } = governor.egress(governed, leaky());
+    assert.ok('error' in response);
+    assert.equal(response.id, 7);
+    assert.equal(response.error.code, -32000);
+    assert.equal(response.error.message, 'echo: [REDACTED:mcpgate-key] / Bearer [REDACTED:bearer]');
+    assert.deepEqual(response.error.data, { authorization: 'Bearer [REDACTED:bearer]', key: '[REDACTED:mcpgate-key]' });
+  });
+
+  it('block: the error is withheld with MCPGATE_ERR_RESULT_SECRET', () => {
+    const governor = new CallGovernor({ audit: undefined, policies: undefined, servers: serverWith('block'), logger });
+    assert.throws(() => governor.egress(governed, leaky()), (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_RESULT_SECRET' && !error.message.includes('mcpg_'));
+  });
+
+  it('off: the error passes as it came', () => {
+    const governor = new CallGovernor({ audit: undefined, policies: undefined, servers: serverWith('off'), logger });
+    const upstream = leaky();
+    assert.equal(governor.egress(governed, upstream).response, upstream);
+  });
+
+  it('a server the governor does not know gets the default guards, for errors and results alike', () => {
+    const governor = new CallGovernor({ audit: undefined, policies: undefined, servers: {}, logger });
+    const error = governor.egress(governed, leaky()).response;
+    assert.ok('error' in error && !JSON.stringify(error).includes('mcpg_'));
+    const result = governor.egress(governed, makeResult(8, { content: [{ type: 'text', text: key }] })).response;
+    assert.ok(!serializeMessage(result).includes('mcpg_'), serializeMessage(result));
   });
 });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { guardsSchema, type GuardsConfig } from '../../src/config/governance-schema.js';
-import { guardError, guardResult, TRUNCATED_META_KEY } from '../../src/guards/response-guard.js';
+import { guardError, guardResult, guardUpstreamError, TRUNCATED_META_KEY } from '../../src/guards/response-guard.js';
 import { GatewayError } from '../../src/errors/gateway-error.js';
 
 const config = (overrides: Partial<GuardsConfig> = {}): GuardsConfig => ({ ...guardsSchema.parse({}), ...overrides });
@@ -139,4 +139,60 @@ test('fast path: a clean 1 MiB result is checked quickly', () => {
   }
   const perCall = (performance.now() - started) / 20;
   assert.ok(perCall < 60, `${perCall.toFixed(2)} ms per call`);
+});
+
+// Issue 22: an upstream's JSON-RPC error that echoes a gateway key and a bearer token.
+const gatewayKey = `mcpg_${'Kx7_'.repeat(10)}abc`;
+const bearer = 'Bearer upstreamTok3n.abc-DEF_123';
+const leakyError = () => ({
+  code: -32000,
+  message: `upstream refused: got x-mcpgate-key ${gatewayKey} and authorization ${bearer}`,
+  data: { headers: { authorization: bearer, 'x-mcpgate-key': gatewayKey }, note: [`echo ${gatewayKey}`] },
+});
+
+test('an upstream error: redact masks the key and the bearer token in message and data, keeping the code', () => {
+  const outcome = guardUpstreamError(leakyError(), config(), 'notes');
+  assert.equal(outcome.ok, true);
+  if (!outcome.ok) return;
+  const sent = JSON.stringify(outcome.error);
+  assert.ok(!sent.includes(gatewayKey) && !sent.includes('mcpg_'), sent);
+  assert.ok(!sent.includes('upstreamTok3n'), sent);
+  assert.equal(outcome.error.code, -32000);
+  assert.match(outcome.error.message, /^upstream refused: got x-mcpgate-key \[REDACTED:mcpgate-key\] and authorization Bearer \[REDACTED:bearer\]$/);
+  assert.deepEqual(outcome.error.data, {
+    headers: { authorization: 'Bearer [REDACTED:bearer]', 'x-mcpgate-key': '[REDACTED:mcpgate-key]' },
+    note: ['echo [REDACTED:mcpgate-key]'],
+  });
+  assert.equal(outcome.redactions, 5);
+});
+
+test('an upstream error: block withholds it, naming the kinds and never the values', () => {
+  const outcome = guardUpstreamError(leakyError(), config({ secretScan: 'block' }), 'notes');
+  assert.equal(outcome.ok, false);
+  if (outcome.ok) return;
+  assert.equal(outcome.code, 'MCPGATE_ERR_RESULT_SECRET');
+  assert.deepEqual(outcome.findings, ['bearer', 'mcpgate-key']);
+  assert.match(outcome.message, /error from server "notes" was withheld/);
+  const error = guardError(outcome);
+  assert.ok(!JSON.stringify({ message: error.message, data: error.data }).includes('mcpg_'));
+});
+
+test('an upstream error: a clean one and secretScan off pass as the same object', () => {
+  const clean = { code: -32602, message: 'unknown tool frobnicate', data: { tool: 'frobnicate' } };
+  const passed = guardUpstreamError(clean, config(), 'notes');
+  assert.ok(passed.ok && passed.error === clean);
+  const leaky = leakyError();
+  const off = guardUpstreamError(leaky, config({ secretScan: 'off' }), 'notes');
+  assert.ok(off.ok && off.error === leaky);
+});
+
+test('an upstream error over maxResultBytes is refused, with truncate too', () => {
+  const big = { code: -32000, message: 'x'.repeat(2000) };
+  for (const truncate of [false, true]) {
+    const outcome = guardUpstreamError(big, config({ maxResultBytes: 1000, truncate }), 'big');
+    assert.equal(outcome.ok, false);
+    if (outcome.ok) return;
+    assert.equal(outcome.code, 'MCPGATE_ERR_RESULT_TOO_LARGE');
+    assert.match(outcome.message, /error from server "big"/);
+  }
 });
