@@ -46,13 +46,12 @@ describe('README quick start, as written', { concurrency: false }, () => {
     const output = await workspace.runStep('quick-start', rest);
     assert.match(output, new RegExp(`^${VERSION.replaceAll('.', '\\.')}$`, 'm'));
     assert.match(output, /^ok: 2 servers \(clock, notes\)$/m);
-    // While dev mode with auth.mode none opens no store (before issue 22 C13), the gateway says the audit log is
-    // off and there is nothing to verify. Once it opens one, the Inspector's calls are in a verified chain.
-    if (gateway.log().includes('need the control-plane store')) {
-      assert.match(output, /^no audit records$/m);
-    } else if (inspected) {
+    // Dev mode with auth.mode none opens the example's store (issue 22 C13), so the audit log is on and the
+    // Inspector's tools/call is in a verified chain (an allowed tools/list gets no record).
+    assert.doesNotMatch(gateway.log(), /need the control-plane store/);
+    if (inspected) {
       const chain = /^chain \S+: (\d+) record\(s\).*ok$/m.exec(output);
-      assert.ok(chain !== null && Number(chain[1]) >= 2, output);
+      assert.ok(chain !== null && Number(chain[1]) >= 1, output);
     }
     await workspace.stop(gateway.child);
   });
