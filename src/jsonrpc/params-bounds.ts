@@ -40,12 +40,12 @@ export function paramsProblem(params: Readonly<Record<string, unknown>>, argumen
   if (argumentsShape !== undefined && params.arguments !== undefined) {
     const args = params.arguments;
     if (!isPlainObject(args)) return 'params.arguments must be an object';
-    if (argumentsShape === 'strings') {
-      for (const key in args) if (typeof args[key] !== 'string') return 'params.arguments must map each argument name to a string';
-    }
   }
-  const exceeded = exceeds(params, MAX_PARAMS_DEPTH + 1, Number.POSITIVE_INFINITY);
-  if (exceeded === 'depth') return `params nest deeper than ${MAX_PARAMS_DEPTH} levels`;
+  if (exceeds(params, MAX_PARAMS_DEPTH + 1, Number.POSITIVE_INFINITY) === 'depth') return `params nest deeper than ${MAX_PARAMS_DEPTH} levels`;
+  if (argumentsShape === 'strings' && isPlainObject(params.arguments)) {
+    const args = params.arguments;
+    for (const key in args) if (typeof args[key] !== 'string') return 'params.arguments must map each argument name to a string';
+  }
   if (meta !== undefined && exceeds(meta, Number.POSITIVE_INFINITY, MAX_META_SIZE) === 'size') return `params._meta is larger than ${MAX_META_SIZE} characters`;
   return undefined;
 }
