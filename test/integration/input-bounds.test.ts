@@ -123,6 +123,35 @@ describe('params the gateway will not forward are -32602, recorded, and never re
     });
   }
 
+  it('resources/read, resources/subscribe and completion/complete: the same checks, before any upstream', async () => {
+    const session = await rawSession(gateway.url, VERSION, { authorization: `Bearer ${alice.key}` });
+    const uri = 'fixture://clock/info';
+    const before = { read: childRequests('resources/read'), subscribe: childRequests('resources/subscribe'), complete: childRequests('completion/complete') };
+    const bad: ReadonlyArray<readonly [number, string, string]> = [
+      [2, 'resources/read', `{"uri":"${uri}","_meta":{"progressToken":{}}}`],
+      [3, 'resources/read', `{"uri":"${uri}","_meta":${deep(5_000)}}`],
+      [4, 'resources/subscribe', `{"uri":"${uri}","_meta":{"progressToken":true}}`],
+      [5, 'completion/complete', `{"ref":{"type":"ref/prompt","name":"clock__greet"},"argument":{"name":"name","value":"A"},"_meta":{"progressToken":[]}}`],
+      [6, 'completion/complete', `{"ref":{"type":"ref/prompt","name":"clock__greet"},"argument":{"name":"name","value":"A"},"context":{"arguments":${deep(5_000, '"x"')}}}`],
+    ];
+    for (const [id, method, params] of bad) {
+      const answer = await post(session, `{"jsonrpc":"2.0","id":${id},"method":"${method}","params":${params}}`, id);
+      assert.equal((answer.error as { code?: number } | undefined)?.code, -32602, `${method} ${id}: ${JSON.stringify(answer).slice(0, 300)}`);
+    }
+    const rows = await recordsOf(session, (row) => row.exposed === uri);
+    assert.deepEqual(
+      rows.map((row) => [row.exposed, row.decision]),
+      [
+        [uri, 'deny'],
+        [uri, 'deny'],
+      ],
+    );
+    assert.deepEqual({ read: childRequests('resources/read'), subscribe: childRequests('resources/subscribe'), complete: childRequests('completion/complete') }, before);
+    const read = await post(session, `{"jsonrpc":"2.0","id":7,"method":"resources/read","params":{"uri":"${uri}","_meta":{"progressToken":8}}}`, 7);
+    assert.ok('result' in read, JSON.stringify(read));
+    assert.equal(childRequests('resources/read'), before.read + 1);
+  });
+
   it('a 5,000-deep body is parsed (no RangeError): a batch entry that is no message is -32600, a bare array too', async () => {
     const session = await rawSession(gateway.url, VERSION, { authorization: `Bearer ${alice.key}` });
     const headers = { ...mcpHeaders(session, VERSION), authorization: `Bearer ${alice.key}` };
