@@ -15,7 +15,7 @@ import type { AuditRecordRow } from '../../src/store/store.js';
 import { createStore } from '../../src/store/create-store.js';
 import { AccessStore, type IssuedKey } from '../fixtures/integration/access-store.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../fixtures/integration/recording-upstream.js';
-import { adminStatus, productionGateway, cleanup, connect, raw, rejectsMcp, runCli, startGateway, tempPath, textOf, waitFor, type Gateway } from './harness.js';
+import { adminStatus, productionGateway, cleanup, connect, raw, rejectsMcp, rejectsUnavailable, runCli, startGateway, tempPath, textOf, waitFor, type Gateway } from './harness.js';
 
 const ADMIN_TOKEN = randomBytes(32).toString('hex');
 
@@ -213,6 +213,6 @@ describe('governance changes in a running gateway', () => {
     // Not mended without a restart: the liveness probe says so, for an orchestrator to restart the instance.
     const dead = await raw(`${gateway.origin}/healthz`, { method: 'GET' });
     assert.deepEqual([dead.status, dead.json()], [503, { status: 'failed' }]);
-    assert.match((await rejectsMcp(client.callTool({ name: 'files__list', arguments: {} }))).message, /audit/i);
+    assert.match((await rejectsUnavailable(client.callTool({ name: 'files__list', arguments: {} }))).message, /audit/i);
   });
 });

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { McpError, type ClientCapabilities } from '@modelcontextprotocol/sdk/types.js';
 import { stringify } from 'yaml';
 import type { z } from 'zod';
@@ -331,6 +331,18 @@ export async function rejectsMcp(promise: Promise<unknown>): Promise<McpError> {
     return error;
   }
   assert.fail('expected the request to fail');
+}
+
+/** An AUDIT_UNAVAILABLE refusal on Streamable HTTP: HTTP 503 (issue 23 item 7), the body in the SDK error's message. */
+export async function rejectsUnavailable(promise: Promise<unknown>): Promise<StreamableHTTPError> {
+  const error = await promise.then(
+    () => assert.fail('expected the call to be refused'),
+    (caught: unknown) => caught,
+  );
+  assert.ok(error instanceof StreamableHTTPError, `expected an HTTP error, got ${String(error)}`);
+  assert.equal(error.code, 503);
+  assert.match(error.message, /MCPGATE_ERR_AUDIT_UNAVAILABLE/);
+  return error;
 }
 
 export async function waitFor<T>(probe: () => T | undefined | false | Promise<T | undefined | false>, what: string, timeoutMs = 5_000): Promise<T> {

@@ -216,7 +216,7 @@ describe('upstream idle expiry (gateway.limits.upstreamIdleTimeoutMs)', () => {
   let gateway: Gateway;
 
   before(async () => {
-    gateway = await startGateway({ gateway: { limits: { upstreamIdleTimeoutMs: 400 } }, servers: { r: stdioFixture('r') } }, { name: 'idle' });
+    gateway = await startGateway({ gateway: { limits: { upstreamIdleTimeoutMs: 800 } }, servers: { r: stdioFixture('r') } }, { name: 'idle' });
   });
   after(() => gateway?.stop());
 
@@ -233,17 +233,19 @@ describe('upstream idle expiry (gateway.limits.upstreamIdleTimeoutMs)', () => {
   });
 
   it('a child with a call in flight or a resource subscription is not reaped', async () => {
+    // Each child is put to use as soon as it answers: on a busy machine starting the other one can take longer
+    // than the idle timeout, which would reap a child that had not been given its work yet.
     const busy = await rawSession(gateway.url, VERSION);
-    const subscribed = await rawSession(gateway.url, VERSION);
     const busyPid = await childPid(gateway.url, busy, 'r');
-    const subscribedPid = await childPid(gateway.url, subscribed, 'r');
     const hanging = rpc(gateway.url, busy, 'tools/call', { name: 'r__hang', arguments: {} });
+    const subscribed = await rawSession(gateway.url, VERSION);
+    const subscribedPid = await childPid(gateway.url, subscribed, 'r');
     const subscribe = await rpc(gateway.url, subscribed, 'resources/subscribe', { uri: 'fixture://r/info' });
     assert.equal(subscribe.status, 200, subscribe.body);
     assert.ok('result' in subscribe.json(), subscribe.body);
 
     // Several idle timeouts (and reaper ticks) pass: both children are in use, so both live on.
-    await new Promise((resolve) => setTimeout(resolve, 1_600));
+    await new Promise((resolve) => setTimeout(resolve, 2_600));
     assert.ok(isAlive(busyPid), 'the child with a call in flight must not be reaped');
     assert.ok(isAlive(subscribedPid), 'the child with a subscription must not be reaped');
 
