@@ -124,7 +124,7 @@ describe('CircuitBreaker', () => {
       time.advance(expected - 1);
       assert.equal((await refusal(breaker.run(ok))).data?.breaker, 'open');
       time.advance(1);
-      await assert.rejects(breaker.run(fail), /is unavailable \(|"s" is unavailable$/);
+      await assert.rejects(breaker.run(fail), /"s" is unavailable$/);
     }
     time.advance(5_000);
     assert.equal(await breaker.run(ok), 'ok');
