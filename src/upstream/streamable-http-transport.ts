@@ -5,6 +5,7 @@ import { GatewayError } from '../errors/gateway-error.js';
 import { isNotification, isRequest, isResponse, type JsonRpcId, type JsonRpcMessage } from '../jsonrpc/message.js';
 import type { UpstreamCredentials } from '../credentials/types.js';
 import type { Logger } from '../observability/logger.js';
+import { encodeMessage, isConnectError, undeliveredError } from './delivery.js';
 import { SseParser, type SseEvent } from './sse-parser.js';
 import type { InboundContext, UpstreamTransport } from './transport.js';
 import { buildHeaders, closedError, deleteSession, discardBody, headerValue, httpStatusError, mediaTypeOf, type HttpTransportOptions } from './http-support.js';
@@ -85,12 +86,12 @@ export class StreamableHttpTransport implements UpstreamTransport {
     if (this.#closing) throw closedError(this.#server, 'transport is closed');
     const requestId = isRequest(message) ? message.id : undefined;
     const accept = 'application/json, text/event-stream';
-    const { statusCode, headers, body } = await this.#request('POST', { accept, 'content-type': 'application/json' }, JSON.stringify(message));
+    const { statusCode, headers, body } = await this.#request('POST', { accept, 'content-type': 'application/json' }, encodeMessage(message));
     // Spec §session management: 404 to a request carrying a session id means the session is gone for good.
     if (statusCode === 404 && this.#sessionId !== undefined) {
       await discardBody(body);
       void this.#shutdown(false);
-      throw closedError(this.#server, 'session expired');
+      throw undeliveredError(closedError(this.#server, 'session expired'));
     }
     if (statusCode < 200 || statusCode >= 300) {
       await discardBody(body);
@@ -168,7 +169,8 @@ export class StreamableHttpTransport implements UpstreamTransport {
       });
     } catch (error) {
       if (this.#closing) throw closedError(this.#server, 'transport is closed');
-      throw unavailableError(this.#server, error);
+      const unavailable = unavailableError(this.#server, error);
+      throw isConnectError(error) ? undeliveredError(unavailable) : unavailable;
     }
   }
 

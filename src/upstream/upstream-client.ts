@@ -15,6 +15,7 @@ import {
   type JsonRpcResponse,
 } from '../jsonrpc/message.js';
 import type { Logger } from '../observability/logger.js';
+import { undeliveredError } from './delivery.js';
 import type { InboundContext, UpstreamTransport } from './transport.js';
 
 /** What a forwarded request came back with: the upstream's result or its JSON-RPC error, never its id. */
@@ -208,7 +209,7 @@ export class UpstreamClient<C = unknown> {
 
   private exchange(method: string, params: JsonObject | undefined, options: RequestOptions<C>): Promise<UpstreamReply> {
     if (this.closed) {
-      return Promise.reject(this.closedError());
+      return Promise.reject(undeliveredError(this.closedError()));
     }
     const id = this.nextId++;
     this.lastActive = this.now();
