@@ -8,8 +8,8 @@ export interface CircuitBreakerOptions {
   /** Consecutive failures that open the breaker. */
   failureThreshold: number;
   /**
-   * The longest an open breaker fails fast before it lets one probe through. The first open lasts
-   * {@link FIRST_OPEN_MS} (or this, if shorter); each failed probe doubles it up to this.
+   * The longest an open breaker fails fast before it lets one probe through. An open lasts 1 s (or this, if
+   * shorter) for the first probes; after {@link FAST_PROBES} failed ones, each further one doubles it up to this.
    */
   cooldownMs: number;
   /** Milliseconds; injected so that tests control time. Default `Date.now`. */
@@ -38,10 +38,12 @@ export interface Attempt {
 }
 
 /**
- * How long the first open lasts. An upstream that restarts is back within a second or two, and its callers
- * should be too (issue 23 §3); one that stays down is probed ever less often, up to `cooldownMs` apart.
+ * How long an open lasts at first, and for how many failed probes in a row. An upstream that restarts is
+ * usually back within seconds, and its callers should be within a second of that (issue 23 §3): one probe a
+ * second is no load. One that stays down longer is probed ever less often, up to `cooldownMs` apart.
  */
 const FIRST_OPEN_MS = 1_000;
+const FAST_PROBES = 5;
 
 /** While a probe is out, other callers are told to come back after this long (the probe's answer is not known). */
 const PROBE_RETRY_MS = 1_000;
@@ -96,7 +98,7 @@ export function classifyForCaller(error: unknown): Outcome {
  * `failureThreshold` of them it opens: calls fail fast with MCPGATE_ERR_UPSTREAM_UNAVAILABLE
  * (`data: { server, breaker: 'open', retryAfterMs }`) for a cool-down, so a dead upstream costs neither
  * sockets nor the caller's timeout. Then half-open: exactly one probe goes through; its success closes the
- * breaker, its failure reopens it for twice as long, up to `cooldownMs`. The probe reaches a fresh upstream
+ * breaker, its failure reopens it, soon at first and then ever longer, up to `cooldownMs`. The probe reaches a fresh upstream
  * session whenever its own was dead: the router re-opens such a session and retries (upstream/delivery.ts).
  */
 export class CircuitBreaker {
@@ -188,7 +190,8 @@ export class CircuitBreaker {
   private open(): void {
     this.state = 'open';
     this.openedAt = this.options.now();
-    this.openMs = Math.min(this.options.cooldownMs, FIRST_OPEN_MS * 2 ** Math.min(this.failedProbes, 30));
+    const doublings = Math.min(Math.max(0, this.failedProbes - FAST_PROBES), 30);
+    this.openMs = Math.min(this.options.cooldownMs, FIRST_OPEN_MS * 2 ** doublings);
     this.opens += 1;
   }
 

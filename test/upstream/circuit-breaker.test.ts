@@ -115,11 +115,11 @@ describe('CircuitBreaker', () => {
     }
   });
 
-  it('the first open lasts 1 s; each failed probe doubles it up to cooldownMs; a success starts again at 1 s', async () => {
+  it('an open lasts 1 s for the first five failed probes, then doubles up to cooldownMs; a success starts again at 1 s', async () => {
     const time = clock();
     const breaker = new CircuitBreaker({ server: 's', failureThreshold: 1, cooldownMs: 5_000, now: time.now });
     await assert.rejects(breaker.run(fail));
-    for (const expected of [1_000, 2_000, 4_000, 5_000, 5_000]) {
+    for (const expected of [1_000, 1_000, 1_000, 1_000, 1_000, 1_000, 2_000, 4_000, 5_000, 5_000]) {
       assert.equal(breaker.snapshot().retryAfterMs, expected);
       time.advance(expected - 1);
       assert.equal((await refusal(breaker.run(ok))).data?.breaker, 'open');
