@@ -181,6 +181,14 @@ export class UpstreamClient<C = unknown> {
       return this.initialized;
     } catch (error) {
       await this.close();
+      // An upstream that closes or goes silent before answering initialize did not start: that is its own
+      // health, whoever opened it, so the server's breaker must count it (docs/decisions/0016).
+      if (GatewayError.is(error) && (error.code === 'MCPGATE_ERR_UPSTREAM_CLOSED' || error.code === 'MCPGATE_ERR_UPSTREAM_TIMEOUT')) {
+        throw new GatewayError('MCPGATE_ERR_UPSTREAM_UNAVAILABLE', `server "${serverName}" is unavailable: ${error.message}`, {
+          data: { server: serverName },
+          cause: error,
+        });
+      }
       if (GatewayError.is(error)) throw error;
       throw new GatewayError('MCPGATE_ERR_UPSTREAM_UNAVAILABLE', `server "${serverName}" is unavailable`, {
         data: { server: serverName },
