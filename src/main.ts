@@ -120,12 +120,18 @@ export async function buildAccess(
   config: GatewayConfig,
   logger: Logger,
   control: ControlStore | undefined,
-  governance?: { readonly catalog?: CatalogGuard; readonly audit?: AuditLog | undefined; readonly approveTool?: Governance['approveTool'] },
+  governance?: {
+    readonly catalog?: CatalogGuard;
+    readonly audit?: AuditLog | undefined;
+    readonly approveTool?: Governance['approveTool'];
+    readonly receiptSettled?: Governance['receiptSettled'];
+  },
 ): Promise<GatewayAccess> {
   const catalog = governance?.catalog;
   const audit = governance?.audit;
   // A closure over the gateway's governance, not a method that reads `this`.
   const approveTool = governance?.approveTool;
+  const receiptSettled = governance?.receiptSettled;
   const { gateway, servers } = config;
   if (control?.secret === undefined) {
     logger.warn('auth.mode is "none": every request may use every server (dev mode on loopback only)');
@@ -178,6 +184,7 @@ export async function buildAccess(
       ...(catalog === undefined ? {} : { catalog }),
       ...(audit === undefined ? {} : { flushAudit: () => audit.flush() }),
       ...(approveTool === undefined ? {} : { approveTool }),
+      ...(receiptSettled === undefined ? {} : { receiptSettled }),
       // An edit made through the admin API reaches this replica's callers at once; other replicas within the
       // memo's TTL (1 s), the bound issue 5 §10 sets. A stored secret changes no decision.
       onChange: (change) => {

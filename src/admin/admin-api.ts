@@ -43,6 +43,8 @@ export interface AdminApiOptions {
   readonly flushAudit?: () => Promise<void>;
   /** See `RouteExtras.approveTool`. */
   readonly approveTool?: RouteExtras['approveTool'];
+  /** See `RouteExtras.receiptSettled`. */
+  readonly receiptSettled?: RouteExtras['receiptSettled'];
 }
 
 const METHODS: readonly HttpMethod[] = ['GET', 'POST', 'PUT', 'DELETE'];
@@ -81,6 +83,7 @@ export class AdminApi {
       ...(options.catalog === undefined ? {} : { catalog: options.catalog }),
       ...(options.flushAudit === undefined ? {} : { flushAudit: options.flushAudit }),
       ...(options.approveTool === undefined ? {} : { approveTool: options.approveTool }),
+      ...(options.receiptSettled === undefined ? {} : { receiptSettled: options.receiptSettled }),
     });
   }
 

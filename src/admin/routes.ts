@@ -79,6 +79,11 @@ export interface RouteExtras {
    * milliseconds later); run before an audit page is read, so the page holds every call answered before it.
    */
   readonly flushAudit?: () => Promise<void>;
+  /**
+   * Settles once the receipt of a session that just ended is stored: DELETE answers first, so a client that asks
+   * for the receipt straight after would otherwise get 404.
+   */
+  readonly receiptSettled?: (sessionId: string) => Promise<void>;
   /** Approves a drifting tool's reviewed live definition (governance's `approveTool`); absent: 404. */
   readonly approveTool?: (request: { readonly server: string; readonly tool: string; readonly hash: string }) => Promise<ToolApproval>;
 }
@@ -244,6 +249,7 @@ export function buildRoutes(control: ControlPlane, extras: RouteExtras = {}): Ro
       GET: async (c) => {
         parseWith(noQuery, c.query, 'query');
         const sessionId = param(c, 'sessionId');
+        await extras.receiptSettled?.(sessionId);
         const record = await control.store.getReceipt(sessionId);
         if (record === undefined) throw receiptNotFound(sessionId);
         // Parsed from the canonical file form, so the answer's JSON is byte for byte what `receipt verify` checks.

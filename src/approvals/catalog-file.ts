@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { errorMessage } from '../errors/error-message.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { JsonObject } from '../jsonrpc/message.js';
-import { canonicalJson } from '../upstream/execution-identity.js';
+import { canonicalJson } from '../util/canonical-json.js';
 import { sha256Hex, toolDefinition, toolDefinitionHash, type ToolDefinition } from './definition-hash.js';
 
 /** One approved tool: its definition as the upstream sent it when approved, and that definition's hash. */

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { JsonObject } from '../jsonrpc/message.js';
-import { canonicalJson } from '../upstream/execution-identity.js';
+import { canonicalJson } from '../util/canonical-json.js';
 
 /**
  * The fields of a tool that make up its approved definition (DESIGN.md invariant 11, issue 7 §2). Everything

@@ -1,9 +1,10 @@
 import { hash } from 'node:crypto';
+import { canonicalJson } from '../util/canonical-json.js';
 
 /**
  * The audit record model (issue 7 §1, DESIGN.md invariant 7): what the gateway records per decision, the
- * canonical JSON every hash is computed over, and the chain link `hash = sha256(prevHash + canonicalJson(body))`.
- * Anyone holding an export can recompute a chain with this file's rules alone.
+ * canonical JSON every hash is computed over (`util/canonical-json.ts`), and the chain link `hash = sha256(prevHash + canonicalJson(body))`.
+ * Anyone holding an export can recompute a chain with these two files' rules alone.
  */
 
 export const AUDIT_KINDS = ['call', 'list', 'auth-failure', 'drift', 'pin-mismatch', 'policy', 'catalog', 'retention'] as const;
@@ -121,56 +122,11 @@ export type AuditExportRecord = Omit<AuditRecordFields, 'time' | 'kind' | 'decis
 export type AuditRecordBody = Omit<AuditExportRecord, 'hash'>;
 
 /**
- * Canonical JSON: object keys sorted by UTF-16 code units, no whitespace, numbers in ECMAScript's shortest
- * round-trip form (-0 as 0). For JSON data this is RFC 8785 (JCS), so other languages can reproduce it. As
- * with JSON.stringify, `toJSON` is honoured, non-finite numbers become null and undefined members are left
- * out (null inside arrays).
- * @throws TypeError on a cycle, a BigInt, or a top-level value with no JSON form.
+ * Canonical JSON (RFC 8785 for JSON data): keys sorted by UTF-16 code units, no whitespace, shortest numbers. The
+ * rules are in `util/canonical-json.ts`, written without recursion so that no depth of arguments can crash a
+ * record (issue 23 §2).
  */
-export function canonicalJson(value: unknown): string {
-  const open = new Set<object>();
-  const write = (input: unknown, inArray: boolean): string | undefined => {
-    let node = input;
-    if (typeof node === 'object' && node !== null && typeof (node as { toJSON?: unknown }).toJSON === 'function') {
-      node = (node as { toJSON: () => unknown }).toJSON();
-    }
-    if (node === null) return 'null';
-    switch (typeof node) {
-      case 'string':
-        return JSON.stringify(node);
-      case 'number':
-        return Number.isFinite(node) ? JSON.stringify(node) : 'null';
-      case 'boolean':
-        return node ? 'true' : 'false';
-      case 'bigint':
-        throw new TypeError('canonicalJson: a BigInt has no JSON form');
-      case 'object':
-        break;
-      default:
-        return inArray ? 'null' : undefined;
-    }
-    const object = node as object;
-    if (open.has(object)) throw new TypeError('canonicalJson: the value is cyclic');
-    open.add(object);
-    let text: string;
-    if (Array.isArray(object)) {
-      text = `[${object.map((item: unknown) => write(item, true) ?? 'null').join(',')}]`;
-    } else {
-      const members: string[] = [];
-      const record = object as Record<string, unknown>;
-      for (const key of Object.keys(record).sort()) {
-        const member = write(record[key], false);
-        if (member !== undefined) members.push(`${JSON.stringify(key)}:${member}`);
-      }
-      text = `{${members.join(',')}}`;
-    }
-    open.delete(object);
-    return text;
-  };
-  const text = write(value, false);
-  if (text === undefined) throw new TypeError(`canonicalJson: ${typeof value} has no JSON form`);
-  return text;
-}
+export { canonicalJson };
 
 /** Hex SHA-256; text is hashed as UTF-8. */
 export function sha256Hex(data: string | Uint8Array): string {

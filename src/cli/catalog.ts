@@ -128,7 +128,7 @@ export function runCatalogDiff(options: CatalogOptions, io: ControlIo): Promise<
         printJson(io, { ...target(source, stored), exists: stored !== undefined, drift, servers: comparisons, failed: Object.fromEntries(failed) });
       } else {
         if (stored === undefined) io.stdout(`${source.kind === 'file' ? `no approvals file at ${source.where}` : `no approvals in ${source.where}`}: every tool is unapproved (run \`mcpgate catalog snapshot\`)`);
-        for (const comparison of comparisons) printComparison(io, comparison);
+        for (const comparison of comparisons) printComparison(io, comparison, options.config);
         if (!drift && failed.size === 0) io.stdout(`no drift: ${comparisons.length === 1 ? '1 server matches' : `${comparisons.length} servers match`} the approvals in ${source.where}`);
       }
       if (drift) return EXIT_DRIFT;
@@ -243,7 +243,7 @@ export function runCatalogHistory(options: CatalogOptions & { readonly limit?: s
   );
 }
 
-function printComparison(io: ControlIo, comparison: ServerComparison): void {
+function printComparison(io: ControlIo, comparison: ServerComparison, configFile: string): void {
   const { server, changed, unapproved, removed } = comparison;
   if (!hasDrift(comparison)) {
     io.stdout(`server "${server}": no drift (${comparison.unchanged} approved tool${comparison.unchanged === 1 ? '' : 's'})`);
@@ -251,7 +251,9 @@ function printComparison(io: ControlIo, comparison: ServerComparison): void {
   }
   io.stdout(`server "${server}": ${changed.length} changed, ${unapproved.length} new, ${removed.length} removed`);
   // The command that approves exactly the definition shown, and no later one (`approve --expect`).
-  const approve = (tool: string, liveHash: string) => io.stdout(`    approve: mcpgate catalog approve ${server} ${tool} --expect ${liveHash.slice(0, 12)}`);
+  // With the config it was compared under, so the line can be pasted as it is.
+  const config = /^[\w./:@-]+$/.test(configFile) ? configFile : `'${configFile.replaceAll("'", "'\\''")}'`;
+  const approve = (tool: string, liveHash: string) => io.stdout(`    approve: mcpgate catalog approve ${server} ${tool} --expect ${liveHash.slice(0, 12)} -c ${config}`);
   for (const item of changed) {
     io.stdout(`  changed  ${item.tool}  (approved ${item.approvedHash.slice(0, 12)}, live ${item.liveHash.slice(0, 12)})`);
     printDiff(io, item.diff);

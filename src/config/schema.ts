@@ -99,6 +99,19 @@ const listenSchema = z.strictObject({
 
 const limitsSchema = z.strictObject({
   maxBodyBytes: integer(z.number().int().positive()).default(4 * 1024 * 1024),
+  /**
+   * How long the whole body of an MCP POST (`/mcp`, `/messages`) may take to arrive once it is read (issue 23):
+   * a stalled one is answered 408 MCPGATE_ERR_BODY_TIMEOUT and its connection closed, so that an authenticated
+   * caller cannot hold sockets and buffers open by never finishing a body.
+   */
+  bodyTimeoutMs: integer(z.number().int().positive().max(600_000)).default(30_000),
+  /**
+   * MCP POST bodies one caller (API key or JWT subject; with `auth.mode: none`, every client) may have still
+   * arriving at once (issue 23). A body that arrived whole with its headers never counts; the next unfinished
+   * one is refused at once with 429 MCPGATE_ERR_BODY_PENDING_LIMIT, so stalled bodies of one key cannot use up
+   * the listener for the others.
+   */
+  maxPendingBodiesPerKey: integer(z.number().int().positive()).default(8),
   maxSessions: integer(z.number().int().positive()).default(10_000),
   sessionIdleTimeoutMs: integer(z.number().int().positive()).default(30 * 60_000),
   /**

@@ -9,6 +9,8 @@ export const ErrorCatalogue = {
   MCPGATE_ERR_CONFIG_ENV_MISSING: { http: 500, rpc: RpcCode.InternalError },
   MCPGATE_ERR_CONFIG_READ: { http: 500, rpc: RpcCode.InternalError },
   MCPGATE_ERR_BODY_TOO_LARGE: { http: 413, rpc: RpcCode.InvalidRequest },
+  MCPGATE_ERR_BODY_TIMEOUT: { http: 408, rpc: RpcCode.InvalidRequest },
+  MCPGATE_ERR_BODY_PENDING_LIMIT: { http: 429, rpc: RpcCode.ServerError },
   MCPGATE_ERR_PARSE: { http: 400, rpc: RpcCode.ParseError },
   MCPGATE_ERR_INVALID_REQUEST: { http: 400, rpc: RpcCode.InvalidRequest },
   MCPGATE_ERR_BATCH_NOT_ALLOWED: { http: 400, rpc: RpcCode.InvalidRequest },

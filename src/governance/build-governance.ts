@@ -42,6 +42,8 @@ export interface Governance {
   readonly anchoring: AuditAnchoring | undefined;
   /** Signs and stores the receipt of a session that ended (issue 7 §5); never rejects. */
   sessionEnded(session: DownstreamSession): void;
+  /** Settles once the receipt of an ended session is stored (or failed); at once when none is being issued. */
+  receiptSettled(sessionId: string): Promise<void>;
   /**
    * Approves the live definition of a tool this replica sees drifting, if it still has the reviewed `hash`, in the
    * configured source (so, with the store, on every replica), and puts it in force here at once.
@@ -162,7 +164,8 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
     logger.warn({ logLevel: config.gateway.logLevel }, 'audit anchors are logged at info: with this logLevel the log keeps no copy of them to verify against');
   }
   const governor = new CallGovernor({ audit, policies, servers, logger, countSessions: store !== undefined && gateway.receipts.enabled });
-  const pending = new Set<Promise<void>>();
+  // By session id: DELETE answers before the receipt is stored, and a GET of it right after waits for it.
+  const pending = new Map<string, Promise<void>>();
 
   const issue = async (session: DownstreamSession): Promise<void> => {
     // A receipt names its principal: with auth off (a store opened for the audit log alone) there is none.
@@ -206,8 +209,11 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
     anchoring,
     sessionEnded(session) {
       const receipt = issue(session).catch((error: unknown) => logger.error({ err: error, session: session.id }, 'session receipt not issued'));
-      pending.add(receipt);
-      void receipt.finally(() => pending.delete(receipt));
+      pending.set(session.id, receipt);
+      void receipt.finally(() => pending.delete(session.id));
+    },
+    async receiptSettled(sessionId) {
+      await pending.get(sessionId);
     },
     async approveTool({ server, tool, hash }) {
       const live = catalog.liveDefinition(server, tool);
@@ -234,7 +240,7 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
       note({ kind: 'auth-failure', decision: 'refused', reason: `${refusal.code} (${refusal.reason}) from ${refusal.clientIp} on ${refusal.path ?? '?'}` }, 'auth-failure');
     },
     async close() {
-      await Promise.all([...pending]);
+      await Promise.all([...pending.values()]);
       await retention?.close();
       await receiptRetention?.close();
       await anchoring?.close();

@@ -13,6 +13,7 @@ import {
   type JsonRpcRequest,
   type JsonRpcResponse,
 } from '../jsonrpc/message.js';
+import { paramsProblem } from '../jsonrpc/params-bounds.js';
 import { negotiateVersion } from '../jsonrpc/protocol-versions.js';
 import { quarantinedError, type CatalogGuard } from '../approvals/catalog-guard.js';
 import type { CredentialBroker } from '../credentials/credential-broker.js';
@@ -235,9 +236,15 @@ export class Router {
         const kind = request.method === 'tools/call' ? 'tools' : 'prompts';
         const name = params.name;
         if (typeof name !== 'string') throw new GatewayError('MCPGATE_ERR_INVALID_PARAMS', 'params.name must be a string');
+        const action = kind === 'tools' ? 'call_tool' : 'get_prompt';
+        const problem = paramsProblem(params, kind === 'tools' ? 'object' : 'strings');
+        if (problem !== undefined) {
+          // Refused before the name is resolved: a malformed call costs no upstream exchange at all (issue 23 §1).
+          const named = this.namedTarget(kind, name);
+          return this.refuse(this.factsOf(session, caller, action, named?.server, named?.name ?? name, name, params.arguments), invalidParams(problem));
+        }
         const view = this.lists.viewFor(session);
         const route = await view.resolve(kind, name, this.fetcher(session), scope);
-        const action = kind === 'tools' ? 'call_tool' : 'get_prompt';
         if (route === undefined) {
           const named = this.namedTarget(kind, name);
           return this.refuse(this.factsOf(session, caller, action, named?.server, named?.name ?? name, name, params.arguments), this.unknownName(kind, name, scope, session));
@@ -250,6 +257,8 @@ export class Router {
         const uri = params.uri;
         if (typeof uri !== 'string') throw new GatewayError('MCPGATE_ERR_INVALID_PARAMS', 'params.uri must be a string');
         const facts = this.factsOf(session, caller, 'read_resource', undefined, uri, uri, undefined);
+        const problem = paramsProblem(params);
+        if (problem !== undefined) return this.refuse(facts, invalidParams(problem));
         const server = await this.resourceOwner(session, uri, scope).catch((error: unknown) => this.refuse(facts, error));
         return this.governed(request, { ...facts, server }, params, context, signal, undefined);
       }
@@ -257,13 +266,18 @@ export class Router {
       case 'resources/unsubscribe': {
         const uri = params.uri;
         if (typeof uri !== 'string') throw new GatewayError('MCPGATE_ERR_INVALID_PARAMS', 'params.uri must be a string');
+        const problem = paramsProblem(params);
+        if (problem !== undefined) throw invalidParams(problem);
         const server = await this.resourceOwner(session, uri, scope);
         if (request.method === 'resources/subscribe') session.subscribe(uri);
         if (request.method === 'resources/unsubscribe') session.unsubscribe(uri);
         return this.forward(request, server, params, context, signal);
       }
-      case 'completion/complete':
+      case 'completion/complete': {
+        const problem = paramsProblem(params);
+        if (problem !== undefined) throw invalidParams(problem);
         return this.complete(session, request, params, context, signal, scope);
+      }
       case 'logging/setLevel':
         return this.setLevel(session, request, params, scope);
       case 'initialize':
@@ -683,6 +697,11 @@ function unlisted(server: string, tool: string, failed: UpstreamReply): GatewayE
     `tool "${tool}" of server "${server}" was not called: the server did not list its tools (error ${String(code)}), so its definition cannot be checked against its approval`,
     { data: { server, tool } },
   );
+}
+
+/** Params the gateway will not forward (`paramsProblem`): the caller's own fault, answered with -32602. */
+function invalidParams(problem: string): GatewayError {
+  return new GatewayError('MCPGATE_ERR_INVALID_PARAMS', `Invalid params: ${problem}`);
 }
 
 function toResponse(request: JsonRpcRequest, reply: UpstreamReply): JsonRpcResponse {

@@ -1,6 +1,27 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { GatewayError, toJsonRpcError } from '../errors/gateway-error.js';
-import { RpcCode, toMessage, type JsonRpcId, type JsonRpcMessage } from '../jsonrpc/message.js';
+import { ErrorCatalogue, type ErrorCode } from '../errors/codes.js';
+import { RpcCode, toMessage, type JsonRpcId, type JsonRpcMessage, type JsonRpcResponse } from '../jsonrpc/message.js';
+
+/**
+ * Codes that mean this instance cannot serve any call for now, whatever the call (issue 23): answered on their own
+ * they take their catalogue status (503) with Retry-After even inside a JSON-RPC exchange, so that a client or
+ * load balancer retries, elsewhere if it can. Every other JSON-RPC error travels with 200, as MCP expects.
+ */
+const INSTANCE_UNAVAILABLE: ReadonlySet<string> = new Set<ErrorCode>(['MCPGATE_ERR_AUDIT_UNAVAILABLE', 'MCPGATE_ERR_SHUTTING_DOWN']);
+
+/** Seconds a client is told to wait before it retries on an instance that cannot serve. */
+const RETRY_AFTER_SECONDS = '5';
+
+/** The HTTP status and headers for JSON-RPC responses that make up a whole answer: 503 when each says the instance cannot serve. */
+export function statusOfResponses(responses: readonly JsonRpcResponse[]): { status: number; headers: Record<string, string> } {
+  const codes = responses.map((response) => ('error' in response ? (response.error.data as { code?: unknown } | undefined)?.code : undefined));
+  const first = codes[0];
+  if (typeof first === 'string' && INSTANCE_UNAVAILABLE.has(first) && codes.every((code) => typeof code === 'string' && INSTANCE_UNAVAILABLE.has(code))) {
+    return { status: ErrorCatalogue[first as ErrorCode].http, headers: { 'Retry-After': RETRY_AFTER_SECONDS } };
+  }
+  return { status: 200, headers: {} };
+}
 
 /** Writes a JSON-RPC error as the whole HTTP answer, with the error's HTTP status. */
 export function sendError(response: ServerResponse, error: unknown, id: JsonRpcId | null = null, headers: Record<string, string> = {}): void {
@@ -9,8 +30,9 @@ export function sendError(response: ServerResponse, error: unknown, id: JsonRpcI
     return;
   }
   const status = GatewayError.is(error) ? error.httpStatus : 500;
+  const retry = GatewayError.is(error) && INSTANCE_UNAVAILABLE.has(error.code) ? { 'Retry-After': RETRY_AFTER_SECONDS } : {};
   const body = JSON.stringify(toJsonRpcError(id, error));
-  response.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), ...headers });
+  response.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), ...retry, ...headers });
   response.end(body);
 }
 

@@ -14,6 +14,7 @@ import type { SessionManager } from '../session/session-manager.js';
 import type { HttpAuth } from './http-auth.js';
 import { sendError, sendJson } from './http-helpers.js';
 import { LegacySseEndpoint } from './legacy-sse.js';
+import { BodyReader } from './read-body.js';
 import { repeatedHeader, repeatedHeaderError, RequestGuard } from './request-guard.js';
 import { StreamableHttpEndpoint } from './streamable-http.js';
 
@@ -64,20 +65,31 @@ export class GatewayHttpServer {
   constructor(options: HttpServerOptions) {
     this.options = options;
     const { limits } = options.gateway;
-    const common = { router: options.router, sessions: options.sessions, maxBodyBytes: limits.maxBodyBytes, logger: options.logger };
+    const bodies = new BodyReader(limits);
+    const common = { router: options.router, sessions: options.sessions, bodies, logger: options.logger };
     this.streamable = new StreamableHttpEndpoint(common);
     this.legacy = new LegacySseEndpoint({ ...common, maxConnections: limits.maxSessions, messagesPath: '/messages' });
     this.server = createServer((request, response) => {
       const started = performance.now();
       this.route(request, response, started).catch((error: unknown) => {
+        if (!GatewayError.is(error) && clientAborted(request, error)) {
+          // A client that goes away mid-request is normal traffic (issue 23: 990 error lines in one run); there
+          // is no one left to answer.
+          options.logger.debug({ err: error, method: request.method, path: pathOf(request) }, 'client aborted the request');
+          response.destroy();
+          return;
+        }
         if (!GatewayError.is(error)) options.logger.error({ err: error, url: request.url }, 'unhandled request error');
         sendError(response, error);
         const known = GatewayError.is(error);
         logRefusedRequest(options.logger, request.method, pathOf(request), known ? error.httpStatus : 500, known ? error.code : 'MCPGATE_ERR_INTERNAL', started);
       });
     });
-    // Long-lived SSE streams must not be cut by Node's per-request timer; body reads are bounded by size.
-    this.server.requestTimeout = 0;
+    // Node's own timers, checked every 30 s: headers within 60 s (slowloris), and the whole request within that
+    // plus the body timeout, a backstop for the paths that do not read through BodyReader (admin, /v1/secrets).
+    // They cover only a request still arriving, so long-lived SSE answers (sent once the request is whole) are not cut.
+    this.server.headersTimeout = HEADERS_TIMEOUT_MS;
+    this.server.requestTimeout = HEADERS_TIMEOUT_MS + limits.bodyTimeoutMs;
     this.server.keepAliveTimeout = 65_000;
   }
 
@@ -258,6 +270,20 @@ export class GatewayHttpServer {
 /** The request's path without its query (which may hold a session id). */
 function pathOf(request: IncomingMessage): string {
   return (request.url ?? '/').split('?')[0] ?? '/';
+}
+
+/** Longest a client may take to send a request's headers (Node's default, stated so the backstop above adds up). */
+const HEADERS_TIMEOUT_MS = 60_000;
+
+/** Errors with which Node's request stream ends when the client closes or resets the connection mid-request. */
+const ABORT_CODES = new Set(['ECONNRESET', 'ECONNABORTED', 'EPIPE', 'ERR_STREAM_PREMATURE_CLOSE']);
+
+/** The request failed because its client went away, not because of anything the gateway did. */
+function clientAborted(request: IncomingMessage, error: unknown): boolean {
+  if (request.destroyed && !request.complete) return true;
+  if (!(error instanceof Error)) return false;
+  const code = (error as NodeJS.ErrnoException).code;
+  return (code !== undefined && ABORT_CODES.has(code)) || error.message === 'aborted';
 }
 
 /** How often a shutdown closes the connections that went idle, while calls in flight finish. */

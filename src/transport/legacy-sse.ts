@@ -10,13 +10,14 @@ import type { Router } from '../router/router.js';
 import type { DownstreamSession } from '../session/downstream-session.js';
 import type { SessionManager, SessionSlot } from '../session/session-manager.js';
 import { accepts, decodeBody, isJsonContentType } from './http-helpers.js';
-import { readBody } from './read-body.js';
+import type { BodyReader } from './read-body.js';
 import { SseStream } from './sse-stream.js';
 
 export interface LegacySseOptions {
   router: Router;
   sessions: SessionManager;
-  maxBodyBytes: number;
+  /** The reader `/mcp` uses: the same size and time bounds, and one count of unfinished bodies per caller. */
+  bodies: BodyReader;
   maxConnections: number;
   logger: Logger;
   /** Path clients POST to; the endpoint event names it with the connection id. */
@@ -74,7 +75,7 @@ export class LegacySseEndpoint {
     if (!isJsonContentType(request)) {
       throw new GatewayError('MCPGATE_ERR_UNSUPPORTED_MEDIA_TYPE', 'Unsupported Media Type: Content-Type must be application/json');
     }
-    const { messages } = decodeBody(await readBody(request, this.options.maxBodyBytes));
+    const { messages } = decodeBody(await this.options.bodies.read(request, response, identity.caller?.keyId));
     response.writeHead(202, { 'Content-Type': 'text/plain' }).end('Accepted');
     for (const message of messages) {
       if ('invalid' in message) {

@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type { JsonRpcMessage, JsonRpcResponse } from '../jsonrpc/message.js';
 import type { RequestStream } from '../session/downstream-session.js';
+import { statusOfResponses } from './http-helpers.js';
 import { SseStream } from './sse-stream.js';
 import { serializeMessage } from '../jsonrpc/serialize.js';
 
@@ -63,10 +64,13 @@ export class PostResponder implements RequestStream {
     // so the gateway share is clamped at zero rather than going negative.
     const total = performance.now() - this.started;
     const upstream = Math.min(this.upstreamMs, total);
-    this.response.writeHead(200, {
+    // Not once an SSE stream has started (its 200 is sent): only a plain JSON answer can still choose its status.
+    const { status, headers } = statusOfResponses(this.buffered);
+    this.response.writeHead(status, {
       'Content-Type': 'application/json',
       'Content-Length': Buffer.byteLength(body),
       'Server-Timing': `gateway;dur=${(total - upstream).toFixed(3)}, upstream;dur=${upstream.toFixed(3)}`,
+      ...headers,
       ...this.headers,
     });
     this.response.end(body);

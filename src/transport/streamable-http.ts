@@ -10,13 +10,14 @@ import type { DownstreamSession } from '../session/downstream-session.js';
 import type { SessionManager } from '../session/session-manager.js';
 import { accepts, decodeBody, headerValue, isJsonContentType, sendError } from './http-helpers.js';
 import { PostResponder } from './post-responder.js';
-import { readBody } from './read-body.js';
+import type { BodyReader } from './read-body.js';
 import { SseStream } from './sse-stream.js';
 
 export interface StreamableHttpOptions {
   router: Router;
   sessions: SessionManager;
-  maxBodyBytes: number;
+  /** Shared with `/messages`, so that one caller's unfinished bodies are counted across both. */
+  bodies: BodyReader;
   logger: Logger;
 }
 
@@ -58,7 +59,7 @@ export class StreamableHttpEndpoint {
     if (!isJsonContentType(request)) {
       throw new GatewayError('MCPGATE_ERR_UNSUPPORTED_MEDIA_TYPE', 'Unsupported Media Type: Content-Type must be application/json');
     }
-    const { messages, batch } = decodeBody(await readBody(request, this.options.maxBodyBytes));
+    const { messages, batch } = decodeBody(await this.options.bodies.read(request, response, identity.caller?.keyId));
 
     const first = messages[0];
     if (!batch && first !== undefined && !('invalid' in first) && isRequest(first) && first.method === 'initialize') {

@@ -22,6 +22,15 @@ describe('toolDefinitionHash', () => {
     assert.match(toolDefinitionHash(tool), /^[0-9a-f]{64}$/);
   });
 
+  // Issue 23 §2: canonical JSON recursed, so an upstream listing a schema nested deep enough crashed the hash.
+  it('hashes a definition nested deeper than the call stack allows, telling depths apart', () => {
+    const nested = (depth: number): Record<string, unknown> =>
+      JSON.parse(`${'{"type":"object","properties":{"a":'.repeat(depth)}{"type":"string"}${'}}'.repeat(depth)}`) as Record<string, unknown>;
+    const deep = toolDefinitionHash({ ...tool, inputSchema: nested(5_000) });
+    assert.match(deep, /^[0-9a-f]{64}$/);
+    assert.notEqual(deep, toolDefinitionHash({ ...tool, inputSchema: nested(4_999) }));
+  });
+
   it('hashes a tool without a title as before the title was covered', () => {
     assert.equal(toolDefinitionHash(tool), 'f7ba631ebe462769838456e86f00ce14aa3ad62c6b16ed096da71db4d2bedb4b');
   });

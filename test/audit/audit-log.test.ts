@@ -370,6 +370,20 @@ describe('AuditLog: arguments, redaction and sessions', () => {
     assert.equal((await verifyAudit(raw)).ok, true);
   });
 
+  // Issue 23 §2: a call with arguments 5,000 levels deep had no record (RangeError in canonical JSON). A caller
+  // that bypasses the router's depth check still gets one: the full arguments hashed, the captured copy cut off
+  // at a marker, and the chain verifies.
+  it('records arguments nested far deeper than the call stack allows: hashed whole, captured up to a marker', async () => {
+    const { store, raw, logger } = await fixture();
+    const log = new AuditLog({ store, logger, chainId: 'deep', flushMs: 0, captureArguments: true });
+    const deep = JSON.parse(`${'{"a":'.repeat(5_000)}1${'}'.repeat(5_000)}`) as Record<string, unknown>;
+    const record = await log.append(call(1, { args: deep }));
+    await log.close();
+    assert.equal(record.argsHash, argumentsHash(deep));
+    assert.match(JSON.stringify(record.args), /\[REDACTED:too-deep\]/);
+    assert.equal((await verifyAudit(raw)).ok, true);
+  });
+
   it('keeps a per-session span: first and last hash, calls and denials', async () => {
     const { store, logger } = await fixture();
     const log = new AuditLog({ store, logger, flushMs: 0, maxSessions: 2 });

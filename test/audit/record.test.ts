@@ -34,6 +34,26 @@ describe('canonical JSON', () => {
     const shared = { x: 1 };
     assert.equal(canonicalJson([shared, shared]), '[{"x":1},{"x":1}]');
   });
+
+  // Issue 23 §2: arguments 5,000 levels deep crashed the audit record with a RangeError (4,000 worked).
+  it('writes values nested far deeper than the call stack allows, and hashes them', () => {
+    for (const depth of [5_000, 100_000]) {
+      const objects = `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`;
+      // assert.ok: a failure must not print a megabyte of brackets.
+      assert.ok(canonicalJson(JSON.parse(objects)) === objects, `depth ${depth}`);
+      const arrays = `${'[{"b":2,"a":'.repeat(depth)}[]${'}]'.repeat(depth)}`;
+      assert.ok(canonicalJson(JSON.parse(arrays)) === `${'[{"a":'.repeat(depth)}[]${',"b":2}]'.repeat(depth)}`, `depth ${depth}`);
+      assert.match(argumentsHash(JSON.parse(objects)), /^[0-9a-f]{64}$/);
+    }
+    // A cycle deep down is still found, and a deep shared subtree is still fine.
+    const root: Record<string, unknown> = {};
+    let node = root;
+    for (let index = 0; index < 10_000; index++) node = node.a = {};
+    node.back = root;
+    assert.throws(() => canonicalJson(root), /cyclic/);
+    delete node.back;
+    assert.equal(canonicalJson([root, root]).length, 2 * (10_000 * 6 + 2) + 3);
+  });
 });
 
 describe('record hashing', () => {

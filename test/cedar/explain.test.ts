@@ -19,13 +19,17 @@ const ARGS = `@id("no-drop")
 forbid(principal, action, resource) when { context.args has q && context.args.q like "*DROP*" };
 `;
 
-/** A config with a temp SQLite store, two servers, and the given policies block. */
+/**
+ * A config with a temp SQLite store, two servers, and the given policies block. Its keys have no permission
+ * document, so the config allows by default: these tests are about the Cedar section, not the grant.
+ */
 function setup(policies: string): string {
   const n = counter++;
   const config = dir.write(
     `config-${n}.yaml`,
     `gateway:
   store: ${JSON.stringify(join(dir.path, `store-${n}.db`))}
+  auth: { defaultAccess: allow }
 ${policies}servers:
   web:
     transport: http

@@ -97,7 +97,9 @@ describe('audit retention in a running gateway', () => {
     assert.equal((await raw(gateway.url, { method: 'DELETE', headers })).status, 200);
     const receiptUrl = `${gateway.origin}/admin/v1/sessions/${sessionId}/receipt`;
     const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
-    await waitFor(async () => (await raw(receiptUrl, { method: 'GET', headers: admin })).status === 200, 'the receipt served', 10_000);
+    // Straight after DELETE: the receipt is still being signed and stored, and the GET waits for it (issue 22 C14's
+    // walkthrough fetches it so).
+    assert.equal((await raw(receiptUrl, { method: 'GET', headers: admin })).status, 200, 'the receipt served straight after DELETE');
 
     await waitFor(async () => (await raw(receiptUrl, { method: 'GET', headers: admin })).status === 404, 'the receipt pruned', 15_000);
     // Audit retention prunes this record too, two seconds on: look for it at once.

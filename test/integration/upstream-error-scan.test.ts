@@ -88,7 +88,7 @@ async function auditRows(): Promise<AuditRecordRow[]> {
 
 before(async () => {
   access = await AccessStore.open(tempPath('upstream-errors.db'));
-  await access.org('acme');
+  await access.permit('org', await access.org('acme'), { kind: 'allow' });
   alice = await access.key({ org: 'acme', name: 'alice' });
   config = {
     gateway: { store: access.path, auth: { mode: 'apiKey', keySecret: TEST_KEY_SECRET }, audit: { durability: 'sync' } },
