@@ -23,9 +23,12 @@ export const serverLimitsSchema = z.strictObject({
 });
 
 export const breakerSchema = z.strictObject({
-  /** Consecutive failures (unreachable, closed, timed out, HTTP 5xx) that open the breaker. */
+  /**
+   * Consecutive failures that open the breaker: for the server's, transport-level ones (unreachable, failed
+   * start, protocol, HTTP 5xx); for a caller's, its timeouts and closed sessions (docs/decisions/0016).
+   */
   failureThreshold: positive().default(5),
-  /** How long an open breaker fails fast before one probe call is let through. */
+  /** The longest an open breaker fails fast before one probe call is let through (the first opens last 1 s). */
   cooldownMs: positive().default(30_000),
 });
 

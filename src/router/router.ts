@@ -25,6 +25,7 @@ import type { DownstreamSession, RequestStream, TransportKind } from '../session
 import type { SessionManager, SessionSlot } from '../session/session-manager.js';
 import { CancelScope } from '../session/cancel-scope.js';
 import type { UpstreamClient, UpstreamReply } from '../upstream/upstream-client.js';
+import { mayRetry } from '../upstream/delivery.js';
 import type { UpstreamRegistry } from '../upstream/upstream-registry.js';
 import type { CatalogScope, CatalogView, ListFetcher, ListKind } from './catalog.js';
 import { AdvertisedTools, type Advertised } from './advertised-tools.js';
@@ -298,20 +299,29 @@ export class Router {
     signal: CancelScope,
     checked?: UpstreamClient<CallContext>,
   ): Promise<JsonRpcResponse> {
-    // Opening the upstream session and the call itself both run under the server's bulkhead and breaker.
+    // Opening the upstream session and the call itself both run under the server's bulkhead and breakers.
     return this.options.registry.run(
       server,
       async () => {
+        const send = async (client: UpstreamClient<CallContext>): Promise<JsonRpcResponse> => {
+          const started = performance.now();
+          try {
+            return toResponse(request, await client.request(request.method, params, { timeoutMs: this.timeoutFor(server), signal, context }));
+          } finally {
+            context.stream?.recordUpstreamTime?.(performance.now() - started);
+          }
+        };
         const client = checked ?? (await this.client(context.session, server));
-        const started = performance.now();
-        try {
-          const reply = await client.request(request.method, params, { timeoutMs: this.timeoutFor(server), signal, context });
-          return toResponse(request, reply);
-        } finally {
-          context.stream?.recordUpstreamTime?.(performance.now() - started);
-        }
+        // A dead upstream session (the upstream restarted) is re-opened and the call sent once more, where that
+        // is safe (issue 23 §3). A checked session has no successor: nobody checked the tool on it.
+        return send(client).catch(async (error: unknown) => {
+          if (checked !== undefined || signal.aborted || !mayRetry(request.method, error)) throw error;
+          this.options.registry.forget(server, context.session.id, client);
+          return send(await this.client(context.session, server));
+        });
       },
       signal,
+      context.session.owner ?? context.session.id,
     );
   }
 
@@ -477,7 +487,20 @@ export class Router {
           const page = listing.pages.get(typeof params?.cursor === 'string' ? params.cursor : '');
           if (page !== undefined) return page;
         }
-        return this.options.registry.run(server, async () => (await this.client(session, server)).request(method, params, { timeoutMs: this.timeoutFor(server) }));
+        return this.options.registry.run(
+          server,
+          async () => {
+            const send = (client: UpstreamClient<CallContext>): Promise<UpstreamReply> => client.request(method, params, { timeoutMs: this.timeoutFor(server) });
+            const client = await this.client(session, server);
+            return send(client).catch(async (error: unknown) => {
+              if (!mayRetry(method, error)) throw error;
+              this.options.registry.forget(server, session.id, client);
+              return send(await this.client(session, server));
+            });
+          },
+          undefined,
+          session.owner ?? session.id,
+        );
       },
     };
   }

@@ -1,6 +1,6 @@
 import type { ServerConfig } from '../config/schema.js';
 import { Bulkhead, type BulkheadSnapshot } from './bulkhead.js';
-import { CircuitBreaker, type BreakerSnapshot } from './circuit-breaker.js';
+import { CallerBreakers, CircuitBreaker, type BreakerSnapshot } from './circuit-breaker.js';
 import { RestartPolicy, type RestartSnapshot } from './restart-policy.js';
 import type { CancelSignal } from './upstream-client.js';
 
@@ -8,6 +8,8 @@ import type { CancelSignal } from './upstream-client.js';
 export interface GuardSnapshot {
   bulkhead: BulkheadSnapshot;
   breaker: BreakerSnapshot;
+  /** Callers whose own breaker (their timeouts, their closed sessions) is open now (docs/decisions/0016). */
+  callersRefused: number;
   /** stdio servers only. */
   restart?: RestartSnapshot;
 }
@@ -27,6 +29,7 @@ export interface ServerGuardOptions {
 export class ServerGuard {
   readonly bulkhead: Bulkhead;
   readonly breaker: CircuitBreaker;
+  readonly callers: CallerBreakers;
   readonly restart: RestartPolicy | undefined;
 
   constructor(options: ServerGuardOptions) {
@@ -34,6 +37,7 @@ export class ServerGuard {
     const clock = now === undefined ? {} : { now };
     this.bulkhead = new Bulkhead({ server, ...config.limits });
     this.breaker = new CircuitBreaker({ server, ...config.breaker, ...clock });
+    this.callers = new CallerBreakers({ server, ...config.breaker, ...clock });
     this.restart =
       config.transport === 'stdio'
         ? new RestartPolicy({
@@ -48,15 +52,20 @@ export class ServerGuard {
   }
 
   /**
-   * Runs one upstream exchange under the breaker (checked first, so an open breaker fails fast without taking
-   * a queue place) and then the bulkhead. `signal` lets a caller cancelled while queued leave the queue.
+   * Runs one upstream exchange under `caller`'s breaker, the server's breaker (both checked first, so an open
+   * breaker fails fast without taking a queue place) and then the bulkhead. `caller` is the principal key the
+   * call is made for; `signal` lets a caller cancelled while queued leave the queue.
    */
-  run<T>(task: () => Promise<T>, signal?: CancelSignal): Promise<T> {
-    return this.breaker.run(() => this.bulkhead.run(task, signal));
+  run<T>(task: () => Promise<T>, signal?: CancelSignal, caller?: string): Promise<T> {
+    return this.callers.run(caller, () => this.breaker.run(() => this.bulkhead.run(task, signal)));
   }
 
   snapshot(): GuardSnapshot {
-    const snapshot: GuardSnapshot = { bulkhead: this.bulkhead.snapshot(), breaker: this.breaker.snapshot() };
+    const snapshot: GuardSnapshot = {
+      bulkhead: this.bulkhead.snapshot(),
+      breaker: this.breaker.snapshot(),
+      callersRefused: this.callers.openCount(),
+    };
     if (this.restart !== undefined) snapshot.restart = this.restart.snapshot();
     return snapshot;
   }

@@ -4,6 +4,7 @@ import { GatewayError } from '../errors/gateway-error.js';
 import type { JsonRpcMessage } from '../jsonrpc/message.js';
 import type { UpstreamCredentials } from '../credentials/types.js';
 import type { Logger } from '../observability/logger.js';
+import { encodeMessage } from './delivery.js';
 import { SseParser, type SseEvent } from './sse-parser.js';
 import type { InboundContext, UpstreamTransport } from './transport.js';
 import {
@@ -93,7 +94,7 @@ export class SseTransport implements UpstreamTransport {
   async send(message: JsonRpcMessage): Promise<void> {
     if (this.#closing || this.#endpoint === undefined) throw closedError(this.#server, 'transport is not open');
     const endpoint = this.#endpoint;
-    const body = JSON.stringify(message);
+    const body = encodeMessage(message);
     const response = await withCredentials(this.#credentials, async (credential) => {
       try {
         return await request(endpoint, {

@@ -4,6 +4,7 @@ import type { Writable } from 'node:stream';
 import { GatewayError } from '../errors/gateway-error.js';
 import { toMessage, type JsonRpcMessage } from '../jsonrpc/message.js';
 import type { Logger } from '../observability/logger.js';
+import { encodeMessage, undeliveredError } from './delivery.js';
 import { buildChildEnv } from './child-env.js';
 import { resolveCommand, verifyMeasurement } from './measured-spawn.js';
 import { StderrRelay } from './stderr-relay.js';
@@ -170,9 +171,9 @@ export class StdioTransport implements UpstreamTransport {
   async send(message: JsonRpcMessage): Promise<void> {
     const child = this.#child;
     if (child === undefined || this.#stopping || this.#exited || !child.stdin.writable) {
-      throw new GatewayError('MCPGATE_ERR_UPSTREAM_CLOSED', `upstream "${this.#server}" is not running`, { data: { server: this.#server } });
+      throw undeliveredError(new GatewayError('MCPGATE_ERR_UPSTREAM_CLOSED', `upstream "${this.#server}" is not running`, { data: { server: this.#server } }));
     }
-    if (!child.stdin.write(`${JSON.stringify(message)}\n`)) {
+    if (!child.stdin.write(`${encodeMessage(message)}\n`)) {
       // One shared wait, so that many concurrent sends do not pile listeners on the pipe.
       this.#drain ??= this.#drained(child.stdin).finally(() => (this.#drain = undefined));
       await this.#drain;

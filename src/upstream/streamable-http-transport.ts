@@ -5,6 +5,7 @@ import { GatewayError } from '../errors/gateway-error.js';
 import { isNotification, isRequest, isResponse, type JsonRpcId, type JsonRpcMessage } from '../jsonrpc/message.js';
 import type { UpstreamCredentials } from '../credentials/types.js';
 import type { Logger } from '../observability/logger.js';
+import { encodeMessage, isConnectError, undeliveredError } from './delivery.js';
 import { SseParser, type SseEvent } from './sse-parser.js';
 import type { InboundContext, UpstreamTransport } from './transport.js';
 import { buildHeaders, closedError, deleteSession, discardBody, headerValue, httpStatusError, mediaTypeOf, type HttpTransportOptions } from './http-support.js';
@@ -52,6 +53,8 @@ export class StreamableHttpTransport implements UpstreamTransport {
   #protocolVersion: string | undefined;
   #closing: Promise<void> | undefined;
   #standaloneOpened = false;
+  /** The upstream answered 404 to the session id: nothing more is sent with it, not even the DELETE. */
+  #expired = false;
 
   constructor(options: StreamableHttpTransportOptions) {
     if (!Number.isInteger(options.maxMessageBytes) || options.maxMessageBytes <= 0) {
@@ -82,15 +85,18 @@ export class StreamableHttpTransport implements UpstreamTransport {
   }
 
   async send(message: JsonRpcMessage): Promise<void> {
-    if (this.#closing) throw closedError(this.#server, 'transport is closed');
+    if (this.#closing || this.#expired) throw undeliveredError(closedError(this.#server, 'transport is closed'));
     const requestId = isRequest(message) ? message.id : undefined;
     const accept = 'application/json, text/event-stream';
-    const { statusCode, headers, body } = await this.#request('POST', { accept, 'content-type': 'application/json' }, JSON.stringify(message));
+    const { statusCode, headers, body } = await this.#request('POST', { accept, 'content-type': 'application/json' }, encodeMessage(message));
     // Spec §session management: 404 to a request carrying a session id means the session is gone for good.
     if (statusCode === 404 && this.#sessionId !== undefined) {
       await discardBody(body);
-      void this.#shutdown(false);
-      throw closedError(this.#server, 'session expired');
+      this.#expired = true;
+      // Closed once this request has failed with its own error, which says it was never processed (the
+      // caller may retry it on a new session); closing first would fail it as merely "closed".
+      setImmediate(() => void this.#shutdown(false));
+      throw undeliveredError(closedError(this.#server, 'session expired'));
     }
     if (statusCode < 200 || statusCode >= 300) {
       await discardBody(body);
@@ -124,7 +130,7 @@ export class StreamableHttpTransport implements UpstreamTransport {
       this.#lifetime.abort();
       for (const stream of this.#streams) stream.destroy();
       this.#streams.clear();
-      if (endSession && this.#sessionId !== undefined) {
+      if (endSession && !this.#expired && this.#sessionId !== undefined) {
         const headers = buildHeaders(
           this.#headers,
           { 'mcp-session-id': this.#sessionId, 'mcp-protocol-version': this.#protocolVersion },
@@ -168,7 +174,8 @@ export class StreamableHttpTransport implements UpstreamTransport {
       });
     } catch (error) {
       if (this.#closing) throw closedError(this.#server, 'transport is closed');
-      throw unavailableError(this.#server, error);
+      const unavailable = unavailableError(this.#server, error);
+      throw isConnectError(error) ? undeliveredError(unavailable) : unavailable;
     }
   }
 

@@ -15,6 +15,7 @@ import {
   type JsonRpcResponse,
 } from '../jsonrpc/message.js';
 import type { Logger } from '../observability/logger.js';
+import { undeliveredError } from './delivery.js';
 import type { InboundContext, UpstreamTransport } from './transport.js';
 
 /** What a forwarded request came back with: the upstream's result or its JSON-RPC error, never its id. */
@@ -66,6 +67,11 @@ interface Pending<C> {
   context: C | undefined;
   /** The downstream progress token, restored on every progress notification. */
   progressToken: string | number | undefined;
+  /**
+   * Whether the transport has taken the message. Until it has, a close does not fail the request: its send
+   * says how it ended, and only the send knows whether it reached the upstream (upstream/delivery.ts).
+   */
+  sent: boolean;
   cleanup: () => void;
 }
 
@@ -180,6 +186,14 @@ export class UpstreamClient<C = unknown> {
       return this.initialized;
     } catch (error) {
       await this.close();
+      // An upstream that closes or goes silent before answering initialize did not start: that is its own
+      // health, whoever opened it, so the server's breaker must count it (docs/decisions/0016).
+      if (GatewayError.is(error) && (error.code === 'MCPGATE_ERR_UPSTREAM_CLOSED' || error.code === 'MCPGATE_ERR_UPSTREAM_TIMEOUT')) {
+        throw new GatewayError('MCPGATE_ERR_UPSTREAM_UNAVAILABLE', `server "${serverName}" is unavailable: ${error.message}`, {
+          data: { server: serverName },
+          cause: error,
+        });
+      }
       if (GatewayError.is(error)) throw error;
       throw new GatewayError('MCPGATE_ERR_UPSTREAM_UNAVAILABLE', `server "${serverName}" is unavailable`, {
         data: { server: serverName },
@@ -208,7 +222,7 @@ export class UpstreamClient<C = unknown> {
 
   private exchange(method: string, params: JsonObject | undefined, options: RequestOptions<C>): Promise<UpstreamReply> {
     if (this.closed) {
-      return Promise.reject(this.closedError());
+      return Promise.reject(undeliveredError(this.closedError()));
     }
     const id = this.nextId++;
     this.lastActive = this.now();
@@ -232,6 +246,7 @@ export class UpstreamClient<C = unknown> {
         timer: undefined,
         context: options.context,
         progressToken,
+        sent: false,
         cleanup: () => {
           if (entry.timer !== undefined) clearTimeout(entry.timer);
           unsubscribe?.();
@@ -251,13 +266,23 @@ export class UpstreamClient<C = unknown> {
 
       const message: JsonRpcRequest =
         outParams === undefined ? { jsonrpc: '2.0', id, method } : { jsonrpc: '2.0', id, method, params: outParams };
-      this.transport.send(message).catch((error: unknown) => {
-        const current = this.pending.get(id);
-        if (current === undefined) return;
-        this.pending.delete(id);
-        current.cleanup();
-        current.reject(GatewayError.is(error) ? error : unavailableError(this.serverName, error));
-      });
+      this.transport.send(message).then(
+        () => {
+          entry.sent = true;
+          // Closed while the message was on its way: it was delivered, and no answer can come now.
+          if (this.closed && this.pending.get(id) === entry) {
+            this.pending.delete(id);
+            entry.cleanup();
+            entry.reject(this.closedError());
+          }
+        },
+        (error: unknown) => {
+          if (this.pending.get(id) !== entry) return;
+          this.pending.delete(id);
+          entry.cleanup();
+          entry.reject(GatewayError.is(error) ? error : unavailableError(this.serverName, error));
+        },
+      );
     });
   }
 
@@ -381,11 +406,12 @@ export class UpstreamClient<C = unknown> {
     if (this.closed) return;
     this.closed = true;
     const error = this.closedError();
-    for (const entry of this.pending.values()) {
+    for (const [id, entry] of this.pending) {
+      if (!entry.sent) continue;
+      this.pending.delete(id);
       entry.cleanup();
       entry.reject(error);
     }
-    this.pending.clear();
     for (const controller of this.inboundRequests.values()) controller.abort();
     this.inboundRequests.clear();
     this.options.handlers.onClose();

@@ -3,6 +3,7 @@ import type { UpstreamCredentials } from '../credentials/types.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { JsonObject } from '../jsonrpc/message.js';
 import type { Logger } from '../observability/logger.js';
+import { RestartPolicy } from './restart-policy.js';
 import { ServerGuard, type GuardSnapshot } from './server-guard.js';
 import type { UpstreamTransport } from './transport.js';
 import { UpstreamClient, type CancelSignal, type UpstreamHandlers } from './upstream-client.js';
@@ -91,6 +92,12 @@ export class UpstreamRegistry<C> {
   private readonly guards = new Map<string, ServerGuard>();
   /** `scope: session` stdio server → its children alive or starting, whose bound is its `maxChildren`. */
   private readonly children = new Map<string, { live: number; max: number }>();
+  /**
+   * `scope: session` stdio entry key → the respawn pacing of that session's own child. A child that started
+   * and later exited paces only its own respawn; the server's policy counts failed starts, which say the
+   * executable itself is broken (issue 23 §3).
+   */
+  private readonly sessionRestarts = new Map<string, RestartPolicy>();
   private readonly now: () => number;
   private reaper: NodeJS.Timeout | undefined;
   readonly serverNames: readonly string[];
@@ -125,11 +132,12 @@ export class UpstreamRegistry<C> {
   /**
    * Runs one exchange with `server` (opening its upstream session, a forwarded call, a list fetch) under that
    * server's circuit breaker and bulkhead, so that the router stays policy-free. `signal` lets a caller
-   * cancelled while queued for a slot leave the queue.
+   * cancelled while queued for a slot leave the queue. `caller` (the principal key) is whom the exchange's
+   * timeouts and closed sessions count against, instead of the server (docs/decisions/0016).
    */
-  run<T>(server: string, task: () => Promise<T>, signal?: CancelSignal): Promise<T> {
+  run<T>(server: string, task: () => Promise<T>, signal?: CancelSignal, caller?: string): Promise<T> {
     const guard = this.guards.get(server);
-    return guard === undefined ? task() : guard.run(task, signal);
+    return guard === undefined ? task() : guard.run(task, signal, caller);
   }
 
   config(server: string): ServerConfig | undefined {
@@ -150,6 +158,7 @@ export class UpstreamRegistry<C> {
     try {
       // A stdio server that failed recently is respawned only once its backoff has passed (issue 4 §4).
       this.guards.get(server)?.restart?.check();
+      this.sessionRestarts.get(key)?.check();
       // The gateway's own bound, checked before any spawn; it says nothing of the server's health, so it is
       // neither a crash nor (classifyError: not a failure code) a breaker failure.
       if (children !== undefined && children.live >= children.max) throw childLimitError(server, children.max);
@@ -199,6 +208,24 @@ export class UpstreamRegistry<C> {
     return client?.isOpen ? client : undefined;
   }
 
+  /**
+   * Drops `client` if it is still this binding's upstream session, so that the next acquire() opens a new one
+   * (a new initialize): for a session found dead by a request, whose close may not have arrived yet. Whatever
+   * made it dead was already counted where it happened; dropping it is not a crash.
+   */
+  forget(server: string, bindingKey: string, client: UpstreamClient<C>): void {
+    const config = this.config(server);
+    if (config === undefined) return;
+    const key = this.keyFor(server, config, bindingKey);
+    const entry = this.entries.get(key);
+    if (entry?.client !== client) return;
+    entry.released = true;
+    this.entries.delete(key);
+    const closing = client.close();
+    this.closing.add(closing);
+    void closing.finally(() => this.closing.delete(closing));
+  }
+
   /** Closes every session-scoped upstream session opened for this downstream session. */
   release(bindingKey: string): void {
     const keys = this.byBinding.get(bindingKey);
@@ -208,6 +235,7 @@ export class UpstreamRegistry<C> {
       if (entry === undefined) continue;
       entry.released = true;
       this.entries.delete(key);
+      this.sessionRestarts.delete(key);
       const closing = entry.promise.then((client) => client.close(), () => undefined);
       this.closing.add(closing);
       void closing.finally(() => this.closing.delete(closing));
@@ -257,6 +285,7 @@ export class UpstreamRegistry<C> {
     for (const entry of entries) entry.released = true;
     this.entries.clear();
     this.byBinding.clear();
+    this.sessionRestarts.clear();
     await Promise.all([...entries.map((entry) => entry.promise.then((client) => client.close(), () => undefined)), ...this.closing]);
   }
 
@@ -281,7 +310,7 @@ export class UpstreamRegistry<C> {
             // The transport's close resolves once the child has exited: only now is its place free.
             entry.freeChild?.();
             if (entry.client !== undefined) this.adjustConnections(server, -1);
-            if (entry.client !== undefined && entry.released !== true) this.recordCrash(server, 'the upstream closed unexpectedly');
+            if (entry.client !== undefined && entry.released !== true) this.recordExit(server, config, key, 'the upstream closed unexpectedly');
             handlers.onClose();
           },
         },
@@ -306,7 +335,34 @@ export class UpstreamRegistry<C> {
     }
   }
 
-  /** A stdio child that exited on its own or failed to start: paces its respawn, flags a crash loop. */
+  /**
+   * A stdio child that exited on its own after it had started. A shared child is the server's only one, so
+   * its exit paces the server; a `scope: session` child paces only its own session's respawn, so that killing
+   * every child once does not refuse every session (issue 23 §3).
+   */
+  private recordExit(server: string, config: ServerConfig, key: string, reason: string): void {
+    const restart = this.guards.get(server)?.restart;
+    if (restart === undefined) return;
+    if (config.transport !== 'stdio' || config.scope !== 'session') {
+      this.recordCrash(server, reason);
+      return;
+    }
+    let own = this.sessionRestarts.get(key);
+    if (own === undefined) {
+      own = new RestartPolicy({
+        server,
+        initialBackoffMs: config.restart.initialBackoffMs,
+        maxBackoffMs: config.restart.maxBackoffMs,
+        crashLoopFailures: config.restart.crashLoop.failures,
+        windowMs: config.restart.crashLoop.windowMs,
+        now: this.now,
+      });
+      this.sessionRestarts.set(key, own);
+    }
+    own.recordFailure(reason);
+  }
+
+  /** A stdio child that failed to start (spawn error, exit before initialize answered): the executable's verdict. */
   private recordCrash(server: string, reason: string): void {
     const restart = this.guards.get(server)?.restart;
     if (restart === undefined) return;

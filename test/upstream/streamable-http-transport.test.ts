@@ -3,6 +3,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, it } from 'node:test';
 import { GatewayError } from '../../src/errors/gateway-error.js';
+import { wasUndelivered } from '../../src/upstream/delivery.js';
 import { StreamableHttpTransport, type StreamableHttpTransportOptions } from '../../src/upstream/streamable-http-transport.js';
 import { startStreamableServer, type StreamableFixture, type StreamableFixtureOptions } from '../fixtures/upstream/http-servers.js';
 import { captureLogger, textOf, TestRpc, until } from '../fixtures/upstream/rpc-helper.js';
@@ -92,6 +93,7 @@ describe('StreamableHttpTransport sessions and errors', () => {
     await assert.rejects(transport.send({ jsonrpc: '2.0', id: 5, method: 'tools/list' }), (error: unknown) => {
       assert.ok(GatewayError.is(error));
       assert.equal(error.code, 'MCPGATE_ERR_UPSTREAM_CLOSED');
+      assert.ok(wasUndelivered(error), 'a 404 to the session id: the request was never processed, so it may be retried');
       return true;
     });
     await rpc.closed;

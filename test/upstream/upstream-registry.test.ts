@@ -158,3 +158,37 @@ describe('UpstreamRegistry: idle children', () => {
     await assert.rejects(hanging);
   });
 });
+
+describe('UpstreamRegistry: respawn pacing per session child (issue 23 §3)', () => {
+  it('every child of a scope: session server killed once: each session respawns at once, and the server is not in a crash loop', async () => {
+    const { registry } = makeRegistry(stdioServer());
+    const keys = ['s1', 's2', 's3', 's4', 's5', 's6'];
+    const pids = await Promise.all(keys.map(async (key) => pidOf(await registry.acquire('u', binding(key)))));
+    for (const pid of pids) process.kill(pid, 'SIGKILL');
+    await until(() => keys.every((key) => registry.peek('u', key) === undefined));
+    // Six exits: more than crashLoop.failures (5). Before issue 23 they were one verdict for the whole server.
+    const respawned = await Promise.all(keys.map(async (key) => pidOf(await registry.acquire('u', binding(key)))));
+    for (const [index, pid] of respawned.entries()) assert.notEqual(pid, pids[index]);
+    const status = registry.snapshot().u;
+    assert.equal(status?.restart?.recentFailures, 0);
+    assert.equal(status?.restart?.crashLoop, false);
+    assert.notEqual(status?.state, 'crash-loop');
+
+    // A session whose own child keeps dying is paced, alone: its second exit holds its respawn back.
+    process.kill(respawned[0] as number, 'SIGKILL');
+    await until(() => registry.peek('u', 's1') === undefined);
+    const held = await refusal(registry.acquire('u', binding('s1')));
+    assert.equal(held.code, 'MCPGATE_ERR_UPSTREAM_UNAVAILABLE');
+    assert.equal(held.data?.restart, 'backoff');
+    assert.ok(registry.peek('u', 's2')?.isOpen, 'the other sessions keep their children');
+    assert.ok((await pidOf(await registry.acquire('u', binding('s7')))) > 0, 'a new session starts at once');
+  });
+
+  it('a failed start is the executable\'s verdict: it paces every session of the server', async () => {
+    const { registry } = makeRegistry(serverSchema.parse({ transport: 'stdio', command: '/nonexistent/mcpgate-no-such-command', args: [] }));
+    assert.equal((await refusal(registry.acquire('u', binding('s1')))).data?.restart, undefined, 'the first failure is not held back');
+    assert.equal((await refusal(registry.acquire('u', binding('s2')))).data?.restart, undefined);
+    assert.equal((await refusal(registry.acquire('u', binding('s3')))).data?.restart, 'backoff', 'another session is held back too');
+    assert.equal(registry.snapshot().u?.restart?.recentFailures, 2);
+  });
+});
