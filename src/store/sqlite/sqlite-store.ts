@@ -11,6 +11,7 @@ import type { AuditJournalBacklog, AuditRecordWriter, AuditWriterOptions } from 
 import { waitAtMost } from '../../util/wait-at-most.js';
 import { JournaledAuditWriter, stoppedJournalRows } from './audit-journal.js';
 import { SqliteAuditWriter } from './audit-writer.js';
+import { storeFilesProblem } from './store-files.js';
 
 export const DEFAULT_SQLITE_PATH = './data/mcpgate.db';
 
@@ -153,6 +154,11 @@ class SqliteDriver implements SqlDriver {
 
   #checkOpen(): void {
     if (this.#closed) throw new GatewayError('MCPGATE_ERR_STORE_UNAVAILABLE', 'the store is closed');
+    // Before SQLite touches the mapped WAL index (even a read may write a read mark there): see store-files.ts.
+    // Two access() calls per statement, not per call: key and permission reads are cached above the store.
+    if (this.#path === ':memory:') return;
+    const problem = storeFilesProblem(this.#path);
+    if (problem !== undefined) throw new GatewayError('MCPGATE_ERR_STORE_UNAVAILABLE', `SQLite store: ${problem}`);
   }
 
   #prepare(sql: string): Database.Statement {
