@@ -255,6 +255,8 @@ export class JournaledAuditWriter implements AuditRecordWriter {
 
   #append(text: string, lines: number): void {
     if (this.#open === undefined) {
+      // Not `recursive`: the root is made by `ready()`, and one gone since went with the store beside it (§6).
+      if (!existsSync(this.#root)) this.#lose(`the journal directory ${this.#root} was deleted while in use`);
       mkdirSync(this.#dir, { recursive: true });
       this.#segments += 1;
       const file = join(this.#dir, `${String(this.#segments).padStart(12, '0')}.jsonl`);
@@ -266,22 +268,20 @@ export class JournaledAuditWriter implements AuditRecordWriter {
     if (written !== size) throw new Error(`short write: ${written} of ${size} bytes`);
     // A write to a deleted file succeeds, and its rows die with the process (issue 23 §6): one fstat per batch
     // tells, where a check per call would cost a syscall each.
-    if (fstatSync(fd).nlink === 0) this.#vanished(segment);
+    if (fstatSync(fd).nlink === 0) {
+      this.#lose(`${segment.file} was deleted while in use; ${segment.lines - segment.ingestedLines} journaled record(s) not yet in the store went with it`);
+    }
     segment.size += written;
     segment.lines += lines;
   }
 
   /**
-   * The open segment (or its directory) was deleted: rows it held that the table does not have are gone, so the
-   * chain has a hole the log must not write past. Every later append fails with AUDIT_UNAVAILABLE, which stops
-   * the log for good.
+   * The journal was deleted under the writer: rows it held that the table does not have may be gone, so the chain
+   * may have a hole the log must not write past. This append and every later one fail with AUDIT_UNAVAILABLE,
+   * which stops the log for good.
    */
-  #vanished(segment: Segment): never {
-    const lost = segment.lines - segment.ingestedLines;
-    this.#failure = new GatewayError(
-      'MCPGATE_ERR_AUDIT_UNAVAILABLE',
-      `audit journal: ${segment.file} was deleted while in use; ${lost} journaled record(s) not yet in the store were lost with it, and the batch being written`,
-    );
+  #lose(what: string): never {
+    this.#failure = new GatewayError('MCPGATE_ERR_AUDIT_UNAVAILABLE', `audit journal: ${what}`);
     throw this.#failure;
   }
 
