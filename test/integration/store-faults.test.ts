@@ -103,6 +103,31 @@ async function untilRefused(served: Served): Promise<string> {
   }, 'a refused call', 20_000);
 }
 
+/**
+ * Calls from `workers` loops at once until stopped; resolves with what came back that was neither a result nor a
+ * refusal (a dropped connection: the gateway died).
+ */
+function load(served: Served, workers: number): () => Promise<string[]> {
+  let running = true;
+  const dropped: string[] = [];
+  const loops = Array.from({ length: workers }, async () => {
+    while (running) {
+      try {
+        const answer = await served.call();
+        if (answer.text === undefined && answer.code === undefined) dropped.push(JSON.stringify(answer));
+      } catch (error) {
+        dropped.push(String(error));
+        return;
+      }
+    }
+  });
+  return async () => {
+    running = false;
+    await Promise.all(loops);
+    return dropped;
+  };
+}
+
 /** The codes a call may be refused with while the store cannot record: its own record, or its key's read. */
 const REFUSALS = new Set(['MCPGATE_ERR_AUDIT_UNAVAILABLE', 'MCPGATE_ERR_STORE_UNAVAILABLE']);
 
@@ -122,10 +147,15 @@ describe('store faults under a running gateway', () => {
     for (let i = 0; i < 20; i += 1) assert.equal((await served.call()).text, 'files:write');
     const files = [db, `${db}-wal`, `${db}-shm`];
     assert.ok(files.every((file) => existsSync(file)), 'the WAL and its index exist');
+    // Calls running, as in the issue: commits in flight and readers after them, which write the mapped -shm.
+    const stop = load(served, 8);
+    await waitFor(() => served.gateway.logLines().filter((line) => line.msg === 'access').length > 200, 'calls under load');
     // Written back, so that the next write to a page of the mapped -shm faults: what killed the gateway by SIGBUS.
     execFileSync('sync');
     execFileSync('chattr', ['+i', ...files]);
     try {
+      await waitFor(async () => (await served.readyz()).status === 503, '/readyz 503 under load', 20_000);
+      assert.deepEqual(await stop(), [], 'every call under load was answered or refused');
       const code = await untilRefused(served);
       assert.ok(REFUSALS.has(code), code);
       for (let i = 0; i < 5; i += 1) {
