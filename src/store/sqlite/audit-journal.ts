@@ -163,6 +163,8 @@ export class JournaledAuditWriter implements AuditRecordWriter {
    * and then answers AUDIT_UNAVAILABLE) instead of piling up in a journal beside a store that may never come back.
    */
   #ingestFailing: unknown;
+  /** The journal root existed once (made by `ready()` or the first segment). */
+  #rootMade = false;
   /** `close()` began: a failed ingest is not retried, its rows stay in the journal for the next process. */
   #closing = false;
   #closed = false;
@@ -255,9 +257,10 @@ export class JournaledAuditWriter implements AuditRecordWriter {
 
   #append(text: string, lines: number): void {
     if (this.#open === undefined) {
-      // Not `recursive`: the root is made by `ready()`, and one gone since went with the store beside it (§6).
-      if (!existsSync(this.#root)) this.#lose(`the journal directory ${this.#root} was deleted while in use`);
+      // A root made once and gone since went with the store beside it (§6): it is not made again.
+      if (this.#rootMade && !existsSync(this.#root)) this.#lose(`the journal directory ${this.#root} was deleted while in use`);
       mkdirSync(this.#dir, { recursive: true });
+      this.#rootMade = true;
       this.#segments += 1;
       const file = join(this.#dir, `${String(this.#segments).padStart(12, '0')}.jsonl`);
       this.#open = { segment: { file, size: 0, lines: 0, ingestedSize: 0, ingestedLines: 0 }, fd: openSync(file, 'a'), openedAt: Date.now() };
@@ -307,7 +310,8 @@ export class JournaledAuditWriter implements AuditRecordWriter {
     if (this.#waiting === 0 || this.#failure !== undefined) return Promise.resolve();
     const running = this.#ingestOnce().finally(() => {
       this.#running = undefined;
-      if (this.#failure !== undefined) return;
+      // Closing, what is left stays in the journal: no timer outlives `close()`.
+      if (this.#failure !== undefined || this.#closing) return;
       if (this.#waiting > 0) this.#timer ??= setTimeout(() => void this.#ingest(), this.#ingestMs);
       else this.#tidyWhenIdle();
     });
@@ -394,6 +398,7 @@ export class JournaledAuditWriter implements AuditRecordWriter {
 
   async #recover(): Promise<void> {
     mkdirSync(this.#root, { recursive: true });
+    this.#rootMade = true;
     for (const { dir, segments } of stoppedJournals(this.#root, this.#dir)) {
       for (const file of segments) {
         const size = statSync(file).size;
