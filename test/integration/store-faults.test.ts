@@ -213,8 +213,9 @@ describe('store faults under a running gateway', () => {
     let served: Served | undefined;
     try {
       const db = join(mount, 'store/gw.db');
-      served = await serve(db, 'full');
-      for (let i = 0; i < 20; i += 1) assert.equal((await served.call()).text, 'files:write');
+      const full = await serve(db, 'full');
+      served = full;
+      for (let i = 0; i < 20; i += 1) assert.equal((await full.call()).text, 'files:write');
       const filler = join(mount, 'filler');
       const fd = openSync(filler, 'w');
       try {
@@ -234,8 +235,8 @@ describe('store faults under a running gateway', () => {
       assert.equal(ready.body.status, 'unavailable');
 
       rmSync(filler);
-      await waitFor(async () => (await served.readyz()).status === 200, '/readyz 200 once space is freed', 20_000);
-      await waitFor(async () => (await served.call()).text === 'files:write', 'a call served again', 20_000);
+      await waitFor(async () => (await full.readyz()).status === 200, '/readyz 200 once space is freed', 20_000);
+      await waitFor(async () => (await full.call()).text === 'files:write', 'a call served again', 20_000);
       const stopped = await served.gateway.stop();
       assert.deepEqual(stopped, { code: 0, signal: null }, served.gateway.stderrText().slice(-2000));
       await runCli(['audit', 'verify', '-c', served.gateway.configFile]);
