@@ -356,6 +356,7 @@ export async function startHttpGateway(config: GatewayConfig, logger: Logger): P
     readiness: () => core.registry.snapshot() as Record<string, unknown>,
     governance: () => governanceStatus(governance),
     failed: () => governance.audit?.failure !== undefined,
+    unavailable: () => governance.audit?.unavailable,
     logger,
   });
   const url = await server.listen().catch(async (error: unknown) => {

@@ -149,6 +149,10 @@ export class AuditLog {
   #commitWaiters: Array<() => void> = [];
   #writing = false;
   #closing = false;
+  /** `performance.now()` when `close()` began: past `maxWaitMs` from it, a failing write is given up (bounded shutdown). */
+  #closingSince: number | undefined;
+  /** The last write attempt failed and is being retried: the store does not take records right now. */
+  #writeFailing = false;
   #failure: GatewayError | undefined;
   readonly #sessions: SessionSpans;
 
@@ -210,6 +214,17 @@ export class AuditLog {
     return this.#batches[0]?.late === true;
   }
 
+  /**
+   * Why the log cannot record right now, for readiness: stopped for good, records late, or the store refusing
+   * the batch being retried (a read-only, full or deleted store). Undefined while records are being kept.
+   */
+  get unavailable(): string | undefined {
+    if (this.#failure !== undefined) return 'the audit log stopped';
+    if (this.late) return 'audit records are not durable in time';
+    if (this.#writeFailing) return 'the audit store does not take records';
+    return undefined;
+  }
+
   /** Records appended and not yet committed. */
   get pending(): number {
     return this.#pending + this.#waiters.length;
@@ -260,6 +275,7 @@ export class AuditLog {
   /** Refuses new records and commits every one already appended. */
   async close(): Promise<void> {
     this.#closing = true;
+    this.#closingSince ??= performance.now();
     try {
       await this.#ready;
       await this.flush();
@@ -399,11 +415,23 @@ export class AuditLog {
       let error: unknown;
       try {
         await (this.#writer === undefined ? this.#store.appendAuditRecords(rows) : this.#writer.appendAuditRecords(rows, batch.bodies));
+        this.#writeFailing = false;
         return true;
       } catch (caught) {
         error = caught;
       }
+      this.#writeFailing = true;
       const code = GatewayError.is(error) ? error.code : undefined;
+      if (code === 'MCPGATE_ERR_AUDIT_UNAVAILABLE') {
+        // The writer lost records it had taken (a journal deleted under it): the chain has a hole here.
+        this.#fail(error instanceof Error ? error.message : 'the audit writer lost records', error);
+        return false;
+      }
+      if (this.#closingSince !== undefined && performance.now() - this.#closingSince >= this.#maxWaitMs) {
+        // Shutdown stays bounded. These records' calls were answered AUDIT_UNAVAILABLE (late) or are refused now.
+        this.#fail(`shutting down: the store did not take the last audit records within ${this.#maxWaitMs} ms (audit.maxWaitMs)`, error);
+        return false;
+      }
       if (code === 'MCPGATE_ERR_STORE_CONFLICT') {
         const stored = await this.#alreadyStored(batch);
         if (stored === true) return true;
@@ -486,6 +514,10 @@ export class AuditLog {
         this.#admit();
         return;
       } catch (error) {
+        if (this.#closing) {
+          this.#fail('closed before the stored end of the audit chain could be read', error);
+          return;
+        }
         if (error instanceof PermanentFailure) {
           this.#fail(`records an earlier process left in the audit journal cannot be stored (${error.cause instanceof Error ? error.cause.message : 'refused'})`, error.cause);
           return;

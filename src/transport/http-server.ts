@@ -43,6 +43,11 @@ export interface HttpServerOptions {
    * (which starts a new chain) is what mends it.
    */
   failed: () => boolean;
+  /**
+   * Why this instance cannot serve calls right now though it may recover (its audit log cannot record: the store
+   * is read-only, full or gone), or undefined: `/readyz` then answers 503 `unavailable` with the reason.
+   */
+  unavailable?: () => string | undefined;
   logger: Logger;
 }
 
@@ -157,9 +162,10 @@ export class GatewayHttpServer {
     await closed;
   }
 
-  private get state(): 'ready' | 'draining' | 'failed' {
+  private get state(): 'ready' | 'draining' | 'failed' | 'unavailable' {
     if (this.draining) return 'draining';
-    return this.options.failed() ? 'failed' : 'ready';
+    if (this.options.failed()) return 'failed';
+    return this.options.unavailable?.() === undefined ? 'ready' : 'unavailable';
   }
 
   /** The listener's readiness in detail: its state, sessions, each upstream's state and last error, process figures. */
@@ -200,7 +206,9 @@ export class GatewayHttpServer {
       // nothing else. Upstream names, addresses and errors, and process figures, are for the admin (`GET
       // /admin/v1/status`); dev mode shows them here too, as it relaxes the other production checks.
       const state = this.state;
-      sendJson(response, state === 'ready' ? 200 : 503, this.options.gateway.mode === 'dev' ? this.status() : { status: state });
+      const reason = state === 'unavailable' ? this.options.unavailable?.() : undefined;
+      const body = this.options.gateway.mode === 'dev' ? this.status() : { status: state };
+      sendJson(response, state === 'ready' ? 200 : 503, reason === undefined ? body : { ...body, reason });
       return;
     }
     const serverMetadata = PER_SERVER_METADATA.exec(path)?.[1];

@@ -24,6 +24,14 @@ const call = (n: number, extra: Partial<AuditInput> = {}): AuditInput => ({
 });
 
 const cleanups: (() => Promise<void>)[] = [];
+
+async function waitUntil(condition: () => boolean): Promise<void> {
+  const deadline = Date.now() + 5000;
+  while (!condition()) {
+    assert.ok(Date.now() < deadline, 'timed out');
+    await tick(5);
+  }
+}
 after(async () => {
   for (const cleanup of cleanups) await cleanup();
 });
@@ -215,6 +223,43 @@ describe('AuditLog: durability', () => {
     assert.deepEqual(rows.map((r) => r.seq), [1, 2, 3, 4, 5, 6, 7]);
     assert.equal((await verifyAudit(raw)).ok, true);
     await log.close();
+  });
+
+  it('says it cannot record while the store refuses writes (readiness), and can once a write works (issue 23 §7)', async () => {
+    const { store, logger } = await fixture();
+    const log = new AuditLog({ store, logger, chainId: 'unavailable', flushMs: 0, retry: { initialMs: 5, maxMs: 20 } });
+    await log.ready();
+    assert.equal(log.unavailable, undefined);
+    store.failNext = 1_000_000;
+    const append = log.append(call(1));
+    await waitUntil(() => log.unavailable !== undefined);
+    assert.equal(log.unavailable, 'the audit store does not take records');
+    store.failNext = 0;
+    await append;
+    assert.equal(log.unavailable, undefined);
+    await log.close();
+  });
+
+  it('close gives up on a store that refuses every write after maxWaitMs, instead of holding shutdown up (issue 23 §6)', async () => {
+    const { store, logger } = await fixture();
+    const log = new AuditLog({ store, logger, chainId: 'bounded-close', flushMs: 0, maxWaitMs: 100, retry: { initialMs: 5, maxMs: 20 } });
+    await log.ready();
+    store.failNext = Number.MAX_SAFE_INTEGER;
+    const append = log.append(call(1));
+    append.catch(() => undefined);
+    await assert.rejects(log.close(), (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_AUDIT_UNAVAILABLE' && /shutting down/.test(error.message));
+    await assert.rejects(append, (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_AUDIT_UNAVAILABLE');
+  });
+
+  it('a writer that lost records it had taken (AUDIT_UNAVAILABLE) stops the log for good', async () => {
+    const { store, logger } = await fixture();
+    const lost = new GatewayError('MCPGATE_ERR_AUDIT_UNAVAILABLE', 'audit journal: deleted while in use');
+    const writer = { appendAuditRecords: () => Promise.reject(lost), ready: () => Promise.resolve(), flush: () => Promise.resolve(), close: () => Promise.resolve() };
+    const log = new AuditLog({ store, writer, logger, chainId: 'lost', flushMs: 0, retry: { initialMs: 5, maxMs: 20 } });
+    await assert.rejects(log.append(call(1)), (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_AUDIT_UNAVAILABLE');
+    assert.equal(log.failure?.message, lost.message);
+    assert.equal(log.unavailable, 'the audit log stopped');
+    await log.close().catch(() => undefined);
   });
 
   for (const [what, stall] of [

@@ -94,9 +94,12 @@ describe('a stuck audit store under a running gateway', () => {
       // Its record cannot be durable in time either: the refusal does not wait out maxWaitMs for it.
       assert.ok(performance.now() - refusedAt < MAX_WAIT_MS * 0.7, `refused after ${Math.round(performance.now() - refusedAt)} ms`);
 
-      // Late is not failed: the instance heals by itself, so it stays in the load balancer.
+      // Late is not failed: the instance cannot serve now, so it leaves the load balancer (issue 23 §7), but it
+      // heals by itself, so it is not reported dead for a restart.
       const ready = await raw(`${gateway.origin}/readyz`, { method: 'GET' });
-      assert.equal(ready.status, 200);
+      assert.equal(ready.status, 503);
+      assert.equal((JSON.parse(ready.body) as { status?: string }).status, 'unavailable');
+      assert.equal((await raw(`${gateway.origin}/healthz`, { method: 'GET' })).status, 200);
       const status = await adminStatus<Status>(gateway.origin, ADMIN_TOKEN);
       assert.equal(status.governance.audit.failure, undefined);
       assert.ok(status.governance.audit.pending >= 2, `pending ${status.governance.audit.pending}`);
@@ -107,6 +110,7 @@ describe('a stuck audit store under a running gateway', () => {
 
     await waitFor(async () => (await adminStatus<Status>(gateway.origin, ADMIN_TOKEN)).governance.audit.pending === 0, 'the late records written', 10_000);
     assert.equal(textOf(await client.callTool({ name: 'files__write', arguments: { n: 4 } })), 'files:write');
+    assert.equal((await raw(`${gateway.origin}/readyz`, { method: 'GET' })).status, 200, 'ready again once the store took the records');
 
     const store = await createStore(url);
     try {

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -300,6 +300,81 @@ describe('SQLite audit journal', () => {
     assert.equal((await store.listAuditChains({ chainId: 'l' })).length, 0);
     assert.ok(existsSync(join(dir, '000000000001.jsonl')));
     await writer.close();
+    await store.close();
+  });
+});
+
+/** Appends `rows` until the journal refuses them (the ingest started failing), or takes them; returns which. */
+async function appendUntil(writer: { appendAuditRecords(rows: readonly AuditRecordRow[]): Promise<void> }, rows: readonly AuditRecordRow[], want: 'refused' | 'taken'): Promise<GatewayError | undefined> {
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    try {
+      await writer.appendAuditRecords(rows);
+      if (want === 'taken') return undefined;
+      // Taken before the failure showed: those rows are in the journal; try the next ones.
+      rows = rows.map((one) => ({ ...one, seq: one.seq + rows.length }));
+    } catch (error) {
+      if (want === 'refused') {
+        assert.ok(GatewayError.is(error), String(error));
+        return error;
+      }
+    }
+    assert.ok(Date.now() < deadline, `the journal was not ${want} in time`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+describe('SQLite audit journal under store faults (issue 23 §5, §6)', () => {
+  it('takes no rows while the store cannot take them, and takes them again once it can', async () => {
+    const { path, store } = await fresh();
+    const writer = store.openAuditWriter();
+    await writer.ready();
+    await writer.appendAuditRecords([row('f', 1)]);
+    await writer.flush();
+    // Moved away and back keeps the inode: the store comes back as it was.
+    renameSync(path, `${path}.away`);
+    const refused = await appendUntil(writer, [row('f', 2)], 'refused');
+    assert.equal(refused?.code, 'MCPGATE_ERR_STORE_UNAVAILABLE');
+    assert.match(refused?.message ?? '', /does not take the journaled rows/);
+    renameSync(`${path}.away`, path);
+    const [summary] = await store.listAuditChains({ chainId: 'f' });
+    const next = (summary?.lastSeq ?? 1) + 1;
+    await appendUntil(writer, [row('f', next + 50)], 'taken');
+    await writer.flush();
+    const seqs = (await store.listAuditRecords({ chainId: 'f', order: 'chain', limit: 100 })).map((stored) => stored.seq);
+    assert.equal(seqs[0], 1);
+    assert.equal(seqs.at(-1), next + 50, 'the rows journaled before the failure showed, then the new one, all stored');
+    await writer.close();
+    await store.close();
+  });
+
+  it('close does not wait for a store that cannot take rows: they stay in the journal for the next process', async () => {
+    const { path, store } = await fresh();
+    const writer = store.openAuditWriter();
+    await writer.ready();
+    renameSync(path, `${path}.away`);
+    await writer.appendAuditRecords([row('k', 1)]);
+    await assert.rejects(writer.close(), (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_STORE_UNAVAILABLE');
+    const [own] = readdirSync(`${path}-audit-journal`);
+    assert.ok(own !== undefined, 'the journal directory is kept');
+    const kept = readdirSync(join(`${path}-audit-journal`, own)).map((file) => readFileSync(join(`${path}-audit-journal`, own, file), 'utf8')).join('');
+    assert.equal(kept, line(row('k', 1)));
+    renameSync(`${path}.away`, path);
+    await store.close();
+  });
+
+  it('a journal deleted under the writer fails the append with AUDIT_UNAVAILABLE, and every later one', async () => {
+    const { path, store } = await fresh();
+    const writer = store.openAuditWriter();
+    await writer.ready();
+    await writer.appendAuditRecords([row('d', 1)]);
+    rmSync(`${path}-audit-journal`, { recursive: true });
+    // The open segment's write lands in a deleted file: one fstat per batch tells.
+    const lost = (error: unknown): boolean => GatewayError.is(error) && error.code === 'MCPGATE_ERR_AUDIT_UNAVAILABLE' && /deleted while in use/.test(error.message);
+    await assert.rejects(writer.appendAuditRecords([row('d', 2)]), lost);
+    await assert.rejects(writer.appendAuditRecords([row('d', 3)]), lost);
+    assert.ok(!existsSync(`${path}-audit-journal`), 'not recreated');
+    await writer.close().catch(() => undefined);
     await store.close();
   });
 });

@@ -1,4 +1,4 @@
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -157,6 +157,16 @@ export class JournaledAuditWriter implements AuditRecordWriter {
   #running: Promise<void> | undefined;
   #recovered: Promise<void> | undefined;
   #failure: GatewayError | undefined;
+  /**
+   * The last error of an ingest that is being retried, cleared by one that works. While set, no row is journaled:
+   * a record the store cannot take is not one the gateway can vouch for, so its call is refused (the log retries
+   * and then answers AUDIT_UNAVAILABLE) instead of piling up in a journal beside a store that may never come back.
+   */
+  #ingestFailing: unknown;
+  /** The journal root existed once (made by `ready()` or the first segment). */
+  #rootMade = false;
+  /** `close()` began: a failed ingest is not retried, its rows stay in the journal for the next process. */
+  #closing = false;
   #closed = false;
 
   constructor(options: JournalOptions) {
@@ -201,12 +211,13 @@ export class JournaledAuditWriter implements AuditRecordWriter {
       return Promise.reject(error);
     }
     if (records.length === 0) return Promise.resolve();
+    if (this.#ingestFailing !== undefined) return Promise.reject(unavailable('the store does not take the journaled rows', this.#ingestFailing));
     try {
       this.#append(text, records.length);
     } catch (error) {
       // A failed write may have left part of a line: the segment ends there, and its torn tail is dropped on replay.
       this.#seal();
-      return Promise.reject(unavailable('cannot write the journal', error));
+      return Promise.reject(this.#failure ?? unavailable('cannot write the journal', error));
     }
     this.#waiting += records.length;
     if (this.#waiting >= this.#ingestBatch) void this.#ingest();
@@ -227,12 +238,15 @@ export class JournaledAuditWriter implements AuditRecordWriter {
 
   async close(): Promise<void> {
     if (this.#closed) return;
+    this.#closing = true;
     try {
       await this.flush();
     } finally {
       this.#closed = true;
       this.#seal();
-      if (this.#failure === undefined) rmSync(this.#dir, { recursive: true, force: true });
+      this.#deleteIngested();
+      // Rows not ingested stay where the next process's `ready()` replays them.
+      if (this.#failure === undefined && this.#sealed.length === 0) rmSync(this.#dir, { recursive: true, force: true });
       try {
         await this.#writer.close();
       } finally {
@@ -243,7 +257,10 @@ export class JournaledAuditWriter implements AuditRecordWriter {
 
   #append(text: string, lines: number): void {
     if (this.#open === undefined) {
+      // A root made once and gone since went with the store beside it (§6): it is not made again.
+      if (this.#rootMade && !existsSync(this.#root)) this.#lose(`the journal directory ${this.#root} was deleted while in use`);
       mkdirSync(this.#dir, { recursive: true });
+      this.#rootMade = true;
       this.#segments += 1;
       const file = join(this.#dir, `${String(this.#segments).padStart(12, '0')}.jsonl`);
       this.#open = { segment: { file, size: 0, lines: 0, ingestedSize: 0, ingestedLines: 0 }, fd: openSync(file, 'a'), openedAt: Date.now() };
@@ -252,8 +269,23 @@ export class JournaledAuditWriter implements AuditRecordWriter {
     const written = writeSync(fd, text);
     const size = Buffer.byteLength(text);
     if (written !== size) throw new Error(`short write: ${written} of ${size} bytes`);
+    // A write to a deleted file succeeds, and its rows die with the process (issue 23 §6): one fstat per batch
+    // tells, where a check per call would cost a syscall each.
+    if (fstatSync(fd).nlink === 0) {
+      this.#lose(`${segment.file} was deleted while in use; ${segment.lines - segment.ingestedLines} journaled record(s) not yet in the store went with it`);
+    }
     segment.size += written;
     segment.lines += lines;
+  }
+
+  /**
+   * The journal was deleted under the writer: rows it held that the table does not have may be gone, so the chain
+   * may have a hole the log must not write past. This append and every later one fail with AUDIT_UNAVAILABLE,
+   * which stops the log for good.
+   */
+  #lose(what: string): never {
+    this.#failure = new GatewayError('MCPGATE_ERR_AUDIT_UNAVAILABLE', `audit journal: ${what}`);
+    throw this.#failure;
   }
 
   #seal(): void {
@@ -278,7 +310,8 @@ export class JournaledAuditWriter implements AuditRecordWriter {
     if (this.#waiting === 0 || this.#failure !== undefined) return Promise.resolve();
     const running = this.#ingestOnce().finally(() => {
       this.#running = undefined;
-      if (this.#failure !== undefined) return;
+      // Closing, what is left stays in the journal: no timer outlives `close()`.
+      if (this.#failure !== undefined || this.#closing) return;
       if (this.#waiting > 0) this.#timer ??= setTimeout(() => void this.#ingest(), this.#ingestMs);
       else this.#tidyWhenIdle();
     });
@@ -311,10 +344,15 @@ export class JournaledAuditWriter implements AuditRecordWriter {
     // Every row journaled so far is in these ranges.
     const rows = this.#waiting;
     this.#waiting = 0;
-    await this.#store(
-      marks.map(({ segment, size }) => ({ file: segment.file, from: segment.ingestedSize, to: size, firstLine: segment.ingestedLines + 1 })),
-      rows,
-    );
+    try {
+      await this.#store(
+        marks.map(({ segment, size }) => ({ file: segment.file, from: segment.ingestedSize, to: size, firstLine: segment.ingestedLines + 1 })),
+        rows,
+      );
+    } catch (error) {
+      this.#waiting += rows;
+      throw error;
+    }
     for (const { segment, size, lines } of marks) {
       segment.ingestedSize = size;
       segment.ingestedLines = lines;
@@ -325,7 +363,8 @@ export class JournaledAuditWriter implements AuditRecordWriter {
   #deleteIngested(): void {
     this.#sealed = this.#sealed.filter((segment) => {
       if (segment.ingestedSize < segment.size) return true;
-      unlinkSync(segment.file);
+      // Already gone if someone deleted the directory: nothing of it is needed any more.
+      rmSync(segment.file, { force: true });
       return false;
     });
   }
@@ -338,6 +377,7 @@ export class JournaledAuditWriter implements AuditRecordWriter {
     for (let attempt = 1; ; attempt += 1) {
       try {
         await this.#writer.ingest(ranges, replay);
+        if (!replay) this.#ingestFailing = undefined;
         return;
       } catch (error) {
         const code = GatewayError.is(error) ? error.code : undefined;
@@ -346,6 +386,9 @@ export class JournaledAuditWriter implements AuditRecordWriter {
           if (!replay) this.#failure = failure;
           throw failure;
         }
+        if (!replay) this.#ingestFailing = error;
+        // Shutting down, or the journal is lost: a retry would hold the process up for nothing.
+        if (this.#closing || this.#failure !== undefined) throw unavailable('ingest failed', error);
         const delay = Math.min(this.#retryMaxMs, this.#retryInitialMs * 2 ** Math.min(attempt - 1, 30));
         this.#onRetry?.(error, attempt, rows, delay);
         await sleep(delay);
@@ -355,6 +398,7 @@ export class JournaledAuditWriter implements AuditRecordWriter {
 
   async #recover(): Promise<void> {
     mkdirSync(this.#root, { recursive: true });
+    this.#rootMade = true;
     for (const { dir, segments } of stoppedJournals(this.#root, this.#dir)) {
       for (const file of segments) {
         const size = statSync(file).size;

@@ -1,11 +1,13 @@
 import { closeSync, openSync, readSync, writeFileSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
+import { GatewayError } from '../../errors/gateway-error.js';
 import { mapStoreError } from '../sql/map-error.js';
 import { AUDIT_HASH_INDEX, AUDIT_INSERT_ONE } from '../sql/audit-sql.js';
 import type { SqlValue } from '../sql/driver.js';
 import { badJournalLine, INSERT_JOURNAL_LINE, LF, parseJournal, splitJournal, type JournalLine, type JournalPlace } from './audit-journal-format.js';
 import type { AuditWriterData, AuditWriterReply, AuditWriterRequest, JournalRange } from './audit-writer-protocol.js';
+import { fileInode, storeFilesProblem } from './store-files.js';
 
 /**
  * The body of the SQLite audit writer thread (see `audit-writer.ts`): reads journal ranges, and inserts their
@@ -42,6 +44,8 @@ interface Connection {
 
 let connection: Connection | undefined;
 let db: Database.Database | undefined;
+/** The database file's inode when this thread opened it: a batch is refused once the path names another file. */
+let inode: number | undefined;
 
 /**
  * What a line that is not what the log writes makes SQLite raise: malformed JSON, a required member missing, a
@@ -79,6 +83,7 @@ function open(): Connection {
       }
     });
     db = opened;
+    inode = fileInode(path);
     connection = { insertLines: (pieces) => insertLines.immediate(pieces), replayRows: (rows) => replayRows.immediate(rows) };
     return connection;
   } catch (error) {
@@ -150,6 +155,9 @@ function readRange(range: JournalRange, each: (bytes: Buffer, place: JournalPlac
  * before any is inserted, so a bad line stores nothing of the batch. Returns the number of rows.
  */
 function ingest(ranges: readonly JournalRange[], replay: boolean): number {
+  // Before SQLite touches the mapped WAL index: a write to it once it cannot be written kills the process.
+  const problem = storeFilesProblem(path, inode);
+  if (problem !== undefined) throw new GatewayError('MCPGATE_ERR_STORE_UNAVAILABLE', `SQLite audit writer: ${problem}`);
   if (replay) {
     const rows: SqlValue[][] = [];
     for (const range of ranges) {

@@ -11,6 +11,7 @@ import type { AuditJournalBacklog, AuditRecordWriter, AuditWriterOptions } from 
 import { waitAtMost } from '../../util/wait-at-most.js';
 import { JournaledAuditWriter, stoppedJournalRows } from './audit-journal.js';
 import { SqliteAuditWriter } from './audit-writer.js';
+import { fileInode, storeFilesProblem, walIndexProblem } from './store-files.js';
 
 export const DEFAULT_SQLITE_PATH = './data/mcpgate.db';
 
@@ -71,6 +72,8 @@ class SqliteDriver implements SqlDriver {
   readonly #path: string;
   readonly #busyTimeoutMs: number;
   readonly #holders = new Set<LockHolder>();
+  /** The database file's inode once open: a write is refused once the path names another file. */
+  readonly #inode: number | undefined;
   #closed = false;
 
   constructor(options: Required<SqliteStoreOptions>) {
@@ -88,13 +91,14 @@ class SqliteDriver implements SqlDriver {
       this.#db.pragma('synchronous = NORMAL');
       // Opening may wait in SQLite (better-sqlite3's default 5 s): it happens once, before anything is served.
       this.#db.pragma('busy_timeout = 0');
+      this.#inode = options.path === ':memory:' ? undefined : fileInode(options.path);
     } catch (error) {
       throw mapStoreError(error, `open SQLite store at ${options.path}`);
     }
   }
 
   all(sql: string, params: readonly SqlValue[] = []): Promise<SqlRow[]> {
-    return this.#whenUnlocked('SQLite store', () => this.#prepare(sql).all(...params) as SqlRow[]);
+    return this.#whenUnlocked('SQLite store', () => this.#prepare(sql).all(...params) as SqlRow[], false);
   }
 
   run(sql: string, params: readonly SqlValue[] = []): Promise<number> {
@@ -151,8 +155,16 @@ class SqliteDriver implements SqlDriver {
     this.#db.close();
   }
 
-  #checkOpen(): void {
+  /**
+   * Before SQLite touches the mapped WAL index (even a read may write a read mark there), and before a write, that
+   * it reaches the file opened (store-files.ts). One access() per read, three calls per write: per statement, not
+   * per call, since key and permission reads are cached above the store.
+   */
+  #checkOpen(write: boolean): void {
     if (this.#closed) throw new GatewayError('MCPGATE_ERR_STORE_UNAVAILABLE', 'the store is closed');
+    if (this.#path === ':memory:') return;
+    const problem = write ? storeFilesProblem(this.#path, this.#inode) : walIndexProblem(this.#path);
+    if (problem !== undefined) throw new GatewayError('MCPGATE_ERR_STORE_UNAVAILABLE', `SQLite store: ${problem}`);
   }
 
   #prepare(sql: string): Database.Statement {
@@ -165,12 +177,12 @@ class SqliteDriver implements SqlDriver {
   }
 
   /** Runs `operation`, again after a pause while another connection holds the lock; errors as the store's codes. */
-  async #whenUnlocked<T>(action: string, operation: () => T): Promise<T> {
+  async #whenUnlocked<T>(action: string, operation: () => T, write = true): Promise<T> {
     const deadline = performance.now() + this.#busyTimeoutMs;
     let resume: (() => void) | undefined;
     try {
       for (let pause = FIRST_PAUSE_MS; ; pause = Math.min(pause * 2, LONGEST_PAUSE_MS)) {
-        this.#checkOpen();
+        this.#checkOpen(write);
         try {
           return operation();
         } catch (error) {
