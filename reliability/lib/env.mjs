@@ -245,7 +245,9 @@ export class Client {
   /** One JSON-RPC request on `session`: { status, message, error } with message the parsed answer. */
   async call(session, method, params, { timeoutMs } = {}) {
     const id = this.nextId++;
-    const answer = await this.raw({ headers: this.headers(session), body: JSON.stringify({ jsonrpc: '2.0', id, method, params }), timeoutMs });
+    // `params` may be JSON text already: values nested thousands deep are written as text, not stringified.
+    const paramsText = typeof params === 'string' ? params : JSON.stringify(params);
+    const answer = await this.raw({ headers: this.headers(session), body: `{"jsonrpc":"2.0","id":${id},"method":${JSON.stringify(method)},"params":${paramsText}}`, timeoutMs });
     return { ...answer, message: parseAnswer(answer.text, id) };
   }
 

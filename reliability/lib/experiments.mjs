@@ -591,10 +591,10 @@ export async function crossCaller({ smoke }) {
         bad.push({ name: 'clock__echo', arguments: { message: 'x' }, _meta: { progressToken: token } });
         bad.push({ name: 'fx__echo', arguments: { message: 'x' }, _meta: { progressToken: token } });
       }
-      const deepMeta = JSON.parse(`${'{"a":'.repeat(5_000)}1${'}'.repeat(5_000)}`);
+      const deep = `${'{"a":'.repeat(5_000)}1${'}'.repeat(5_000)}`;
       for (let i = 0; i < 6; i += 1) {
-        bad.push({ name: 'clock__echo', arguments: { message: 'x' }, _meta: deepMeta });
-        bad.push({ name: 'fx__echo', arguments: deepMeta });
+        bad.push(`{"name":"clock__echo","arguments":{"message":"x"},"_meta":${deep}}`);
+        bad.push(`{"name":"fx__echo","arguments":${deep}}`);
         bad.push({ name: 'clock__echo', arguments: [1, 2] });
       }
     }
