@@ -67,7 +67,7 @@ export async function fuzz({ seed, requests, seconds, concurrency = 16, log }) {
     for (let i = 0; i < 4; i += 1) sessions.push(await fuzzer.open());
     const pool = new Pool(ctx.gateway.base, { connections: concurrency, pipelining: 1, keepAliveTimeout: 30_000 });
     const fuzzCtx = { auth: ctx.keys.fuzz, sessions };
-    const counts = { sent: 0, fiveXX: 0, internal: 0, connectionErrors: 0, statuses: {} };
+    const counts = { sent: 0, fiveXX: 0, internal: 0, connectionErrors: 0, statuses: {}, internalBy: {}, fiveXXBy: {} };
     const examples = { fiveXX: [], internal: [], connectionErrors: [] };
     const started = performance.now();
     const deadline = started + seconds * 1_000;
@@ -96,10 +96,12 @@ export async function fuzz({ seed, requests, seconds, concurrency = 16, log }) {
         counts.statuses[answer.status] = (counts.statuses[answer.status] ?? 0) + 1;
         if (answer.status >= 500) {
           counts.fiveXX += 1;
+          counts.fiveXXBy[`${endpoint} ${rpcMethod}`] = (counts.fiveXXBy[`${endpoint} ${rpcMethod}`] ?? 0) + 1;
           if (examples.fiveXX.length < 5) examples.fiveXX.push(`${key} ${endpoint} ${rpcMethod}: ${answer.status} ${answer.text.slice(0, 160)}`);
         }
         if (answer.internal) {
           counts.internal += 1;
+          counts.internalBy[`${endpoint} ${rpcMethod}`] = (counts.internalBy[`${endpoint} ${rpcMethod}`] ?? 0) + 1;
           if (examples.internal.length < 5) examples.internal.push(`${key} ${endpoint} ${rpcMethod}: ${answer.text.slice(0, 200)}`);
         }
         if (log !== undefined && performance.now() - lastLog > 15_000) {
