@@ -74,7 +74,13 @@ export async function fuzz({ seed, requests, seconds, concurrency = 16, log }) {
     let next = 0;
     let stopReason = `${requests} requests`;
     let crashed = false;
-    ctx.gateway.exited.then(() => (crashed = true));
+    // The requests in flight when the gateway exits are the ones to replay: one of them killed it.
+    const inFlight = new Set();
+    let inFlightAtCrash = [];
+    ctx.gateway.exited.then(() => {
+      crashed = true;
+      inFlightAtCrash = [...inFlight].map((index) => `${seed}:${index}`);
+    });
     let lastLog = started;
     const worker = async () => {
       while (!crashed) {
@@ -85,7 +91,9 @@ export async function fuzz({ seed, requests, seconds, concurrency = 16, log }) {
         }
         const index = next++;
         const { endpoint, rpcMethod, request } = buildRequest(seed, index, fuzzCtx);
+        inFlight.add(index);
         const answer = await sendFuzz(pool, request);
+        inFlight.delete(index);
         counts.sent += 1;
         const key = `${seed}:${index}`;
         if (answer.error !== undefined) {
@@ -127,7 +135,7 @@ export async function fuzz({ seed, requests, seconds, concurrency = 16, log }) {
         row('fuzz: -32603 for client input', '0', counts.internal, counts.internal === 0),
         row('fuzz: session opened before still works', 'yes', witnessOk ? 'yes' : `no (${after?.status ?? after?.error} ${after?.text?.slice(0, 120)})`, witnessOk),
       ],
-      details: { seed, ...counts, examples, sessionsAfter: typeof openSessions === 'object' ? JSON.stringify(openSessions) : openSessions, elapsedSeconds: elapsed },
+      details: { seed, ...counts, examples, ...(crashed ? { inFlightAtCrash } : {}), sessionsAfter: typeof openSessions === 'object' ? JSON.stringify(openSessions) : openSessions, elapsedSeconds: elapsed },
     };
   } finally {
     await ctx.teardown();
