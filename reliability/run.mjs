@@ -51,7 +51,7 @@ const only = values.only === undefined ? undefined : new Set(values.only.split('
 
 let commit = 'unknown';
 try {
-  commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).trim();
+  commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
 } catch {
   // not a checkout
 }
