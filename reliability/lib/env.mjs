@@ -17,21 +17,22 @@ export const PROTOCOL_VERSION = '2025-11-25';
 const KEY_SECRET = 'reliability-key-secret-0123456789abcdef0123456789ab';
 export const ADMIN_TOKEN = 'reliability-admin-token-0123456789abcdef0123456789';
 
-const live = new Set();
+// Every group ever started, kept after its leader exits: a gateway killed with -9 leaves its stdio children in it.
+const groups = new Set();
 const workDirs = [];
 // Mounts the suite made (tmpfs for ENOSPC), unmounted at exit before the dirs are removed.
 export const mounts = [];
 
-function killGroup(child) {
+function killGroup(pid) {
   try {
-    process.kill(-child.pid, 'SIGKILL');
+    process.kill(-pid, 'SIGKILL');
   } catch {
     // already gone
   }
 }
 
 process.on('exit', () => {
-  for (const child of live) killGroup(child);
+  for (const pid of groups) killGroup(pid);
   for (const dir of mounts) spawnSync('umount', ['-l', dir]);
   for (const dir of workDirs) {
     spawnSync('chattr', ['-R', '-i', dir], { stdio: 'ignore' });
@@ -60,11 +61,10 @@ export function freePort() {
 /** Spawns `node args` in its own group; resolves once `ready(line)` is true for an output line (or at once). */
 export function spawnNode(name, args, { ready, env, timeoutMs = 20_000 } = {}) {
   const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-  live.add(child);
+  groups.add(child.pid);
   let tail = '';
   const exited = new Promise((resolve) => {
     child.once('exit', (code, signal) => {
-      live.delete(child);
       resolve({ code, signal, at: performance.now() });
     });
   });
@@ -108,7 +108,7 @@ export async function stop(handle, { signal = 'SIGTERM', graceMs = 10_000 } = {}
   const timeout = sleep(graceMs).then(() => 'timeout');
   const outcome = await Promise.race([handle.exited, timeout]);
   if (outcome === 'timeout') {
-    killGroup(handle.child);
+    killGroup(handle.pid);
     const info = await handle.exited;
     return { ms: performance.now() - started, ...info, forced: true };
   }
