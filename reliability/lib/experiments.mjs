@@ -401,8 +401,16 @@ export async function gatewayKill({ rounds = 2, loadMs = 4_000, concurrency = 16
 
 // ---------------------------------------------------------------------------------------- 5. store faults
 
+/**
+ * A call refused because its record cannot be kept: 503 with AUDIT_UNAVAILABLE, or STORE_UNAVAILABLE when the
+ * store is unreadable as well and the key lookup, before any audit, is what fails (read-only -shm).
+ */
 function auditRefusal(reply) {
-  return reply.status === 503 && /AUDIT_UNAVAILABLE/.test(reply.text ?? '');
+  return reply.status === 503 && /MCPGATE_ERR_(AUDIT|STORE)_UNAVAILABLE/.test(reply.text ?? '');
+}
+
+function refusalCode(reply) {
+  return /MCPGATE_ERR_[A-Z_]+/.exec(reply.text ?? '')?.[0] ?? 'no code';
 }
 
 /**
@@ -440,7 +448,14 @@ async function storeFault(name, { store, apply, remove }) {
     const answeredDuring = afterFault.filter((o) => o.ok).length;
     details.duringFault = { calls: afterFault.length, answered: answeredDuring, refused503: afterFault.filter((o) => o.refused).length, probe: `${probe.status ?? probe.error} ${probe.text?.slice(0, 160) ?? ''}`, exit: ctx.gateway.exitInfo };
     rows.push(row(`${name}: gateway stays up`, 'up', up ? 'up' : `exited ${JSON.stringify(ctx.gateway.exitInfo)}`, up));
-    rows.push(row(`${name}: calls refused 503 AUDIT_UNAVAILABLE`, 'yes, none answered', up ? `${auditRefusal(probe) ? 'yes' : `no (${probe.status ?? probe.error})`}, ${answeredDuring} answered after the fault` : 'gateway down', up && auditRefusal(probe) && answeredDuring === 0));
+    rows.push(
+      row(
+        `${name}: calls refused 503 AUDIT_UNAVAILABLE`,
+        'yes (or STORE_UNAVAILABLE), none answered',
+        up ? `${auditRefusal(probe) ? 'yes' : 'no'}: ${probe.status ?? probe.error} ${refusalCode(probe)}, ${answeredDuring} answered after the fault` : 'gateway down',
+        up && auditRefusal(probe) && answeredDuring === 0,
+      ),
+    );
     rows.push(row(`${name}: /readyz`, '503', ready, ready === 503));
     if (remove !== undefined && up) {
       await remove(ctx);
@@ -460,8 +475,10 @@ async function storeFault(name, { store, apply, remove }) {
     }
     running = false;
     await loop;
-    const stopped = await env.stop(ctx.gateway, { graceMs: 10_000 });
-    rows.push(row(`${name}: SIGTERM stops it`, 'within 10 s', stopped.forced ? 'NOT within 10 s (SIGKILLed)' : up ? `${(stopped.ms / 1000).toFixed(1)} s` : 'already exited', up && !stopped.forced));
+    // Waited for up to 30 s, so that a slow stop is measured rather than only called slow.
+    const stopped = await env.stop(ctx.gateway, { graceMs: 30_000 });
+    const stopFigure = !up ? 'already exited' : stopped.forced ? 'not within 30 s (SIGKILLed)' : `${(stopped.ms / 1000).toFixed(1)} s`;
+    rows.push(row(`${name}: SIGTERM stops it`, 'within 10 s', stopFigure, up && !stopped.forced && stopped.ms < 10_000));
     return { rows, details };
   } finally {
     await ctx.teardown();
