@@ -634,8 +634,13 @@ export async function crossCaller({ smoke }) {
         else aOutcomes.other += 1;
       }),
     );
-    // B keeps calling for a while after A stops: a breaker A opened would show here.
-    await sleep(smoke ? 2_000 : 8_000);
+    // Right after A's calls failed, B calls each server once more (a breaker A opened is open now, whatever the
+    // loop's timing), then keeps calling for a while.
+    for (const tool of tools) {
+      const reply = await b.call(bSession, 'tools/call', { name: tool, arguments: tool === 'notes__list_notes' ? {} : { message: 'b-probe' } }, { timeoutMs: 10_000 });
+      bLog.push({ tool, ok: env.answered(reply), what: reply.message?.error?.message ?? reply.error ?? reply.status });
+    }
+    await sleep(smoke ? 1_000 : 8_000);
     running = false;
     await bLoop;
     const failures = bLog.filter((entry) => !entry.ok);
