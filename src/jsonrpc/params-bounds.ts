@@ -50,6 +50,26 @@ export function paramsProblem(params: Readonly<Record<string, unknown>>, argumen
   return undefined;
 }
 
+/**
+ * What `completion/complete` needs beyond {@link paramsProblem} (spec 2025-11-25, CompleteRequest): `argument`
+ * is `{ name: string, value: string }` and `context.arguments`, when present, maps names to strings. An upstream
+ * answers anything else with -32603 and a schema dump, which is the caller's fault passed on as the server's.
+ */
+export function completionProblem(params: Readonly<Record<string, unknown>>): string | undefined {
+  const argument = params.argument;
+  if (!isPlainObject(argument) || typeof argument.name !== 'string' || typeof argument.value !== 'string') {
+    return 'params.argument must be an object with a string name and a string value';
+  }
+  const context = params.context;
+  if (context === undefined) return undefined;
+  if (!isPlainObject(context)) return 'params.context must be an object';
+  const args = context.arguments;
+  if (args === undefined) return undefined;
+  if (!isPlainObject(args)) return 'params.context.arguments must be an object';
+  for (const key in args) if (typeof args[key] !== 'string') return 'params.context.arguments must map each argument name to a string';
+  return undefined;
+}
+
 function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

@@ -13,7 +13,7 @@ import {
   type JsonRpcRequest,
   type JsonRpcResponse,
 } from '../jsonrpc/message.js';
-import { paramsProblem } from '../jsonrpc/params-bounds.js';
+import { completionProblem, paramsProblem } from '../jsonrpc/params-bounds.js';
 import { negotiateVersion } from '../jsonrpc/protocol-versions.js';
 import { quarantinedError, type CatalogGuard } from '../approvals/catalog-guard.js';
 import type { CredentialBroker } from '../credentials/credential-broker.js';
@@ -274,7 +274,7 @@ export class Router {
         return this.forward(request, server, params, context, signal);
       }
       case 'completion/complete': {
-        const problem = paramsProblem(params);
+        const problem = paramsProblem(params) ?? completionProblem(params);
         if (problem !== undefined) throw invalidParams(problem);
         return this.complete(session, request, params, context, signal, scope);
       }

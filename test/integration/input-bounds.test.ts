@@ -133,6 +133,12 @@ describe('params the gateway will not forward are -32602, recorded, and never re
       [4, 'resources/subscribe', `{"uri":"${uri}","_meta":{"progressToken":true}}`],
       [5, 'completion/complete', `{"ref":{"type":"ref/prompt","name":"clock__greet"},"argument":{"name":"name","value":"A"},"_meta":{"progressToken":[]}}`],
       [6, 'completion/complete', `{"ref":{"type":"ref/prompt","name":"clock__greet"},"argument":{"name":"name","value":"A"},"context":{"arguments":${deep(5_000, '"x"')}}}`],
+      // The reliability fuzz's -32603s (issue 23): an argument that is missing, an array, or has no string name/value.
+      [8, 'completion/complete', `{"ref":{"type":"ref/prompt","name":"clock__greet"}}`],
+      [9, 'completion/complete', `{"ref":{"type":"ref/prompt","name":"clock__greet"},"argument":[]}`],
+      [10, 'completion/complete', `{"ref":{"type":"ref/prompt","name":"clock__greet"},"argument":{"value":"A"}}`],
+      [11, 'completion/complete', `{"ref":{"type":"ref/prompt","name":"clock__greet"},"argument":{"name":"name","value":1}}`],
+      [12, 'completion/complete', `{"ref":{"type":"ref/prompt","name":"clock__greet"},"argument":{"name":"name","value":"A"},"context":{"arguments":{"x":2}}}`],
     ];
     for (const [id, method, params] of bad) {
       const answer = await post(session, `{"jsonrpc":"2.0","id":${id},"method":"${method}","params":${params}}`, id);
