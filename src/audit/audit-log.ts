@@ -250,25 +250,64 @@ export class AuditLog {
     return placed.record;
   }
 
-  /** Resolves once every record appended before the call is committed; writes now rather than at the window's end. */
+  /**
+   * Resolves once every record appended before the call is committed; writes now rather than at the window's end.
+   * Bounded by `maxWaitMs` in `sync` durability, as a call's wait is (and in `queue` while the store refuses
+   * writes): a store that takes nothing (a deleted directory, a full disk) must not hold a receipt, an anchor or the
+   * shutdown that waits for them.
+   * @throws GatewayError AUDIT_UNAVAILABLE once the records are not durable within `maxWaitMs`, or the log has stopped.
+   */
   async flush(): Promise<void> {
+    const deadline = performance.now() + this.#maxWaitMs;
     for (;;) {
       if (this.#failure !== undefined) throw this.#failure;
+      // Records already past `maxWaitMs`: the store takes nothing now, and every waiter (each receipt, the anchor,
+      // the shutdown) would wait out its own bound one after another.
+      if (this.late) throw new GatewayError('MCPGATE_ERR_AUDIT_UNAVAILABLE', `audit records are not durable within ${this.#maxWaitMs} ms (audit.maxWaitMs)`, { data: { chainId: this.chainId } });
       const waiter = this.#waiters.at(-1);
       if (waiter !== undefined) {
-        await waiter.placed.promise.catch(() => undefined);
+        const settled = waiter.placed.promise.then(
+          () => undefined,
+          () => undefined,
+        );
+        await this.#until(settled, deadline);
         continue;
       }
       const last = this.#batches.at(-1);
       if (last !== undefined) {
         this.#writeNow();
         // Not `last.done`: a late batch's is rejected for its callers long before the batch is written.
-        while (this.#failure === undefined && this.#batches.includes(last)) await new Promise<void>((woken) => this.#commitWaiters.push(woken));
+        while (this.#failure === undefined && this.#batches.includes(last)) {
+          await this.#until(new Promise<void>((woken) => this.#commitWaiters.push(woken)), deadline);
+        }
         if (this.#failure !== undefined) throw this.#failure;
       }
       // A journaled writer has the records durable but perhaps not yet readable from the store.
-      await this.#writer?.flush();
+      if (this.#writer !== undefined) await this.#until(this.#writer.flush(), deadline);
       return;
+    }
+  }
+
+  /**
+   * Settles with `promise`, or rejects with AUDIT_UNAVAILABLE at `deadline` (a `performance.now()` time). In
+   * `queue` durability a slow store is waited for past it (a flush there is what makes records durable), and only
+   * a store that refuses writes ends the wait.
+   */
+  async #until(promise: Promise<void>, deadline: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<never>((_, reject) => {
+      const arm = (ms: number): void => {
+        timer = setTimeout(() => {
+          if (this.durability !== 'sync' && !this.#writeFailing) return arm(this.#maxWaitMs);
+          reject(new GatewayError('MCPGATE_ERR_AUDIT_UNAVAILABLE', `the audit records were not durable within ${this.#maxWaitMs} ms (audit.maxWaitMs)`, { data: { chainId: this.chainId } }));
+        }, ms);
+      };
+      arm(Math.max(0, deadline - performance.now()));
+    });
+    try {
+      await Promise.race([promise, expired]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 

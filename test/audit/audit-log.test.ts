@@ -247,8 +247,24 @@ describe('AuditLog: durability', () => {
     store.failNext = Number.MAX_SAFE_INTEGER;
     const append = log.append(call(1));
     append.catch(() => undefined);
-    await assert.rejects(log.close(), (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_AUDIT_UNAVAILABLE' && /shutting down/.test(error.message));
+    await assert.rejects(log.close(), (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_AUDIT_UNAVAILABLE' && /shutting down|not durable within/.test(error.message));
     await assert.rejects(append, (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_AUDIT_UNAVAILABLE');
+  });
+
+  it('flush is bounded by maxWaitMs while the store takes nothing, and fails at once once records are late (issue 23 §6)', async () => {
+    const { store, logger } = await fixture();
+    const log = new AuditLog({ store, logger, chainId: 'bounded-flush', flushMs: 0, maxWaitMs: 100, retry: { initialMs: 5, maxMs: 20 } });
+    await log.ready();
+    store.failNext = Number.MAX_SAFE_INTEGER;
+    const append = log.append(call(1));
+    append.catch(() => undefined);
+    // A receipt, then the anchor, then the shutdown each flush: with a deleted store each waited out its own bound
+    // (or for ever), so SIGTERM took 15 s.
+    const unavailable = (error: unknown): boolean => GatewayError.is(error) && error.code === 'MCPGATE_ERR_AUDIT_UNAVAILABLE';
+    await assert.rejects(log.flush(), unavailable);
+    await waitUntil(() => log.late);
+    await assert.rejects(log.flush(), (error: unknown) => unavailable(error) && /audit records are not durable/.test((error as Error).message));
+    await assert.rejects(log.close(), unavailable);
   });
 
   it('a writer that lost records it had taken (AUDIT_UNAVAILABLE) stops the log for good', async () => {
