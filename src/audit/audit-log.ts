@@ -261,9 +261,10 @@ export class AuditLog {
     const deadline = performance.now() + this.#maxWaitMs;
     for (;;) {
       if (this.#failure !== undefined) throw this.#failure;
-      // Records already past `maxWaitMs`: the store takes nothing now, and every waiter (each receipt, the anchor,
-      // the shutdown) would wait out its own bound one after another.
-      if (this.late) throw new GatewayError('MCPGATE_ERR_AUDIT_UNAVAILABLE', `audit records are not durable within ${this.#maxWaitMs} ms (audit.maxWaitMs)`, { data: { chainId: this.chainId } });
+      // Records already past `maxWaitMs` and the store refusing them: it takes nothing now, and every waiter (each
+      // receipt, the anchor, the shutdown) would wait out its own bound one after another. A store that is only
+      // slow, and takes them again, is waited for.
+      if (this.late && this.#writeFailing) throw new GatewayError('MCPGATE_ERR_AUDIT_UNAVAILABLE', `audit records are not durable within ${this.#maxWaitMs} ms (audit.maxWaitMs)`, { data: { chainId: this.chainId } });
       const waiter = this.#waiters.at(-1);
       if (waiter !== undefined) {
         const settled = waiter.placed.promise.then(
