@@ -13,8 +13,7 @@ import { createStore } from '../../src/store/create-store.js';
 import { AccessStore, type IssuedKey } from '../fixtures/integration/access-store.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../fixtures/integration/recording-upstream.js';
 import { PG_SERVER, ThrowawayDatabases } from '../fixtures/postgres.js';
-import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { adminStatus, productionGateway, cleanup, connect, raw, runCli, startGateway, textOf, waitFor, type Gateway } from './harness.js';
+import { adminStatus, productionGateway, cleanup, connect, raw, rejectsUnavailable, runCli, startGateway, textOf, waitFor, type Gateway } from './harness.js';
 
 const ADMIN_TOKEN = randomBytes(32).toString('hex');
 const MAX_WAIT_MS = 1500;
@@ -28,18 +27,6 @@ let gateway: Gateway;
 
 interface Status {
   governance: { audit: { lastSeq: number; pending: number; failure?: unknown } };
-}
-
-/** An AUDIT_UNAVAILABLE refusal: HTTP 503 (issue 23), which the SDK client reports with the body in its message. */
-async function unavailable(promise: Promise<unknown>): Promise<StreamableHTTPError> {
-  const error = await promise.then(
-    () => assert.fail('expected the call to be refused'),
-    (caught: unknown) => caught,
-  );
-  assert.ok(error instanceof StreamableHTTPError, `expected an HTTP error, got ${String(error)}`);
-  assert.equal(error.code, 503);
-  assert.match(error.message, /MCPGATE_ERR_AUDIT_UNAVAILABLE/);
-  return error;
 }
 
 before(async () => {
@@ -80,7 +67,7 @@ describe('a stuck audit store under a running gateway', () => {
       // In flight when the store stops taking records: the upstream acts, the answer is withheld.
       const reached = files.requests();
       const started = performance.now();
-      const withheld = await unavailable(client.callTool({ name: 'files__write', arguments: { n: 2 } }));
+      const withheld = await rejectsUnavailable(client.callTool({ name: 'files__write', arguments: { n: 2 } }));
       assert.match(withheld.message, new RegExp(`not durable within ${MAX_WAIT_MS} ms`));
       assert.ok(performance.now() - started >= MAX_WAIT_MS - 50, 'answered only once maxWaitMs had passed');
       assert.ok(files.requests() > reached, 'that call did reach the upstream');
@@ -88,7 +75,7 @@ describe('a stuck audit store under a running gateway', () => {
       // Now late: a new call never leaves the gateway.
       const before = files.requests();
       const refusedAt = performance.now();
-      const refused = await unavailable(client.callTool({ name: 'files__write', arguments: { n: 3 } }));
+      const refused = await rejectsUnavailable(client.callTool({ name: 'files__write', arguments: { n: 3 } }));
       assert.match(refused.message, /before they reach an upstream/);
       assert.equal(files.requests(), before, 'the refused call did not reach the upstream');
       // Its record cannot be durable in time either: the refusal does not wait out maxWaitMs for it.
