@@ -3,6 +3,7 @@ import { isAbsolute, resolve } from 'node:path';
 import type { HttpServerConfig, ServerConfig, StdioServerConfig } from '../config/schema.js';
 import { isPlaceholderPin } from '../util/tls-pins.js';
 import { resolveCommand } from './measured-spawn.js';
+import { canonicalJson } from '../util/canonical-json.js';
 
 /**
  * The execution identity of an upstream (issue 4 §1, DESIGN.md invariant 1): everything that decides WHICH peer
@@ -90,16 +91,4 @@ function stdioFields(server: StdioServerConfig, context: IdentityContext): Recor
 
 function sortedUnique(values: readonly string[]): string[] {
   return [...new Set(values)].sort();
-}
-
-/** JSON with object keys sorted at every level, so that equal identities give equal strings. */
-export function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map((item) => canonicalJson(item)).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, item]) => item !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([key, item]) => `${JSON.stringify(key)}:${canonicalJson(item)}`).join(',')}}`;
-  }
-  return JSON.stringify(value) ?? 'null';
 }

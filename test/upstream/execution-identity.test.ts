@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { serverSchema, type ServerConfig } from '../../src/config/schema.js';
-import { canonicalJson, executionIdentityOf, type IdentityContext } from '../../src/upstream/execution-identity.js';
+import { executionIdentityOf, type IdentityContext } from '../../src/upstream/execution-identity.js';
+import { canonicalJson } from '../../src/util/canonical-json.js';
 import { resolveCommand } from '../../src/upstream/measured-spawn.js';
 import { PLACEHOLDER_PIN } from '../../src/util/tls-pins.js';
 
