@@ -17,13 +17,14 @@ import { runW6 } from '../workloads/w6.mjs';
 import { runW7, W7_DEFAULTS } from '../workloads/w7.mjs';
 import { runW8, W8_DEFAULTS } from '../workloads/w8.mjs';
 import { runW9, W9_DEFAULTS } from '../workloads/w9.mjs';
+import { runW10, W10_DEFAULTS } from '../workloads/w10.mjs';
 
-const WORKLOADS = { W1: runW1, W2: runW2, W3: runW3, W4: runW4, W5: runW5, W6: runW6, W7: runW7, W8: runW8, W9: runW9 };
+const WORKLOADS = { W1: runW1, W2: runW2, W3: runW3, W4: runW4, W5: runW5, W6: runW6, W7: runW7, W8: runW8, W9: runW9, W10: runW10 };
 
-/** Full run (W1–W9): about 18 minutes on an idle 2-core machine, 5 of them the W6 soak (`--soak-seconds`). */
+/** Full run (W1–W10): about 19 minutes on an idle 2-core machine, 5 of them the W6 soak (`--soak-seconds`). */
 const FULL = {
   name: 'full',
-  workloads: ['W1', 'W2', 'W3', 'W4', 'W5', 'W6', 'W7', 'W8', 'W9'],
+  workloads: ['W1', 'W2', 'W3', 'W4', 'W5', 'W6', 'W7', 'W8', 'W9', 'W10'],
   rounds: 3,
   pointSeconds: 2,
   warmupSeconds: 0.5,
@@ -43,6 +44,7 @@ const FULL = {
   w7: { ...W7_DEFAULTS },
   w8: { ...W8_DEFAULTS },
   w9: { ...W9_DEFAULTS },
+  w10: { ...W10_DEFAULTS },
 };
 
 /** Smoke: W1 for direct, bare and mcpgate at c=1 and c=32, two rounds, and W8 on a store a tenth the size; about 60 s. */
@@ -140,6 +142,7 @@ function estimateSeconds(profile) {
     W7: 2 * (profile.w7.seconds + profile.warmupSeconds) + 8,
     // Seeding SQLite and PostgreSQL, then per store and round 4 configurations of warm-up, sequential and c=64 phases.
     W9: 10 + profile.w9.concurrency.length * profile.w9.rounds * profile.w9.modes.length * (profile.pointSeconds + profile.warmupSeconds) + profile.w9.concurrency.length * profile.w9.pairedRounds * (profile.w9.modes.length - 1) * (profile.pointSeconds + profile.warmupSeconds) + profile.w9.pathRuns * 6 + profile.w9.storeWriteSeconds + 2,
+    W10: profile.w10.reps * 15,
     W8: 15 + profile.w8.keys / 250 + profile.w8.rounds * 8 * (profile.w8.maxPhaseSeconds * 1.5 + 1),
   };
   return Math.round(profile.workloads.reduce((sum, name) => sum + (parts[name] ?? 0), 0));

@@ -9,7 +9,7 @@ function verdict(value, ok) {
 }
 
 export function targets(results) {
-  const { W1, W2, W3, W5, W6 } = results.workloads;
+  const { W1, W2, W3, W5, W6, W10 } = results.workloads;
   const cost = results.options.costConcurrency;
   const derived = new Map((W1?.derived ?? []).map((entry) => [entry.name, entry]));
   const gate = derived.get('mcpgate');
@@ -30,6 +30,7 @@ export function targets(results) {
   }
   add('Soak memory growth ≤ 1 MB/min (RSS)', W6?.rssMiBPerMin, ' MiB/min', (v) => v <= 1);
   add('Cold start with 100 upstreams ≤ 1 s to the first call', W5?.rows?.find((row) => row.name === 'mcpgate' && row.upstreams === 100)?.ms.median, ' ms', (v) => v <= 1000, 0);
+  for (const entry of W10?.cases ?? []) add(`Recovery after an upstream restart < 2 s (${entry.name}, worst rep)`, entry.maxMs, ' ms', (v) => v < 2000, 0);
 
   // "Ahead of every npm peer on W1 throughput and latency": each peer against mcpgate of the same family, and
   // against mcpgate with issue 7's governance whole (Cedar policies as well as the audit log).

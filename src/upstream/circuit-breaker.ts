@@ -94,6 +94,18 @@ export function classifyForCaller(error: unknown): Outcome {
 }
 
 /**
+ * {@link classifyForCaller} for a server whose every session has a child of its own (stdio `scope: session`):
+ * a closed session is neutral there. The child was the caller's alone, so closing it harmed nobody else, and
+ * its respawns are already paced per session (upstream-registry.ts); counting it too would refuse the caller's
+ * other sessions for a probe interval each time the children are killed from outside (issue 23 §3,
+ * docs/decisions/0016). Timeouts still count: they hold bulkhead places every caller shares.
+ */
+export function classifyForOwnChildCaller(error: unknown): Outcome {
+  if (GatewayError.is(error) && error.code === 'MCPGATE_ERR_UPSTREAM_CLOSED') return 'neutral';
+  return classifyForCaller(error);
+}
+
+/**
  * A per-upstream circuit breaker (issue 4 §6). Closed: calls pass, consecutive failures are counted. After
  * `failureThreshold` of them it opens: calls fail fast with MCPGATE_ERR_UPSTREAM_UNAVAILABLE
  * (`data: { server, breaker: 'open', retryAfterMs }`) for a cool-down, so a dead upstream costs neither
@@ -220,10 +232,13 @@ const MAX_TRACKED_CALLERS = 10_000;
  */
 export class CallerBreakers {
   private readonly options: Omit<CircuitBreakerOptions, 'scope'>;
+  private readonly classify: (error: unknown) => Outcome;
   private readonly breakers = new Map<string, CircuitBreaker>();
 
-  constructor(options: Omit<CircuitBreakerOptions, 'scope'>) {
+  /** `classify` decides what counts against a caller: {@link classifyForCaller} unless given. */
+  constructor(options: Omit<CircuitBreakerOptions, 'scope'>, classify: (error: unknown) => Outcome = classifyForCaller) {
     this.options = options;
+    this.classify = classify;
   }
 
   /** Runs `task` under `caller`'s breaker; without a caller, under none (nothing to attribute it to). */
@@ -236,7 +251,7 @@ export class CallerBreakers {
       this.breakers.set(caller, breaker);
     }
     try {
-      return await breaker.run(task, classifyForCaller);
+      return await breaker.run(task, this.classify);
     } finally {
       if (breaker.isPristine && this.breakers.get(caller) === breaker) this.breakers.delete(caller);
     }

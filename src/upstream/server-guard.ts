@@ -1,6 +1,6 @@
 import type { ServerConfig } from '../config/schema.js';
 import { Bulkhead, type BulkheadSnapshot } from './bulkhead.js';
-import { CallerBreakers, CircuitBreaker, type BreakerSnapshot } from './circuit-breaker.js';
+import { CallerBreakers, CircuitBreaker, classifyForCaller, classifyForOwnChildCaller, type BreakerSnapshot } from './circuit-breaker.js';
 import { RestartPolicy, type RestartSnapshot } from './restart-policy.js';
 import type { CancelSignal } from './upstream-client.js';
 
@@ -37,7 +37,8 @@ export class ServerGuard {
     const clock = now === undefined ? {} : { now };
     this.bulkhead = new Bulkhead({ server, ...config.limits });
     this.breaker = new CircuitBreaker({ server, ...config.breaker, ...clock });
-    this.callers = new CallerBreakers({ server, ...config.breaker, ...clock });
+    const ownChildren = config.transport === 'stdio' && config.scope === 'session';
+    this.callers = new CallerBreakers({ server, ...config.breaker, ...clock }, ownChildren ? classifyForOwnChildCaller : classifyForCaller);
     this.restart =
       config.transport === 'stdio'
         ? new RestartPolicy({

@@ -57,7 +57,7 @@ describe('recovery and cross-caller isolation (issue 23 §1, §3)', () => {
   let access: AccessStore;
   let upstream: HttpFixture;
   let port: number;
-  const keys: Record<'alice' | 'bob' | 'carol' | 'dave' | 'erin', IssuedKey> = {} as never;
+  const keys: Record<'alice' | 'bob' | 'carol' | 'dave' | 'erin' | 'frank', IssuedKey> = {} as never;
 
   before(async () => {
     upstream = await startStreamableFixture({ label: 'h' });
@@ -65,7 +65,7 @@ describe('recovery and cross-caller isolation (issue 23 §1, §3)', () => {
     access = await AccessStore.open(tempPath('recovery.db'));
     const org = await access.org('acme');
     await access.permit('org', org, { kind: 'allow', servers: ['clock', 'h', 'kids'] });
-    for (const name of ['alice', 'bob', 'carol', 'dave', 'erin'] as const) keys[name] = await access.key({ org: 'acme', name });
+    for (const name of ['alice', 'bob', 'carol', 'dave', 'erin', 'frank'] as const) keys[name] = await access.key({ org: 'acme', name });
     gateway = await startGateway(
       {
         gateway: { store: access.path, auth: { mode: 'apiKey', keySecret: TEST_KEY_SECRET } },
@@ -130,6 +130,20 @@ describe('recovery and cross-caller isolation (issue 23 §1, §3)', () => {
     for (const [index, id] of sessions.entries()) {
       const after = answer(await call(gateway.url, id, keys.erin, 'kids__pid'));
       assert.notEqual(after.pid, pids[index]);
+    }
+  });
+
+  it('each of one key\'s 6 sessions loses its own child under a call: the 6 closed calls do not open that key\'s breaker, and each session\'s next call is answered', async () => {
+    const sessions = await Promise.all(Array.from({ length: 6 }, () => rawSession(gateway.url, VERSION, bearer(keys.frank))));
+    const pids = await Promise.all(sessions.map(async (id) => answer(await call(gateway.url, id, keys.frank, 'kids__pid')).pid as number));
+    // Each child exits with the call unanswered: six UPSTREAM_CLOSED for one key, more than the breaker's
+    // threshold of five. Each child was that session's alone, so its exit refuses nobody, frank included.
+    const closed = await Promise.all(sessions.map((id) => call(gateway.url, id, keys.frank, 'kids__crash')));
+    for (const response of closed) assert.equal(errorOf(response)?.data?.code, 'MCPGATE_ERR_UPSTREAM_CLOSED', response.body);
+    for (const [index, id] of sessions.entries()) {
+      const response = await call(gateway.url, id, keys.frank, 'kids__pid');
+      assert.equal(errorOf(response)?.data?.scope, undefined, `session ${index} refused by a caller breaker: ${response.body}`);
+      assert.notEqual(answer(response).pid, pids[index]);
     }
   });
 
