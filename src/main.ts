@@ -32,6 +32,7 @@ import { createStore } from './store/create-store.js';
 import type { Store } from './store/store.js';
 import { HttpAuth } from './transport/http-auth.js';
 import { GatewayHttpServer } from './transport/http-server.js';
+import { subscribeServerTiming } from './observability/server-timing.js';
 import { StdioServer } from './transport/stdio-server.js';
 import { createTransport } from './upstream/create-transport.js';
 import { DispatcherRegistry } from './upstream/dispatcher-registry.js';
@@ -359,7 +360,9 @@ export async function startHttpGateway(config: GatewayConfig, logger: Logger): P
     unavailable: () => governance.audit?.unavailable,
     logger,
   });
+  const unsubscribeTiming = subscribeServerTiming();
   const url = await server.listen().catch(async (error: unknown) => {
+    unsubscribeTiming();
     await passthrough.close();
     await parts.close();
     throw error;
@@ -369,6 +372,7 @@ export async function startHttpGateway(config: GatewayConfig, logger: Logger): P
     port: server.port,
     async close() {
       await server.close(config.gateway.limits.shutdownGraceMs, config.gateway.limits.shutdownDelayMs);
+      unsubscribeTiming();
       await passthrough.close();
       await parts.close();
     },

@@ -62,7 +62,7 @@ export async function fetchLiveTools(config: GatewayConfig, logger: Logger, serv
     Object.entries(selected).filter(([, server]) => server.transport !== 'stdio' && server.credentials !== undefined && SERVER_OWNED_CREDENTIALS.has(server.credentials.mode)),
   );
   const credentials = await buildCredentialBroker({ ...config, servers: owned }, { vault: undefined, logger });
-  const serverContext = { principalId: undefined, principalKey: undefined, inbound: () => undefined };
+  const serverContext = { principalId: undefined, principalKey: undefined, opener: undefined };
   try {
     const queue = [...wanted];
     const worker = async (): Promise<void> => {

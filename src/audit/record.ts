@@ -7,7 +7,24 @@ import { canonicalJson } from '../util/canonical-json.js';
  * Anyone holding an export can recompute a chain with these two files' rules alone.
  */
 
-export const AUDIT_KINDS = ['call', 'list', 'auth-failure', 'drift', 'pin-mismatch', 'policy', 'catalog', 'retention'] as const;
+/**
+ * `call`: tools/call, prompts/get, resources/read. `completion`, `subscription` (resources/subscribe and
+ * unsubscribe) and `log-level` (logging/setLevel) are the other methods that reach an upstream (issue 24);
+ * `list` the list methods. docs/audit-actions.md maps every method to its kind.
+ */
+export const AUDIT_KINDS = [
+  'call',
+  'list',
+  'auth-failure',
+  'drift',
+  'pin-mismatch',
+  'policy',
+  'catalog',
+  'retention',
+  'completion',
+  'subscription',
+  'log-level',
+] as const;
 export type AuditKind = (typeof AUDIT_KINDS)[number];
 
 export const AUDIT_DECISIONS = ['allow', 'deny', 'advisory-deny', 'error', 'cancelled', 'timeout', 'drift', 'refused'] as const;

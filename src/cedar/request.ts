@@ -8,7 +8,20 @@ import { toCedarArgs, wellFormed, type ArgsLimits, type CedarRecord } from './ar
 /** The Cedar namespace of every entity the gateway creates; policies name types as `Mcpgate::Tool` etc. */
 export const NAMESPACE = 'Mcpgate';
 
-export const CEDAR_ACTIONS = ['call_tool', 'read_resource', 'get_prompt', 'list'] as const;
+/**
+ * The actions a policy can name (docs/audit-actions.md lists each method's). Since issue 24 every method that
+ * reaches an upstream has one, so a policy scoped to every action (`action` alone) governs all of them.
+ */
+export const CEDAR_ACTIONS = [
+  'call_tool',
+  'read_resource',
+  'get_prompt',
+  'list',
+  'complete',
+  'subscribe_resource',
+  'unsubscribe_resource',
+  'set_log_level',
+] as const;
 export type CedarAction = (typeof CEDAR_ACTIONS)[number];
 
 export type CedarPhase = 'ingress' | 'egress';
@@ -67,11 +80,16 @@ function uid(type: string, id: string): TypeAndId {
   return { type: `${NAMESPACE}::${type}`, id };
 }
 
-/** The resource's entity type for an action that names one item; `list` (and a missing name) use the server. */
-const ITEM_TYPE: Readonly<Record<Exclude<CedarAction, 'list'>, { type: string; attribute: string }>> = {
+/**
+ * The resource's entity type for an action that names one item. The others (`list`, `set_log_level`, `complete`,
+ * whose reference may be a prompt or a resource) and a missing name use the server.
+ */
+const ITEM_TYPE: Readonly<Partial<Record<CedarAction, { type: string; attribute: string }>>> = {
   call_tool: { type: 'Tool', attribute: 'tool' },
   get_prompt: { type: 'Prompt', attribute: 'prompt' },
   read_resource: { type: 'Resource', attribute: 'uri' },
+  subscribe_resource: { type: 'Resource', attribute: 'uri' },
+  unsubscribe_resource: { type: 'Resource', attribute: 'uri' },
 };
 
 /**
@@ -119,7 +137,7 @@ function resourceOf(input: CedarRequestInput): { resource: TypeAndId; resourceEn
     sensitivity: input.serverSensitivity,
     sensitivityRank: sensitivityRank(input.serverSensitivity),
   };
-  const item = input.action === 'list' || input.tool === undefined ? undefined : ITEM_TYPE[input.action];
+  const item = input.tool === undefined ? undefined : ITEM_TYPE[input.action];
   if (item === undefined || input.tool === undefined) {
     const resource = uid('Server', input.server);
     return { resource, resourceEntity: { uid: resource, attrs, parents: [] } };

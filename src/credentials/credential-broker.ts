@@ -1,7 +1,7 @@
 import { isForwardableAuthorization } from '../authn/credentials.js';
 import type { InboundCredentials } from '../authn/types.js';
 import { GatewayError } from '../errors/gateway-error.js';
-import type { UpstreamCredentials } from './types.js';
+import type { OnBehalf, UpstreamCredentials } from './types.js';
 
 /** Reads a principal's own secret for a server (the vault, issue 6 §2). */
 export interface SecretReader {
@@ -23,14 +23,17 @@ export type PreparedCredentials =
   | { readonly mode: 'token-exchange'; readonly exchanger: TokenExchange }
   | { readonly mode: 'passthrough' };
 
-/** Who an upstream session acts for: the downstream session's principal and its latest request credentials. */
+/** Who an upstream session acts for: the downstream session's principal, and what the request that opened it carried. */
 export interface SessionCredentialContext {
   /** Undefined only with auth off. */
   readonly principalId: string | undefined;
   /** The credential id (API key id or JWT subject id): the cache key of exchanged tokens. */
   readonly principalKey: string | undefined;
-  /** The credentials the session's current request carried for upstreams; read at each upstream request. */
-  inbound(): InboundCredentials | undefined;
+  /**
+   * What the request that opened the upstream session carried: used only for the session's own traffic
+   * (initialize, GET stream, DELETE). Every forwarded request uses its own (`headers(onBehalf)`, issue 24).
+   */
+  readonly opener: InboundCredentials | undefined;
 }
 
 const NOTHING: Readonly<Record<string, string>> = Object.freeze({});
@@ -74,8 +77,8 @@ export class CredentialBroker {
         return prepared.tokens;
       case 'token-exchange':
         return {
-          headers: async () => {
-            const subject = context.inbound()?.gatewayJwt;
+          headers: async (onBehalf) => {
+            const subject = inboundOf(context, onBehalf)?.gatewayJwt;
             if (subject === undefined || context.principalKey === undefined) throw needsToken(server);
             return { authorization: `Bearer ${await prepared.exchanger.exchange(subject, context.principalKey)}` };
           },
@@ -87,8 +90,8 @@ export class CredentialBroker {
         };
       case 'passthrough':
         return {
-          headers: () => {
-            const authorization = context.inbound()?.upstreamAuthorization;
+          headers: (onBehalf) => {
+            const authorization = inboundOf(context, onBehalf)?.upstreamAuthorization;
             if (authorization === undefined) return Promise.resolve(NOTHING);
             // Fail closed on the last step before the wire: nothing but a canonical `Bearer <token68>` free of
             // gateway keys is ever forwarded, whatever a future caller of the broker hands in (issue 22 A1).
@@ -99,6 +102,11 @@ export class CredentialBroker {
         };
     }
   }
+}
+
+/** A request's own credentials; the opener's only for the upstream session's own traffic, never as a fallback. */
+function inboundOf(context: SessionCredentialContext, onBehalf: OnBehalf | undefined): InboundCredentials | undefined {
+  return onBehalf === undefined ? context.opener : onBehalf.inbound;
 }
 
 function notForwardable(server: string): GatewayError {

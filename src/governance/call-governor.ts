@@ -1,4 +1,4 @@
-import type { AuditDecision, AuditInput, AuditPrincipal } from '../audit/record.js';
+import type { AuditDecision, AuditInput, AuditKind, AuditPrincipal } from '../audit/record.js';
 import { argumentsHash, isCallRecord, isDenialRecord, sha256Hex } from '../audit/record.js';
 import type { AuditLog } from '../audit/audit-log.js';
 import type { CedarAction } from '../cedar/request.js';
@@ -19,7 +19,21 @@ const MAX_COUNTED_SESSIONS = 100_000;
 
 const DEFAULT_GUARDS = guardsSchema.parse({});
 
-/** One governed request: a tool call, a prompt fetch or a resource read, after routing. */
+/** The record kind of each action's requests (docs/audit-actions.md). */
+const RECORD_KINDS: Readonly<Record<Exclude<CedarAction, 'list'>, AuditKind>> = {
+  call_tool: 'call',
+  get_prompt: 'call',
+  read_resource: 'call',
+  complete: 'completion',
+  subscribe_resource: 'subscription',
+  unsubscribe_resource: 'subscription',
+  set_log_level: 'log-level',
+};
+
+/**
+ * One governed request after routing: a tool call, a prompt fetch, a resource read, a completion, a
+ * subscription change, or a log level (issue 24: every method that reaches an upstream).
+ */
 export interface CallFacts {
   readonly sessionId: string;
   /** The session's sensitivity before this call (issue 7 §4). */
@@ -150,6 +164,15 @@ export class CallGovernor {
     return shown ?? servers;
   }
 
+  /**
+   * The one record of a list request the caller was answered (issue 24): kind `list`, decided `allow`, with the
+   * method as `exposed`. Servers hidden by policy have their own records from {@link listable}.
+   */
+  async recordListed(facts: ListFacts, method: string): Promise<void> {
+    if (this.#audit === undefined) return;
+    await this.#audit.append({ kind: 'list', decision: 'allow', ...this.#subject(facts, undefined), exposed: method });
+  }
+
   async #recordList(facts: ListFacts, server: string, decision: 'deny' | 'advisory-deny', reason: string): Promise<void> {
     if (this.#audit === undefined) return;
     await this.#audit.append({ kind: 'list', decision, reason, ...this.#subject(facts, server) });
@@ -179,12 +202,12 @@ export class CallGovernor {
    */
   async record(facts: CallFacts, end: CallEnd, latencyMs: number, advisory: readonly string[]): Promise<void> {
     if (this.#audit === undefined) {
-      if (this.#counts !== undefined) this.#count(facts.sessionId, reasonIsPin(end) ? 'pin-mismatch' : 'call', describe(end, advisory).decision);
+      if (this.#counts !== undefined) this.#count(facts.sessionId, recordKind(facts, end), describe(end, advisory).decision);
       return;
     }
     const { decision, reason } = describe(end, advisory);
     const input: AuditInput = {
-      kind: reasonIsPin(end) ? 'pin-mismatch' : 'call',
+      kind: recordKind(facts, end),
       decision,
       ...(reason === undefined ? {} : { reason }),
       ...this.#subject(facts, facts.server),
@@ -211,7 +234,7 @@ export class CallGovernor {
     this.#counts?.delete(sessionId);
   }
 
-  #count(sessionId: string, kind: 'call' | 'pin-mismatch', decision: AuditDecision): void {
+  #count(sessionId: string, kind: AuditKind, decision: AuditDecision): void {
     const counts = this.#counts;
     if (counts === undefined) return;
     let entry = counts.get(sessionId);
@@ -288,6 +311,10 @@ function advisoryReason(sets: readonly string[]): string {
 
 function codeOf(error: unknown): string | undefined {
   return GatewayError.is(error) ? error.code : undefined;
+}
+
+function recordKind(facts: CallFacts, end: CallEnd): AuditKind {
+  return reasonIsPin(end) ? 'pin-mismatch' : RECORD_KINDS[facts.action];
 }
 
 function reasonIsPin(end: CallEnd): boolean {

@@ -4,10 +4,13 @@ import type { Logger } from '../observability/logger.js';
 import type { DownstreamSession, RequestStream } from '../session/downstream-session.js';
 import type { UpstreamHandlers, UpstreamReply } from '../upstream/upstream-client.js';
 
-/** What the router hands upstream with every forwarded request, and gets back with related messages. */
+/**
+ * What the router hands upstream with every forwarded request, and gets back with related messages: the
+ * request's own context (pipeline/request-context.ts) fits it.
+ */
 export interface CallContext {
-  session: DownstreamSession;
-  stream: RequestStream | undefined;
+  readonly session: DownstreamSession | undefined;
+  readonly stream: RequestStream | undefined;
 }
 
 /** The capability a client must have declared before the gateway sends it each server→client request. */

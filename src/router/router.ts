@@ -17,10 +17,13 @@ import { completionProblem, paramsProblem } from '../jsonrpc/params-bounds.js';
 import { negotiateVersion } from '../jsonrpc/protocol-versions.js';
 import { quarantinedError, type CatalogGuard } from '../approvals/catalog-guard.js';
 import type { CredentialBroker } from '../credentials/credential-broker.js';
-import type { CallFacts, CallGovernor } from '../governance/call-governor.js';
+import type { CallFacts, CallGovernor, ListFacts } from '../governance/call-governor.js';
 import type { Logger } from '../observability/logger.js';
 import type { AccessPolicy } from '../policy/access-policy.js';
 import type { AccessDecision, Caller } from '../policy/decision.js';
+import { RequestContext, type RequestOrigin } from '../pipeline/request-context.js';
+import { STEPS, type StepName } from '../pipeline/steps.js';
+import { traced } from '../pipeline/tracing.js';
 import type { DownstreamSession, RequestStream, TransportKind } from '../session/downstream-session.js';
 import type { SessionManager, SessionSlot } from '../session/session-manager.js';
 import { CancelScope } from '../session/cancel-scope.js';
@@ -31,6 +34,7 @@ import type { CatalogScope, CatalogView, ListFetcher, ListKind } from './catalog
 import { AdvertisedTools, type Advertised } from './advertised-tools.js';
 import { type CallContext, createUpstreamHandlers, deliver } from './client-bridge.js';
 import { ListViews } from './list-views.js';
+import { METHODS, type MethodEntry } from './method-table.js';
 import type { Naming, ToolFilter } from './naming.js';
 import { splitPrefixed } from './naming.js';
 import { errorMessage } from '../errors/error-message.js';
@@ -145,27 +149,26 @@ export class Router {
   /**
    * Answers one request of an initialized session. Never throws: failures become JSON-RPC errors. Resolves
    * with undefined when the client cancelled the request, which then gets no answer (spec 2025-11-25,
-   * utilities/cancellation). `caller` is who the transport authenticated for this very request.
+   * utilities/cancellation). `origin` is who the transport authenticated for this very request and what it
+   * carried: the request's context holds it, never the session (issue 24).
    */
   async handleRequest(
     session: DownstreamSession,
     request: JsonRpcRequest,
     stream: RequestStream | undefined,
-    caller: Caller | undefined,
+    origin: RequestOrigin,
   ): Promise<JsonRpcResponse | undefined> {
-    const controller = new CancelScope();
-    session.inflight.set(request.id, controller);
+    const signal = new CancelScope();
+    session.inflight.set(request.id, signal);
+    const context = RequestContext.ofSession(request, origin, session, stream, signal);
     try {
-      // One decision per request, shared by every step below (issue 5 §7).
-      const decision = await this.options.access.decide(caller);
-      if (decision.warnings.length > 0) this.options.logger.warn({ keyId: caller?.keyId, warnings: decision.warnings }, 'permission warnings');
-      return await this.dispatch(session, request, { session, stream }, controller, this.scopeOf(decision), caller);
+      return await this.run(context);
     } catch (error) {
-      if (controller.aborted && GatewayError.is(error) && error.code === 'MCPGATE_ERR_CANCELLED') return undefined;
+      if (signal.aborted && GatewayError.is(error) && error.code === 'MCPGATE_ERR_CANCELLED') return undefined;
       if (!GatewayError.is(error)) this.options.logger.error({ err: error, method: request.method }, 'request failed');
       return toJsonRpcError(request.id, error);
     } finally {
-      if (session.inflight.get(request.id) === controller) session.inflight.delete(request.id);
+      if (session.inflight.get(request.id) === signal) session.inflight.delete(request.id);
     }
   }
 
@@ -198,9 +201,9 @@ export class Router {
     session: DownstreamSession,
     message: JsonRpcMessage,
     stream: RequestStream | undefined,
-    caller: Caller | undefined,
+    origin: RequestOrigin,
   ): Promise<JsonRpcResponse | undefined> {
-    if (isRequest(message)) return this.handleRequest(session, message, stream, caller);
+    if (isRequest(message)) return this.handleRequest(session, message, stream, origin);
     if (isNotification(message)) this.handleNotification(session, message);
     else this.handleResponse(session, message);
     return undefined;
@@ -213,128 +216,288 @@ export class Router {
     }
   }
 
-  private async dispatch(
-    session: DownstreamSession,
-    request: JsonRpcRequest,
-    context: CallContext,
-    signal: CancelScope,
-    scope: CatalogScope,
-    caller: Caller | undefined,
-  ): Promise<JsonRpcResponse> {
-    const params = request.params ?? {};
-    const listKind = LIST_KINDS[request.method];
-    if (listKind !== undefined) {
-      let listed = await this.listScope(session, caller, scope);
-      if (listKind === 'tools' && this.advertised !== undefined) listed = await this.upstreamSessionScope(session, listed);
-      return this.lists.answer(session, request, listKind, this.fetcher(session), listed);
+  /**
+   * Runs one request through the pipeline (issue 24): the steps its method's table entry names, in
+   * pipeline/steps.ts order, each under its tracing channel. A failure skips the steps left before `record`;
+   * `record` runs whatever happened, so every governed request has exactly one terminal record (DESIGN.md
+   * invariant 7), and an answer leaves only once it is durable in `sync` mode.
+   */
+  private async run(context: RequestContext): Promise<JsonRpcResponse> {
+    const entry = METHODS.get(context.method);
+    if (entry === undefined) {
+      if (context.method === 'initialize') throw new GatewayError('MCPGATE_ERR_INVALID_REQUEST', 'Session already initialized');
+      return makeError(context.request.id, RpcCode.MethodNotFound, `Method not found: ${context.method}`);
     }
-    switch (request.method) {
-      case 'ping':
-        return makeResult(request.id, {});
+    const state = new CallState(entry, context.request.params ?? {});
+    try {
+      for (const step of GOVERNED_STEPS) {
+        if (!entry.steps.has(step)) continue;
+        const done = traced(step, context, this.stepRunner, state);
+        if (done !== undefined) await done;
+      }
+    } catch (error) {
+      state.fail(error);
+    }
+    if (entry.steps.has('record')) {
+      const recorded = traced('record', context, this.stepRunner, state);
+      if (recorded !== undefined) await recorded;
+    }
+    if (state.failed) throw state.error;
+    return traced('respond', context, respond, state) as JsonRpcResponse;
+  }
+
+  /** One step of one request, by its method's family; made once, so running a step allocates no closure. */
+  private readonly stepRunner = (step: StepName, context: RequestContext, state: CallState): Promise<void> | undefined => {
+    switch (step) {
+      case 'authorize':
+        return this.authorize(context, state);
+      case 'resolve':
+        return state.entry.family === 'fanout' ? this.resolveFanout(context, state) : this.resolve(context, state);
+      case 'admit':
+        return this.admit(context, state);
+      case 'ingress':
+        return this.ingress(context, state);
+      case 'upstream':
+        return this.upstream(context, state);
+      case 'egress':
+        this.egress(context, state);
+        return undefined;
+      case 'record':
+        return this.record(context, state);
+      default:
+        return undefined;
+    }
+  };
+
+  /** The caller's one access decision for this request, shared by every step after it (issue 5 §7). */
+  private async authorize(context: RequestContext, state: CallState): Promise<void> {
+    const decision = await this.options.access.decide(context.caller);
+    if (decision.warnings.length > 0) this.options.logger.warn({ keyId: context.caller?.keyId, warnings: decision.warnings }, 'permission warnings');
+    context.decision = decision;
+    state.scope = this.scopeOf(decision);
+  }
+
+  /**
+   * The server and upstream name a single-server request goes to, with its params checked first: a malformed
+   * request costs no upstream exchange at all (issue 23 §1). From the moment the request names something, a
+   * refusal is recorded.
+   */
+  private async resolve(context: RequestContext, state: CallState): Promise<void> {
+    const session = sessionOf(context);
+    const params = state.params;
+    const scope = state.scope as CatalogScope;
+    const action = state.entry.action as CallFacts['action'];
+    switch (context.method) {
       case 'tools/call':
       case 'prompts/get': {
-        const kind = request.method === 'tools/call' ? 'tools' : 'prompts';
+        const kind = context.method === 'tools/call' ? 'tools' : 'prompts';
         const name = params.name;
         if (typeof name !== 'string') throw new GatewayError('MCPGATE_ERR_INVALID_PARAMS', 'params.name must be a string');
-        const action = kind === 'tools' ? 'call_tool' : 'get_prompt';
         const problem = paramsProblem(params, kind === 'tools' ? 'object' : 'strings');
         if (problem !== undefined) {
-          // Refused before the name is resolved: a malformed call costs no upstream exchange at all (issue 23 §1).
           const named = this.namedTarget(kind, name);
-          return this.refuse(this.factsOf(session, caller, action, named?.server, named?.name ?? name, name, params.arguments), invalidParams(problem));
+          state.facts = this.factsOf(context, action, named?.server, named?.name ?? name, name, params.arguments);
+          throw invalidParams(problem);
         }
         const view = this.lists.viewFor(session);
-        const route = await view.resolve(kind, name, this.fetcher(session), scope);
+        const route = await view.resolve(kind, name, this.fetcher(session, context), scope);
         if (route === undefined) {
           const named = this.namedTarget(kind, name);
-          return this.refuse(this.factsOf(session, caller, action, named?.server, named?.name ?? name, name, params.arguments), this.unknownName(kind, name, scope, session));
+          state.facts = this.factsOf(context, action, named?.server, named?.name ?? name, name, params.arguments);
+          throw this.unknownName(kind, name, scope, session);
         }
-        const facts = this.factsOf(session, caller, action, route.server, route.name, name, params.arguments);
-        const checked = kind === 'tools' ? await this.checkApproved(view, session, route.server, route.name, name, signal).catch((error: unknown) => this.refuse(facts, error)) : undefined;
-        return this.governed(request, { ...facts, server: route.server }, { ...params, name: route.name }, context, signal, checked);
+        state.facts = this.factsOf(context, action, route.server, route.name, name, params.arguments);
+        state.upstreamParams = { ...params, name: route.name };
+        return;
       }
-      case 'resources/read': {
-        const uri = params.uri;
-        if (typeof uri !== 'string') throw new GatewayError('MCPGATE_ERR_INVALID_PARAMS', 'params.uri must be a string');
-        const facts = this.factsOf(session, caller, 'read_resource', undefined, uri, uri, undefined);
-        const problem = paramsProblem(params);
-        if (problem !== undefined) return this.refuse(facts, invalidParams(problem));
-        const server = await this.resourceOwner(session, uri, scope).catch((error: unknown) => this.refuse(facts, error));
-        return this.governed(request, { ...facts, server }, params, context, signal, undefined);
-      }
+      case 'resources/read':
       case 'resources/subscribe':
       case 'resources/unsubscribe': {
         const uri = params.uri;
         if (typeof uri !== 'string') throw new GatewayError('MCPGATE_ERR_INVALID_PARAMS', 'params.uri must be a string');
+        state.facts = this.factsOf(context, action, undefined, uri, uri, undefined);
         const problem = paramsProblem(params);
         if (problem !== undefined) throw invalidParams(problem);
-        const server = await this.resourceOwner(session, uri, scope);
-        if (request.method === 'resources/subscribe') session.subscribe(uri);
-        if (request.method === 'resources/unsubscribe') session.unsubscribe(uri);
-        return this.forward(request, server, params, context, signal);
+        state.facts = { ...state.facts, server: await this.resourceOwner(session, context, uri, scope) };
+        return;
       }
       case 'completion/complete': {
+        const ref = asObject(params.ref);
+        const named = typeof ref?.name === 'string' ? ref.name : typeof ref?.uri === 'string' ? ref.uri : '';
+        state.facts = this.factsOf(context, action, undefined, named, named, params.argument);
         const problem = paramsProblem(params) ?? completionProblem(params);
         if (problem !== undefined) throw invalidParams(problem);
-        return this.complete(session, request, params, context, signal, scope);
+        if (ref?.type === 'ref/prompt' && typeof ref.name === 'string') {
+          const route = await this.lists.viewFor(session).resolve('prompts', ref.name, this.fetcher(session, context), scope);
+          if (route === undefined) throw this.unknownName('prompts', ref.name, scope, session);
+          state.facts = { ...state.facts, server: route.server, name: route.name };
+          state.upstreamParams = { ...params, ref: { ...ref, name: route.name } };
+          return;
+        }
+        if (ref?.type === 'ref/resource' && typeof ref.uri === 'string') {
+          state.facts = { ...state.facts, server: await this.resourceOwner(session, context, ref.uri, scope) };
+          return;
+        }
+        throw new GatewayError('MCPGATE_ERR_INVALID_PARAMS', 'params.ref must be a ref/prompt or ref/resource');
       }
-      case 'logging/setLevel':
-        return this.setLevel(session, request, params, scope);
-      case 'initialize':
-        throw new GatewayError('MCPGATE_ERR_INVALID_REQUEST', 'Session already initialized');
       default:
-        return makeError(request.id, RpcCode.MethodNotFound, `Method not found: ${request.method}`);
+        throw new GatewayError('MCPGATE_ERR_INTERNAL', `no resolve step for ${context.method}`);
     }
+  }
+
+  /** logging/setLevel: every server the caller may use is a target (each is decided at ingress). */
+  private resolveFanout(context: RequestContext, state: CallState): undefined {
+    const level = state.params.level;
+    if (typeof level !== 'string') throw new GatewayError('MCPGATE_ERR_INVALID_PARAMS', 'params.level must be a string');
+    state.facts = this.factsOf(context, 'set_log_level', undefined, level, level, { level });
+    state.targets = (state.scope as CatalogScope).servers;
+    return undefined;
+  }
+
+  /** A tool call's definition checked against its approval; the call then goes to the upstream session checked. */
+  private async admit(context: RequestContext, state: CallState): Promise<void> {
+    const facts = state.facts as CallFacts & { readonly server: string };
+    const session = sessionOf(context);
+    state.checked = await this.checkApproved(this.lists.viewFor(session), session, context, facts.server, facts.name, facts.exposed);
+  }
+
+  /**
+   * Cedar ingress (and the audit log's lateness). A single-server request is refused whole; logging/setLevel is
+   * decided per server, and goes only to those allowed; a list hides the servers the `list` policies forbid.
+   * From here on a failure is recorded as the request's outcome, not as a refusal.
+   */
+  private async ingress(context: RequestContext, state: CallState): Promise<void> {
+    state.governed = true;
+    state.startedAt = performance.now();
+    const governance = this.options.governance;
+    const family = state.entry.family;
+    if (family === 'list') {
+      state.listed = await this.listScope(context, state.scope as CatalogScope);
+      return;
+    }
+    const facts = state.facts as CallFacts;
+    if (family === 'fanout') {
+      const allowed: string[] = [];
+      let advisory: readonly string[] = [];
+      for (const server of state.targets) {
+        try {
+          advisory = [...advisory, ...governance.ingress({ ...facts, server })];
+          allowed.push(server);
+        } catch (error) {
+          if (!GatewayError.is(error) || error.code !== 'MCPGATE_ERR_POLICY_DENIED') throw error;
+        }
+      }
+      if (allowed.length === 0 && state.targets.length > 0) throw new GatewayError('MCPGATE_ERR_POLICY_DENIED', 'logging/setLevel is denied by policy for every server');
+      state.targets = allowed;
+      state.advisory = advisory;
+      return;
+    }
+    state.advisory = governance.ingress(facts as CallFacts & { readonly server: string });
+  }
+
+  private async upstream(context: RequestContext, state: CallState): Promise<void> {
+    const request = context.request;
+    const session = sessionOf(context);
+    switch (state.entry.family) {
+      case 'list': {
+        const kind = LIST_KINDS[request.method] as ListKind;
+        let listed = state.listed as CatalogScope;
+        if (kind === 'tools' && this.advertised !== undefined) listed = await this.upstreamSessionScope(session, context, listed);
+        state.response = await this.lists.answer(session, request, kind, this.fetcher(session, context), listed);
+        return;
+      }
+      case 'fanout':
+        state.response = await this.setLevel(context, state.params.level as string, state.targets);
+        return;
+      default: {
+        const facts = state.facts as CallFacts & { readonly server: string };
+        if (request.method === 'resources/subscribe') session.subscribe(state.params.uri as string);
+        if (request.method === 'resources/unsubscribe') session.unsubscribe(state.params.uri as string);
+        state.response = await this.forward(context, facts.server, state.upstreamParams ?? state.params, state.checked);
+      }
+    }
+  }
+
+  /** Response guards and egress policies; a successful read raises the session's sensitivity (issue 7 §4). */
+  private egress(context: RequestContext, state: CallState): void {
+    const governance = this.options.governance;
+    const facts = state.facts as CallFacts & { readonly server: string };
+    const egress = governance.egress(facts, state.response as JsonRpcResponse);
+    state.response = egress.response;
+    state.bytes = egress.bytes;
+    state.hash = egress.hash;
+    if (egress.advisory.length > 0) state.advisory = [...state.advisory, ...egress.advisory];
+    const session = context.session;
+    if (session !== undefined && 'result' in egress.response) session.sensitivity = governance.raisedSensitivity(session.sensitivity, facts.server);
+  }
+
+  /**
+   * The one terminal record: answered, failed after ingress, or refused before it (only refusals the gateway
+   * made and can name: a request that failed before it named anything, or on an internal error, has none, as
+   * before issue 24). A list records its answer; servers its policies hid have their own records.
+   */
+  private async record(context: RequestContext, state: CallState): Promise<void> {
+    const governance = this.options.governance;
+    if (state.entry.family === 'list') {
+      if (!state.failed && (state.listed === state.scope || (state.listed as CatalogScope).servers.length > 0)) {
+        await governance.recordListed(this.listFacts(context), context.method);
+      }
+      return;
+    }
+    const facts = state.facts;
+    if (facts === undefined) return;
+    const latency = state.governed ? performance.now() - state.startedAt : 0;
+    if (!state.failed) {
+      await governance.record(facts, { kind: 'answered', response: state.response as JsonRpcResponse, resultBytes: state.bytes, resultHash: state.hash }, latency, state.advisory);
+      return;
+    }
+    const error = state.error;
+    if (state.governed) {
+      await governance.record(facts, { kind: 'failed', error, cancelled: context.signal.aborted }, latency, state.advisory);
+      return;
+    }
+    if (GatewayError.is(error)) await governance.record(facts, { kind: 'refused', error, decision: 'deny' }, 0, []);
   }
 
   /**
    * `checked`: the upstream session whose definition of the called tool was checked against its approval; the
    * call goes to that one, or fails if it closed meanwhile, never to a successor nobody checked.
    */
-  private async forward(
-    request: JsonRpcRequest,
-    server: string,
-    params: JsonObject,
-    context: CallContext,
-    signal: CancelScope,
-    checked?: UpstreamClient<CallContext>,
-  ): Promise<JsonRpcResponse> {
+  private async forward(context: RequestContext, server: string, params: JsonObject, checked?: UpstreamClient<CallContext>): Promise<JsonRpcResponse> {
+    const session = sessionOf(context);
+    const request = context.request;
+    const signal = context.signal;
+    const timeoutMs = this.timeoutFor(server);
+    context.deadline = context.startedAt + timeoutMs;
     // Opening the upstream session and the call itself both run under the server's bulkhead and breakers.
     return this.options.registry.run(
       server,
       async () => {
-        const send = async (client: UpstreamClient<CallContext>): Promise<JsonRpcResponse> => {
-          const started = performance.now();
-          try {
-            return toResponse(request, await client.request(request.method, params, { timeoutMs: this.timeoutFor(server), signal, context }));
-          } finally {
-            context.stream?.recordUpstreamTime?.(performance.now() - started);
-          }
-        };
-        const client = checked ?? (await this.client(context.session, server));
+        // The context is the request's CallContext and whom it acts for (its own credentials, issue 24).
+        const options = { timeoutMs, signal, context, onBehalf: context };
+        const send = async (client: UpstreamClient<CallContext>): Promise<JsonRpcResponse> => toResponse(request, await client.request(request.method, params, options));
+        const client = checked ?? (await this.client(session, server, context));
         // A dead upstream session (the upstream restarted) is re-opened and the call sent once more, where that
         // is safe (issue 23 §3). A checked session has no successor: nobody checked the tool on it.
         return send(client).catch(async (error: unknown) => {
           if (checked !== undefined || signal.aborted || !mayRetry(request.method, error)) throw error;
-          this.options.registry.forget(server, context.session.id, client);
-          return send(await this.client(context.session, server));
+          this.options.registry.forget(server, session.id, client);
+          return send(await this.client(session, server, context));
         });
       },
       signal,
-      context.session.owner ?? context.session.id,
+      session.owner ?? session.id,
     );
   }
 
-  private factsOf(
-    session: DownstreamSession,
-    caller: Caller | undefined,
-    action: CallFacts['action'],
-    server: string | undefined,
-    name: string,
-    exposed: string,
-    args: unknown,
-  ): CallFacts {
-    return { sessionId: session.id, sessionSensitivity: session.sensitivity, caller, action, server, name, exposed, args };
+  private factsOf(context: RequestContext, action: CallFacts['action'], server: string | undefined, name: string, exposed: string, args: unknown): CallFacts {
+    const session = sessionOf(context);
+    return { sessionId: session.id, sessionSensitivity: session.sensitivity, caller: context.caller, action, server, name, exposed, args };
+  }
+
+  private listFacts(context: RequestContext): ListFacts {
+    const session = sessionOf(context);
+    return { sessionId: session.id, sessionSensitivity: session.sensitivity, caller: context.caller };
   }
 
   /**
@@ -351,49 +514,8 @@ export class Router {
     return { server: split.server, name: upstream ?? split.local };
   }
 
-  /** Records a call refused before it reached any upstream (unknown, forbidden, quarantined), then throws. */
-  private async refuse(facts: CallFacts, error: unknown): Promise<never> {
-    if (GatewayError.is(error)) await this.options.governance.record(facts, { kind: 'refused', error, decision: 'deny' }, 0, []);
-    throw error;
-  }
-
-  /**
-   * A routed call under governance (issue 7): ingress policies, the upstream call, response guards and egress
-   * policies, then exactly one terminal audit record, durable before the answer leaves in `sync` mode.
-   */
-  private async governed(
-    request: JsonRpcRequest,
-    facts: CallFacts & { readonly server: string },
-    params: JsonObject,
-    context: CallContext,
-    signal: CancelScope,
-    checked: UpstreamClient<CallContext> | undefined,
-  ): Promise<JsonRpcResponse> {
-    const governance = this.options.governance;
-    const started = performance.now();
-    let advisory: readonly string[] = [];
-    let response: JsonRpcResponse;
-    /** Set once the terminal record is being written: a failure of that write must not write a second one. */
-    let recording = false;
-    try {
-      advisory = governance.ingress(facts);
-      const upstream = await this.forward(request, facts.server, params, context, signal, checked);
-      const egress = governance.egress(facts, upstream);
-      response = egress.response;
-      advisory = [...advisory, ...egress.advisory];
-      if ('result' in response) context.session.sensitivity = governance.raisedSensitivity(context.session.sensitivity, facts.server);
-      recording = true;
-      await governance.record(facts, { kind: 'answered', response, resultBytes: egress.bytes, resultHash: egress.hash }, performance.now() - started, advisory);
-    } catch (error) {
-      if (recording) throw error;
-      await governance.record(facts, { kind: 'failed', error, cancelled: signal.aborted }, performance.now() - started, advisory);
-      throw error;
-    }
-    return response;
-  }
-
-  private async resourceOwner(session: DownstreamSession, uri: string, scope: CatalogScope): Promise<string> {
-    const owner = await this.lists.viewFor(session).resolveResource(uri, this.fetcher(session), scope);
+  private async resourceOwner(session: DownstreamSession, context: RequestContext, uri: string, scope: CatalogScope): Promise<string> {
+    const owner = await this.lists.viewFor(session).resolveResource(uri, this.fetcher(session, context), scope);
     if (owner !== undefined) return owner;
     // A URI no list mentions can still be valid (dynamic resources); with one server there is only one place to
     // ask, if the caller may ask it. A forbidden server's URI gets the same answer as an unknown one.
@@ -402,40 +524,20 @@ export class Router {
     throw new GatewayError('MCPGATE_ERR_UNKNOWN_RESOURCE', `Resource not found: ${uri}`, { data: { uri } });
   }
 
-  private async complete(
-    session: DownstreamSession,
-    request: JsonRpcRequest,
-    params: JsonObject,
-    context: CallContext,
-    signal: CancelScope,
-    scope: CatalogScope,
-  ): Promise<JsonRpcResponse> {
-    const ref = asObject(params.ref);
-    if (ref?.type === 'ref/prompt' && typeof ref.name === 'string') {
-      const route = await this.lists.viewFor(session).resolve('prompts', ref.name, this.fetcher(session), scope);
-      if (route === undefined) throw this.unknownName('prompts', ref.name, scope, session);
-      return this.forward(request, route.server, { ...params, ref: { ...ref, name: route.name } }, context, signal);
-    }
-    if (ref?.type === 'ref/resource' && typeof ref.uri === 'string') {
-      return this.forward(request, await this.resourceOwner(session, ref.uri, scope), params, context, signal);
-    }
-    throw new GatewayError('MCPGATE_ERR_INVALID_PARAMS', 'params.ref must be a ref/prompt or ref/resource');
-  }
-
   /**
    * logging/setLevel goes to every permitted upstream that declares logging, and is replayed to ones opened
    * later (which the caller was permitted to open).
    */
-  private async setLevel(session: DownstreamSession, request: JsonRpcRequest, params: JsonObject, scope: CatalogScope): Promise<JsonRpcResponse> {
-    if (typeof params.level !== 'string') throw new GatewayError('MCPGATE_ERR_INVALID_PARAMS', 'params.level must be a string');
-    session.logLevel = params.level;
+  private async setLevel(context: RequestContext, level: string, servers: readonly string[]): Promise<JsonRpcResponse> {
+    const session = sessionOf(context);
+    session.logLevel = level;
     await Promise.all(
-      scope.servers.map(async (server) => {
+      servers.map(async (server) => {
         try {
           await this.options.registry.run(server, async () => {
-            const client = await this.client(session, server);
+            const client = await this.client(session, server, context);
             if ('logging' in client.serverCapabilities) {
-              await client.request('logging/setLevel', { level: params.level }, { timeoutMs: this.timeoutFor(server) });
+              await client.request('logging/setLevel', { level }, { timeoutMs: this.timeoutFor(server), onBehalf: context });
             }
           });
         } catch (error) {
@@ -443,10 +545,14 @@ export class Router {
         }
       }),
     );
-    return makeResult(request.id, {});
+    return makeResult(context.request.id, {});
   }
 
-  private client(session: DownstreamSession, server: string): Promise<UpstreamClient<CallContext>> {
+  /**
+   * The session's upstream session of `server`, opened if need be. One opened now acts for `context`'s
+   * request in its own traffic (initialize, GET stream); every forwarded request carries its own credentials.
+   */
+  private client(session: DownstreamSession, server: string, context: RequestContext): Promise<UpstreamClient<CallContext>> {
     const open = this.options.registry.peek(server, session.id);
     if (open !== undefined) return Promise.resolve(open);
     const shared = this.options.sharedServers.has(server);
@@ -456,25 +562,26 @@ export class Router {
       credentials: this.options.credentials.forSession(server, {
         principalId: session.principalId,
         principalKey: session.owner,
-        inbound: () => session.inbound,
+        opener: context.inbound,
       }),
       handlers: createUpstreamHandlers(server, shared ? undefined : session, this.events, this.options.logger),
       onOpen: async (client) => {
         if (session.logLevel !== undefined && 'logging' in client.serverCapabilities) {
-          await client.request('logging/setLevel', { level: session.logLevel }, { timeoutMs: this.timeoutFor(server) }).catch(() => undefined);
+          await client.request('logging/setLevel', { level: session.logLevel }, { timeoutMs: this.timeoutFor(server), onBehalf: context }).catch(() => undefined);
         }
       },
     });
   }
 
-  private fetcher(session: DownstreamSession): ListFetcher {
+  /** Lists and capabilities of `session`'s upstream sessions, fetched on behalf of `context`'s request. */
+  private fetcher(session: DownstreamSession, context: RequestContext): ListFetcher {
     return {
       capabilities: async (server) => {
         // An open session needs no upstream exchange, so it takes no slot: a saturated server still lists.
         const open = this.options.registry.peek(server, session.id);
         if (open !== undefined) return open.serverCapabilities;
         try {
-          return await this.options.registry.run(server, async () => (await this.client(session, server)).serverCapabilities);
+          return await this.options.registry.run(server, async () => (await this.client(session, server, context)).serverCapabilities);
         } catch {
           return undefined;
         }
@@ -483,19 +590,19 @@ export class Router {
         if (this.advertised !== undefined && method === 'tools/list') {
           // Pinned: the merged list is filled from this session's own listing, so that what it shows and what
           // this session's calls are checked against come from one tools/list per upstream session.
-          const listing = await this.listingOf(server, await this.openClient(session, server));
+          const listing = await this.listingOf(server, await this.openClient(session, server, context), context);
           const page = listing.pages.get(typeof params?.cursor === 'string' ? params.cursor : '');
           if (page !== undefined) return page;
         }
         return this.options.registry.run(
           server,
           async () => {
-            const send = (client: UpstreamClient<CallContext>): Promise<UpstreamReply> => client.request(method, params, { timeoutMs: this.timeoutFor(server) });
-            const client = await this.client(session, server);
+            const send = (client: UpstreamClient<CallContext>): Promise<UpstreamReply> => client.request(method, params, { timeoutMs: this.timeoutFor(server), onBehalf: context });
+            const client = await this.client(session, server, context);
             return send(client).catch(async (error: unknown) => {
               if (!mayRetry(method, error)) throw error;
               this.options.registry.forget(server, session.id, client);
-              return send(await this.client(session, server));
+              return send(await this.client(session, server, context));
             });
           },
           undefined,
@@ -506,16 +613,16 @@ export class Router {
   }
 
   /** The session's open upstream session of `server`, else one opened under the server's bulkhead. */
-  private async openClient(session: DownstreamSession, server: string, signal?: CancelScope): Promise<UpstreamClient<CallContext>> {
-    return this.options.registry.peek(server, session.id) ?? (await this.options.registry.run(server, () => this.client(session, server), signal));
+  private async openClient(session: DownstreamSession, server: string, context: RequestContext): Promise<UpstreamClient<CallContext>> {
+    return this.options.registry.peek(server, session.id) ?? (await this.options.registry.run(server, () => this.client(session, server, context), context.signal));
   }
 
   /** What this upstream session advertises (pinned catalog only), each page fetched under the server's bulkhead. */
-  private listingOf(server: string, client: UpstreamClient<CallContext>): Promise<Advertised> {
+  private listingOf(server: string, client: UpstreamClient<CallContext>, context: RequestContext): Promise<Advertised> {
     const advertised = this.advertised;
     if (advertised === undefined) throw new GatewayError('MCPGATE_ERR_INTERNAL', 'upstream listings are kept only for a pinned catalog');
     return advertised.of(server, client, (params) =>
-      this.options.registry.run(server, () => client.request('tools/list', params, { timeoutMs: this.timeoutFor(server) })),
+      this.options.registry.run(server, () => client.request('tools/list', params, { timeoutMs: this.timeoutFor(server), onBehalf: context })),
     );
   }
 
@@ -561,10 +668,10 @@ export class Router {
   private async checkApproved(
     view: CatalogView,
     session: DownstreamSession,
+    context: RequestContext,
     server: string,
     upstreamName: string,
     exposed: string,
-    signal: CancelScope,
   ): Promise<UpstreamClient<CallContext> | undefined> {
     const guard = this.options.catalog;
     if (guard === undefined || guard.mode === 'off') return undefined;
@@ -573,8 +680,8 @@ export class Router {
       if (definition !== undefined) guard.check(server, definition);
       return undefined;
     }
-    const client = await this.openClient(session, server, signal);
-    const listing = await this.listingOf(server, client);
+    const client = await this.openClient(session, server, context);
+    const listing = await this.listingOf(server, client, context);
     const definitions = listing.tools.get(upstreamName);
     if (definitions === undefined) {
       if (listing.failed !== undefined) throw unlisted(server, exposed, listing.failed);
@@ -593,14 +700,14 @@ export class Router {
    * agrees with the merged list, the shared scope (and its ready-to-send first page) is used unchanged; otherwise
    * a private scope lists this session's own listings (already held, no upstream exchange), for this request only.
    */
-  private async upstreamSessionScope(session: DownstreamSession, scope: CatalogScope): Promise<CatalogScope> {
+  private async upstreamSessionScope(session: DownstreamSession, context: RequestContext, scope: CatalogScope): Promise<CatalogScope> {
     const guard = this.options.catalog;
     if (guard === undefined) return scope;
     const listings = new Map<string, Advertised>();
     await Promise.all(
       scope.servers.map(async (server) => {
         try {
-          listings.set(server, await this.listingOf(server, await this.openClient(session, server)));
+          listings.set(server, await this.listingOf(server, await this.openClient(session, server, context), context));
         } catch (error) {
           this.options.logger.debug({ server, err: errorMessage(error) }, 'upstream session not listed; its tools are hidden from this session');
         }
@@ -641,8 +748,8 @@ export class Router {
    * The scope of a list request: the servers the policies' `list` action hides drop out, under a key of its own
    * so that no cached page of the wider scope answers it. Calls keep the wider scope; `call_tool` decides them.
    */
-  private async listScope(session: DownstreamSession, caller: Caller | undefined, scope: CatalogScope): Promise<CatalogScope> {
-    const servers = await this.options.governance.listable({ sessionId: session.id, sessionSensitivity: session.sensitivity, caller }, scope.servers);
+  private async listScope(context: RequestContext, scope: CatalogScope): Promise<CatalogScope> {
+    const servers = await this.options.governance.listable(this.listFacts(context), scope.servers);
     if (servers === scope.servers) return scope;
     const hidden = scope.servers.filter((server) => !servers.includes(server));
     return { ...scope, servers, key: `${scope.key}|hidden-by-policy:${JSON.stringify(hidden)}` };
@@ -687,6 +794,59 @@ export class Router {
       ? new GatewayError('MCPGATE_ERR_UNKNOWN_TOOL', `Unknown tool: ${name}`)
       : new GatewayError('MCPGATE_ERR_UNKNOWN_PROMPT', `Unknown prompt: ${name}`);
   }
+}
+
+/** The steps every request that reaches an upstream may run before `record`, in order. */
+const GOVERNED_STEPS: readonly StepName[] = STEPS.filter((step) => step !== 'authenticate' && step !== 'record' && step !== 'respond');
+
+const NOTHING: readonly string[] = [];
+
+/** What the steps of one request hand each other (the request itself is the context's). */
+class CallState {
+  readonly entry: MethodEntry;
+  readonly params: JsonObject;
+  /** The params as sent upstream, when the gateway rewrote a name. */
+  upstreamParams: JsonObject | undefined;
+  /** `authorize`: the servers and tools the caller may reach. */
+  scope: CatalogScope | undefined;
+  /** `ingress` of a list: the scope with the servers the `list` policies hide left out. */
+  listed: CatalogScope | undefined;
+  /** `resolve`: what the request names, for its policies and its record. */
+  facts: CallFacts | undefined;
+  /** `resolve` of logging/setLevel: its servers, then at ingress those its policies allow. */
+  targets: readonly string[] = NOTHING;
+  /** `admit`: the upstream session a pinned tool call was checked on. */
+  checked: UpstreamClient<CallContext> | undefined;
+  /** Ingress has begun: a failure from here on is the request's outcome, before it a refusal. */
+  governed = false;
+  startedAt = 0;
+  advisory: readonly string[] = NOTHING;
+  response: JsonRpcResponse | undefined;
+  bytes: number | undefined;
+  hash: string | undefined;
+  failed = false;
+  error: unknown;
+
+  constructor(entry: MethodEntry, params: JsonObject) {
+    this.entry = entry;
+    this.params = params;
+  }
+
+  fail(error: unknown): void {
+    this.failed = true;
+    this.error = error;
+  }
+}
+
+function respond(_step: StepName, context: RequestContext, state: CallState): JsonRpcResponse {
+  return state.response ?? makeResult(context.request.id, {});
+}
+
+/** The session of a request; every method the router serves needs one until the 2026-07-28 era lands. */
+function sessionOf(context: RequestContext): DownstreamSession {
+  const session = context.session;
+  if (session === undefined) throw new GatewayError('MCPGATE_ERR_SESSION_REQUIRED', 'Bad Request: this method needs a session');
+  return session;
 }
 
 /** A pinned call whose tool's definition is unknown because the upstream session's tools/list failed. */

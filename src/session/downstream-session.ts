@@ -1,4 +1,3 @@
-import type { InboundCredentials } from '../authn/types.js';
 import type { SensitivityLabel } from '../config/governance-schema.js';
 import type { Caller } from '../policy/decision.js';
 import type { JsonObject, JsonRpcId, JsonRpcMessage } from '../jsonrpc/message.js';
@@ -47,11 +46,6 @@ export class DownstreamSession {
   readonly caller: Caller | undefined;
   /** Why the session ended, once it has: the session receipt records it (issue 7 §5). */
   endReason: SessionEndReason | undefined;
-  /**
-   * What the session's latest request carried for upstreams (a gateway JWT to exchange, an `Authorization` to
-   * pass through), replaced by every request; read when an upstream request is made (issue 6). Never logged.
-   */
-  inbound: InboundCredentials | undefined;
   readonly createdAt: number;
   lastSeen: number;
   initialized = false;

@@ -5,6 +5,7 @@ import { GatewayError, toJsonRpcError } from '../errors/gateway-error.js';
 import type { Logger } from '../observability/logger.js';
 import { clientIpOf, type CidrSet } from '../policy/client-ip.js';
 import { callerAt, type Caller } from '../policy/decision.js';
+import type { TraceContext } from '../pipeline/request-context.js';
 
 export interface HttpAuthOptions {
   /** Undefined only for `auth.mode: none` (dev mode on loopback, enforced by the schema). */
@@ -31,6 +32,10 @@ export interface RequestIdentity {
   readonly inbound: InboundCredentials | undefined;
   /** The gateway credential came in `X-Mcpgate-Key`, so `Authorization` may belong to an upstream (issue 6 §5). */
   readonly keyInOwnHeader: boolean;
+  /** Resolved once, honouring `X-Forwarded-For` only from trusted proxies; undefined with auth off. */
+  readonly clientIp?: string | undefined;
+  /** The request's W3C trace context headers, for tracing subscribers (issue 24 §1). */
+  readonly trace?: TraceContext | undefined;
 }
 
 export type HttpAuthOutcome = ({ readonly refused: false } & RequestIdentity) | { readonly refused: true; readonly code: string };
@@ -49,7 +54,7 @@ export class HttpAuth {
 
   async check(request: IncomingMessage, response: ServerResponse): Promise<HttpAuthOutcome> {
     const { authenticator, trustedProxies, logger } = this.#options;
-    if (authenticator === undefined) return { refused: false, caller: undefined, inbound: undefined, keyInOwnHeader: false };
+    if (authenticator === undefined) return { refused: false, caller: undefined, inbound: undefined, keyInOwnHeader: false, trace: traceOf(request) };
     const clientIp = clientIpOf(request.socket.remoteAddress, request.headers['x-forwarded-for'], trustedProxies);
     // The socket: a key presented again on a keep-alive connection is not hashed again. headersDistinct: Node
     // keeps only the first Authorization in `headers` and joins repeated X-Mcpgate-Keys, hiding a second credential.
@@ -60,6 +65,8 @@ export class HttpAuth {
         caller: callerAt(result.caller, clientIp),
         inbound: result.inbound,
         keyInOwnHeader: result.caller.viaHeader === 'x-mcpgate-key',
+        clientIp,
+        trace: traceOf(request),
       };
     }
     const path = request.url?.split('?')[0];
@@ -84,4 +91,13 @@ export class HttpAuth {
     response.end(body);
     return { refused: true, code: result.code };
   }
+}
+
+/** The W3C trace context headers of a request; undefined (nothing allocated) when it carries no `traceparent`. */
+function traceOf(request: IncomingMessage): TraceContext | undefined {
+  const traceparent = request.headers.traceparent;
+  if (typeof traceparent !== 'string') return undefined;
+  const tracestate = request.headers.tracestate;
+  const baggage = request.headers.baggage;
+  return { traceparent, tracestate: typeof tracestate === 'string' ? tracestate : undefined, baggage: typeof baggage === 'string' ? baggage : undefined };
 }

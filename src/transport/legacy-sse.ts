@@ -114,12 +114,11 @@ export class LegacySseEndpoint {
     if (this.options.sessions.touch(session.id, connection.owner?.keyId) === undefined) return;
     // On this transport every message to the client travels on the one stream: the session channel serves as
     // each request's stream too.
-    session.inbound = identity.inbound;
     if (!isRequest(message)) {
-      await router.handleMessage(session, message, session.channel, identity.caller);
+      await router.handleMessage(session, message, session.channel, identity);
       return;
     }
-    const response = await router.handleRequest(session, message, session.channel, identity.caller);
+    const response = await router.handleRequest(session, message, session.channel, identity);
     if (response !== undefined) stream.send(response);
     logCall(logger, 'legacy-sse', message, response, identity.caller, started);
   }

@@ -4,6 +4,7 @@ import { isRequest, makeError, RpcCode, toMessage, type JsonRpcMessage, type Jso
 import { logCall } from '../observability/access-log.js';
 import type { Logger } from '../observability/logger.js';
 import type { Caller } from '../policy/decision.js';
+import type { RequestOrigin } from '../pipeline/request-context.js';
 import type { Router } from '../router/router.js';
 import type { DownstreamSession, RequestStream } from '../session/downstream-session.js';
 import { serializeMessage } from '../jsonrpc/serialize.js';
@@ -29,10 +30,13 @@ export class StdioServer {
   private readonly options: StdioServerOptions;
   private session: DownstreamSession | undefined;
   private readonly stream: RequestStream;
+  /** Every request comes from the one principal, with nothing carried for upstreams. */
+  private readonly origin: RequestOrigin;
 
   constructor(options: StdioServerOptions) {
     this.options = options;
     this.stream = { send: (message) => this.write(message) };
+    this.origin = { caller: options.caller, inbound: undefined };
   }
 
   /** Serves until stdin ends. */
@@ -95,10 +99,10 @@ export class StdioServer {
       return;
     }
     if (!isRequest(message)) {
-      await router.handleMessage(session, message, this.stream, caller);
+      await router.handleMessage(session, message, this.stream, this.origin);
       return;
     }
-    const response = await router.handleRequest(session, message, this.stream, caller);
+    const response = await router.handleRequest(session, message, this.stream, this.origin);
     if (response !== undefined) this.write(response);
     logCall(logger, 'stdio', message, response, caller, started);
   }

@@ -90,7 +90,7 @@ export class StreamableHttpEndpoint {
     for (const entry of invalid) responder.complete(makeError(entry.id, RpcCode.InvalidRequest, `Invalid Request: ${entry.invalid}`));
     await Promise.all(
       requests.map(async (message) => {
-        const answer = await this.options.router.handleRequest(session, message, responder, identity.caller);
+        const answer = await this.options.router.handleRequest(session, message, responder, identity);
         responder.complete(answer);
         logCall(this.options.logger, 'streamable-http', message, answer, identity.caller, started);
       }),
@@ -153,8 +153,8 @@ export class StreamableHttpEndpoint {
 
   /**
    * The session named by Mcp-Session-Id, if this caller created it (any other credential gets 404, issue 5 §6),
-   * with the MCP-Protocol-Version header checked against it. The request's upstream credentials become the
-   * session's current ones (issue 6): upstream requests it causes carry what this request carried.
+   * with the MCP-Protocol-Version header checked against it. The request's upstream credentials stay the
+   * request's own (its context, issue 24): the session never holds them.
    */
   private session(request: IncomingMessage, identity: RequestIdentity): DownstreamSession {
     const id = headerValue(request, SESSION_HEADER);
@@ -163,7 +163,6 @@ export class StreamableHttpEndpoint {
     }
     const session = this.options.sessions.touch(id, identity.caller?.keyId);
     if (session === undefined) throw new GatewayError('MCPGATE_ERR_SESSION_NOT_FOUND', 'Session not found');
-    session.inbound = identity.inbound;
     const version = headerValue(request, VERSION_HEADER);
     // Spec 2025-06-18 §protocol version header: absent means the client predates it, so the negotiated version
     // stands. A present one must be a version we speak; the official SDK server and the conformance suite

@@ -4,7 +4,7 @@ import type { JsonRpcMessage } from '../jsonrpc/message.js';
 import { SseTransport } from './sse-transport.js';
 import { StreamableHttpTransport } from './streamable-http-transport.js';
 import type { HttpTransportOptions } from './http-support.js';
-import type { InboundContext, UpstreamTransport } from './transport.js';
+import type { InboundContext, SendOptions, UpstreamTransport } from './transport.js';
 
 export type AutoTransportOptions = HttpTransportOptions;
 
@@ -56,18 +56,18 @@ export class AutoTransport implements UpstreamTransport {
     return this.#inner.start();
   }
 
-  async send(message: JsonRpcMessage): Promise<void> {
+  async send(message: JsonRpcMessage, options?: SendOptions): Promise<void> {
     if (this.#choice === undefined) {
-      this.#choice = this.#choose(message);
+      this.#choice = this.#choose(message, options);
       return this.#choice;
     }
     // A failed first send leaves the choice open to the next one (e.g. a retried initialize).
     await this.#choice.catch(() => undefined);
     if (this.#kind === undefined) {
       this.#choice = undefined;
-      return this.send(message);
+      return this.send(message, options);
     }
-    return this.#inner.send(message);
+    return this.#inner.send(message, options);
   }
 
   async close(): Promise<void> {
@@ -79,9 +79,9 @@ export class AutoTransport implements UpstreamTransport {
     return this.#closing;
   }
 
-  async #choose(first: JsonRpcMessage): Promise<void> {
+  async #choose(first: JsonRpcMessage, options: SendOptions | undefined): Promise<void> {
     try {
-      await this.#inner.send(first);
+      await this.#inner.send(first, options);
       this.#kind = 'http';
       return;
     } catch (error) {
@@ -103,7 +103,7 @@ export class AutoTransport implements UpstreamTransport {
       throw error;
     }
     this.#kind = 'sse';
-    await legacy.send(first);
+    await legacy.send(first, options);
   }
 
   /** Forwards the inner transport's callbacks to whatever handlers are set on this one at call time. */

@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request, type Dispatcher } from 'undici';
-import type { UpstreamCredentials } from '../credentials/types.js';
+import type { OnBehalf, UpstreamCredentials } from '../credentials/types.js';
 import type { Logger } from '../observability/logger.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import { collectStream } from '../util/collect-stream.js';
@@ -192,13 +192,14 @@ export async function deleteSession(url: URL, headers: Record<string, string>, d
  */
 export async function withCredentials(
   credentials: UpstreamCredentials | undefined,
+  onBehalf: OnBehalf | undefined,
   send: (credential: Readonly<Record<string, string>>) => Promise<Dispatcher.ResponseData>,
 ): Promise<Dispatcher.ResponseData> {
   if (credentials === undefined) return send(NO_HEADERS);
-  const first = await send(await credentials.headers());
+  const first = await send(await credentials.headers(onBehalf));
   if (first.statusCode !== 401 || !(await credentials.renew())) return first;
   await discardBody(first.body);
-  return send(await credentials.headers());
+  return send(await credentials.headers(onBehalf));
 }
 
 export interface HttpTransportOptions {

@@ -6,7 +6,7 @@ import type { UpstreamCredentials } from '../credentials/types.js';
 import type { Logger } from '../observability/logger.js';
 import { encodeMessage } from './delivery.js';
 import { SseParser, type SseEvent } from './sse-parser.js';
-import type { InboundContext, UpstreamTransport } from './transport.js';
+import type { InboundContext, SendOptions, UpstreamTransport } from './transport.js';
 import {
   buildHeaders,
   closedError,
@@ -91,11 +91,11 @@ export class SseTransport implements UpstreamTransport {
     }
   }
 
-  async send(message: JsonRpcMessage): Promise<void> {
+  async send(message: JsonRpcMessage, options?: SendOptions): Promise<void> {
     if (this.#closing || this.#endpoint === undefined) throw closedError(this.#server, 'transport is not open');
     const endpoint = this.#endpoint;
     const body = encodeMessage(message);
-    const response = await withCredentials(this.#credentials, async (credential) => {
+    const response = await withCredentials(this.#credentials, options?.onBehalf, async (credential) => {
       try {
         return await request(endpoint, {
           method: 'POST',
@@ -124,7 +124,7 @@ export class SseTransport implements UpstreamTransport {
 
   /** Resolves once the endpoint is known; the stream keeps being read in the background. */
   async #open(): Promise<void> {
-    const response = await withCredentials(this.#credentials, async (credential) => {
+    const response = await withCredentials(this.#credentials, undefined, async (credential) => {
       try {
         return await request(this.#url, {
           method: 'GET',

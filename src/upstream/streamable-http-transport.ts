@@ -3,11 +3,11 @@ import type { Readable } from 'node:stream';
 import { Agent, type Dispatcher } from 'undici';
 import { GatewayError } from '../errors/gateway-error.js';
 import { isNotification, isRequest, isResponse, type JsonRpcId, type JsonRpcMessage } from '../jsonrpc/message.js';
-import type { UpstreamCredentials } from '../credentials/types.js';
+import type { OnBehalf, UpstreamCredentials } from '../credentials/types.js';
 import type { Logger } from '../observability/logger.js';
 import { encodeMessage, isConnectError, undeliveredError } from './delivery.js';
 import { SseParser, type SseEvent } from './sse-parser.js';
-import type { InboundContext, UpstreamTransport } from './transport.js';
+import type { InboundContext, SendOptions, UpstreamTransport } from './transport.js';
 import { buildHeaders, closedError, deleteSession, discardBody, headerValue, httpStatusError, mediaTypeOf, type HttpTransportOptions } from './http-support.js';
 import { parseEventData, pause, protocolError, pumpSse, readJsonBody, toMessages, unavailableError, withCredentials } from './http-support.js';
 
@@ -38,8 +38,11 @@ export class StreamableHttpTransport implements UpstreamTransport {
   readonly #url: URL;
   readonly #headers: Record<string, string>;
   readonly #credentials: UpstreamCredentials | undefined;
-  /** The credential headers last sent, for the DELETE at close (no fresh token is fetched just to say goodbye). */
-  #lastCredential: Readonly<Record<string, string>> = {};
+  /**
+   * The credential headers of the session's own traffic (initialize, GET stream), for the DELETE at close: no
+   * fresh token is fetched just to say goodbye, and no forwarded request's own credential is reused for it.
+   */
+  #sessionCredential: Readonly<Record<string, string>> = {};
   readonly #dispatcher: Dispatcher;
   readonly #ownsDispatcher: boolean;
   readonly #logger: Logger;
@@ -84,11 +87,11 @@ export class StreamableHttpTransport implements UpstreamTransport {
     if (this.#closing) throw closedError(this.#server, 'transport is closed');
   }
 
-  async send(message: JsonRpcMessage): Promise<void> {
+  async send(message: JsonRpcMessage, options?: SendOptions): Promise<void> {
     if (this.#closing || this.#expired) throw undeliveredError(closedError(this.#server, 'transport is closed'));
     const requestId = isRequest(message) ? message.id : undefined;
     const accept = 'application/json, text/event-stream';
-    const { statusCode, headers, body } = await this.#request('POST', { accept, 'content-type': 'application/json' }, encodeMessage(message));
+    const { statusCode, headers, body } = await this.#request('POST', { accept, 'content-type': 'application/json' }, encodeMessage(message), options?.onBehalf);
     // Spec §session management: 404 to a request carrying a session id means the session is gone for good.
     if (statusCode === 404 && this.#sessionId !== undefined) {
       await discardBody(body);
@@ -134,7 +137,7 @@ export class StreamableHttpTransport implements UpstreamTransport {
         const headers = buildHeaders(
           this.#headers,
           { 'mcp-session-id': this.#sessionId, 'mcp-protocol-version': this.#protocolVersion },
-          this.#lastCredential,
+          this.#sessionCredential,
         );
         await deleteSession(this.#url, headers, this.#dispatcher).catch((error: unknown) =>
           this.#logger.debug({ server: this.#server, err: error }, 'upstream session DELETE failed'),
@@ -146,8 +149,13 @@ export class StreamableHttpTransport implements UpstreamTransport {
     return this.#closing;
   }
 
-  #request(method: 'GET' | 'POST', extra: Record<string, string | undefined>, body?: string): Promise<Dispatcher.ResponseData> {
-    return withCredentials(this.#credentials, (credential) => this.#send(method, extra, credential, body));
+  #request(method: 'GET' | 'POST', extra: Record<string, string | undefined>, body?: string, onBehalf?: OnBehalf): Promise<Dispatcher.ResponseData> {
+    return withCredentials(this.#credentials, onBehalf, (credential) => {
+      // The DELETE at close is the upstream session's own traffic: it goes with the session's credential, never
+      // with whatever the last forwarded request happened to carry.
+      if (onBehalf === undefined) this.#sessionCredential = credential;
+      return this.#send(method, extra, credential, body);
+    });
   }
 
   async #send(
@@ -156,7 +164,6 @@ export class StreamableHttpTransport implements UpstreamTransport {
     credential: Readonly<Record<string, string>>,
     body: string | undefined,
   ): Promise<Dispatcher.ResponseData> {
-    this.#lastCredential = credential;
     const headers = buildHeaders(this.#headers, { ...extra, 'mcp-session-id': this.#sessionId, 'mcp-protocol-version': this.#protocolVersion }, credential);
     try {
       // No body timeout: SSE streams may legitimately idle for as long as a tool runs; close() aborts them.

@@ -1,3 +1,4 @@
+import type { OnBehalf } from '../credentials/types.js';
 import type { JsonRpcId, JsonRpcMessage } from '../jsonrpc/message.js';
 
 /**
@@ -12,6 +13,11 @@ export interface InboundContext {
 export interface SendOptions {
   /** For replies and notifications that belong to a request the upstream sent or received. */
   relatedRequestId?: JsonRpcId;
+  /**
+   * The downstream request this message serves (a forwarded request, its cancellation): HTTP transports ask the
+   * credentials for headers on its behalf. Absent for the upstream session's own traffic.
+   */
+  onBehalf?: OnBehalf;
 }
 
 /**

@@ -16,6 +16,7 @@ import {
 } from '../jsonrpc/message.js';
 import type { Logger } from '../observability/logger.js';
 import { undeliveredError } from './delivery.js';
+import type { OnBehalf } from '../credentials/types.js';
 import type { InboundContext, UpstreamTransport } from './transport.js';
 
 /** What a forwarded request came back with: the upstream's result or its JSON-RPC error, never its id. */
@@ -58,6 +59,8 @@ export interface RequestOptions<C> {
   timeoutMs: number;
   signal?: CancelSignal | undefined;
   context?: C | undefined;
+  /** The downstream request this one serves, whose own credentials it carries (issue 24); also a SendOptions field. */
+  onBehalf?: OnBehalf | undefined;
 }
 
 interface Pending<C> {
@@ -65,6 +68,8 @@ interface Pending<C> {
   reject: (error: unknown) => void;
   timer: NodeJS.Timeout | undefined;
   context: C | undefined;
+  /** Whom the request acts for: its cancellation goes with the same credentials. */
+  onBehalf: OnBehalf | undefined;
   /** The downstream progress token, restored on every progress notification. */
   progressToken: string | number | undefined;
   /**
@@ -245,6 +250,7 @@ export class UpstreamClient<C = unknown> {
         reject,
         timer: undefined,
         context: options.context,
+        onBehalf: options.onBehalf,
         progressToken,
         sent: false,
         cleanup: () => {
@@ -266,7 +272,8 @@ export class UpstreamClient<C = unknown> {
 
       const message: JsonRpcRequest =
         outParams === undefined ? { jsonrpc: '2.0', id, method } : { jsonrpc: '2.0', id, method, params: outParams };
-      this.transport.send(message).then(
+      // The options are also the SendOptions (their `onBehalf`): no object per call for the transport.
+      this.transport.send(message, options).then(
         () => {
           entry.sent = true;
           // Closed while the message was on its way: it was delivered, and no answer can come now.
@@ -307,7 +314,7 @@ export class UpstreamClient<C = unknown> {
     entry.reject(error);
     if (!this.closed) {
       this.transport
-        .send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason } })
+        .send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason } }, { onBehalf: entry.onBehalf })
         .catch(() => undefined);
     }
   }

@@ -143,7 +143,11 @@ describe('governance', () => {
       listed.some((row) => row.server === 'web' && row.decision === 'deny' && row.keyId === alice.id && /egress-control/.test(String(row.reason))),
       JSON.stringify(listed),
     );
-    assert.ok(listed.every((row) => row.server === 'web'), 'only the hidden server is recorded');
+    // Issue 24: every answered list has one `allow` record naming no server; the hidden server has its own.
+    assert.ok(
+      listed.every((row) => (row.server === 'web' && row.decision === 'deny') || (row.server === undefined && row.decision === 'allow' && row.exposed === 'tools/list')),
+      `only the hidden server and the answered lists are recorded: ${JSON.stringify(listed)}`,
+    );
   });
 
   it('writes one terminal record per call into a chain that mcpgate audit verify accepts', async () => {
@@ -166,7 +170,8 @@ describe('governance', () => {
     await source.backup(copy);
     source.close();
     const db = new Database(copy);
-    db.prepare("UPDATE audit_records SET decision = 'allow' WHERE seq = 2").run();
+    // Whatever record seq 2 is (allowed lists have records too since issue 24), its decision is changed.
+    db.prepare("UPDATE audit_records SET decision = CASE decision WHEN 'allow' THEN 'deny' ELSE 'allow' END WHERE seq = 2").run();
     db.close();
     const store = await createStore(copy);
     try {

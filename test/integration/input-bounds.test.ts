@@ -144,12 +144,15 @@ describe('params the gateway will not forward are -32602, recorded, and never re
       const answer = await post(session, `{"jsonrpc":"2.0","id":${id},"method":"${method}","params":${params}}`, id);
       assert.equal((answer.error as { code?: number } | undefined)?.code, -32602, `${method} ${id}: ${JSON.stringify(answer).slice(0, 300)}`);
     }
-    const rows = await recordsOf(session, (row) => row.exposed === uri);
+    // Every refusal is recorded: since issue 24 subscriptions and completions are governed like reads.
+    const rows = await recordsOf(session, (row) => row.exposed === uri || row.exposed === 'clock__greet');
     assert.deepEqual(
-      rows.map((row) => [row.exposed, row.decision]),
+      rows.map((row) => [row.exposed, row.kind, row.decision]),
       [
-        [uri, 'deny'],
-        [uri, 'deny'],
+        [uri, 'call', 'deny'],
+        [uri, 'call', 'deny'],
+        [uri, 'subscription', 'deny'],
+        ...Array.from({ length: 7 }, () => ['clock__greet', 'completion', 'deny']),
       ],
     );
     assert.deepEqual({ read: childRequests('resources/read'), subscribe: childRequests('resources/subscribe'), complete: childRequests('completion/complete') }, before);

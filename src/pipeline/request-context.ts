@@ -1,0 +1,98 @@
+import type { InboundCredentials } from '../authn/types.js';
+import type { OnBehalf } from '../credentials/types.js';
+import type { JsonObject, JsonRpcRequest } from '../jsonrpc/message.js';
+import type { AccessDecision, Caller } from '../policy/decision.js';
+import type { CancelScope } from '../session/cancel-scope.js';
+import type { DownstreamSession, RequestStream } from '../session/downstream-session.js';
+
+/** The protocol era of a request (DESIGN.md §3): sessions and `initialize`, or per-request `_meta`. */
+export type Era = 'legacy' | 'modern';
+
+/** W3C trace context as the request carried it (HTTP headers); read by tracing subscribers, never by the core. */
+export interface TraceContext {
+  readonly traceparent?: string | undefined;
+  readonly tracestate?: string | undefined;
+  readonly baggage?: string | undefined;
+}
+
+/** What the transport learnt of one request before the router sees it. */
+export interface RequestOrigin {
+  /** Undefined only with auth off. */
+  readonly caller: Caller | undefined;
+  /** What this very request carried for upstreams (issue 6); secret, never logged. */
+  readonly inbound: InboundCredentials | undefined;
+  readonly clientIp?: string | undefined;
+  readonly trace?: TraceContext | undefined;
+}
+
+/**
+ * Everything one JSON-RPC request carries through the pipeline, built once when it arrives (issue 24 §1).
+ * Nothing a single request carries is stored on its session: two concurrent requests of one session each have
+ * their own caller, credentials, deadline and cancel signal. It is also what the upstream client hands back with
+ * messages related to the request (server→client requests go to `stream`), and whom its upstream requests act
+ * for (`inbound`, as {@link OnBehalf}), so no second object is made per request for either.
+ */
+export class RequestContext implements OnBehalf {
+  readonly request: JsonRpcRequest;
+  readonly caller: Caller | undefined;
+  readonly inbound: InboundCredentials | undefined;
+  readonly clientIp: string | undefined;
+  readonly trace: TraceContext | undefined;
+  readonly era: Era;
+  readonly protocolVersion: string;
+  readonly clientCapabilities: JsonObject;
+  readonly clientInfo: JsonObject;
+  /** The level the client asked for (logging/setLevel on a legacy session) when the request arrived. */
+  readonly logLevel: string | undefined;
+  readonly signal: CancelScope;
+  /** Undefined for a request without a session (the 2026-07-28 era). */
+  readonly session: DownstreamSession | undefined;
+  readonly stream: RequestStream | undefined;
+  /** performance.now() when the request reached the router. */
+  readonly startedAt: number;
+  /** performance.now() by which the upstream must have answered; set once the server is resolved. */
+  deadline: number | undefined;
+  /** Set by the `authorize` step. */
+  decision: AccessDecision | undefined;
+
+  constructor(
+    request: JsonRpcRequest,
+    origin: RequestOrigin,
+    session: DownstreamSession | undefined,
+    stream: RequestStream | undefined,
+    signal: CancelScope,
+    protocol: { era: Era; protocolVersion: string; clientCapabilities: JsonObject; clientInfo: JsonObject; logLevel: string | undefined },
+  ) {
+    this.request = request;
+    this.caller = origin.caller;
+    this.inbound = origin.inbound;
+    this.clientIp = origin.clientIp;
+    this.trace = origin.trace;
+    this.era = protocol.era;
+    this.protocolVersion = protocol.protocolVersion;
+    this.clientCapabilities = protocol.clientCapabilities;
+    this.clientInfo = protocol.clientInfo;
+    this.logLevel = protocol.logLevel;
+    this.signal = signal;
+    this.session = session;
+    this.stream = stream;
+    this.startedAt = performance.now();
+    this.deadline = undefined;
+    this.decision = undefined;
+  }
+
+  get method(): string {
+    return this.request.method;
+  }
+
+  /** A context for a request of a legacy (2025-era) session: the protocol facts are the session's. */
+  static ofSession(request: JsonRpcRequest, origin: RequestOrigin, session: DownstreamSession, stream: RequestStream | undefined, signal: CancelScope): RequestContext {
+    return new RequestContext(request, origin, session, stream, signal, {
+      era: 'legacy',
+      protocolVersion: session.protocolVersion,
+      clientCapabilities: session.clientCapabilities,
+      clientInfo: session.clientInfo,
+      logLevel: session.logLevel,
+    });
+  }
+}

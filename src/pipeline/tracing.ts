@@ -1,0 +1,65 @@
+import { tracingChannel, type TracingChannel } from 'node:diagnostics_channel';
+import type { RequestContext } from './request-context.js';
+import { STEPS, type StepName } from './steps.js';
+
+/**
+ * What a step's tracing channel publishes (issue 24 §3). Subscribers (metrics, traces, Server-Timing) read the
+ * request's fields from `context`; the core never imports them. `error` and `result` are set by
+ * diagnostics_channel on the `error` and `asyncEnd` events.
+ */
+export interface StepMessage {
+  readonly step: StepName;
+  readonly context: RequestContext;
+  error?: unknown;
+  result?: unknown;
+}
+
+/** The channel name of a step: `mcpgate:pipeline:<step>` (start, end, asyncStart, asyncEnd, error). */
+export function stepChannelName(step: StepName): string {
+  return `mcpgate:pipeline:${step}`;
+}
+
+const CHANNELS = new Map<StepName, TracingChannel<unknown, StepMessage>>(STEPS.map((step) => [step, tracingChannel<unknown, StepMessage>(stepChannelName(step))]));
+
+/** The tracing channel of `step`, for subscribers. */
+export function stepChannel(step: StepName): TracingChannel<unknown, StepMessage> {
+  return CHANNELS.get(step) as TracingChannel<unknown, StepMessage>;
+}
+
+/** A step's implementation: called as `run(step, context, state)`, so that running it allocates no closure. */
+export type StepRun<S, T> = (step: StepName, context: RequestContext, state: S) => T;
+
+/**
+ * Runs one step of one request under its tracing channel. With nobody subscribed it is a plain call: no
+ * message object and no promise wrapping, so an unobserved gateway pays one map lookup and one property read
+ * per step. A step that returns a promise publishes start, end, then asyncStart and asyncEnd once it settles
+ * (error before them if it rejects); one that returns anything else publishes start and end (error before end
+ * if it throws).
+ */
+export function traced<S, T>(step: StepName, context: RequestContext, run: StepRun<S, T>, state: S): T {
+  const channel = CHANNELS.get(step) as TracingChannel<unknown, StepMessage>;
+  if (!channel.hasSubscribers) return run(step, context, state);
+  const message: StepMessage = { step, context };
+  const value = channel.traceSync(run, message, undefined, step, context, state);
+  if (!(value instanceof Promise)) return value;
+  // The synchronous part already published start and end; the settled promise publishes the async events.
+  return publishSettled(channel, message, value) as T;
+}
+
+function publishSettled<T>(channel: TracingChannel<unknown, StepMessage>, message: StepMessage, promise: Promise<T>): Promise<T> {
+  return promise.then(
+    (value) => {
+      message.result = value;
+      channel.asyncStart.publish(message);
+      channel.asyncEnd.publish(message);
+      return value;
+    },
+    (error: unknown) => {
+      message.error = error;
+      channel.error.publish(message);
+      channel.asyncStart.publish(message);
+      channel.asyncEnd.publish(message);
+      throw error;
+    },
+  );
+}

@@ -1,0 +1,48 @@
+import type { CedarAction } from '../cedar/request.js';
+import type { StepName } from '../pipeline/steps.js';
+
+/**
+ * How the gateway handles one client method (issue 24 §2): the action its Cedar decision names (and through it
+ * its audit record's kind, governance/call-governor.ts), how it is handled, and which pipeline steps it runs (in
+ * pipeline/steps.ts order; the rest are skipped). Every method that reaches an upstream is authorized, goes through Cedar ingress and gets exactly
+ * one audit record. The actions and kinds are listed for users in docs/audit-actions.md.
+ */
+export interface MethodEntry {
+  /** The Cedar action; undefined for a method the gateway answers alone. */
+  readonly action: CedarAction | undefined;
+  /**
+   * How the steps are implemented: `single` routes to one server by name or URI (calls, reads, subscriptions,
+   * completions), `list` merges every permitted server's list, `fanout` sends to every permitted server
+   * (logging/setLevel), `local` is answered by the gateway itself.
+   */
+  readonly family: 'single' | 'list' | 'fanout' | 'local';
+  readonly steps: ReadonlySet<StepName>;
+}
+
+const steps = (...names: StepName[]): ReadonlySet<StepName> => new Set<StepName>(['authenticate', ...names, 'respond']);
+
+/** A call whose result the client reads: guarded and checked by egress policies. */
+const READ = steps('authorize', 'resolve', 'ingress', 'upstream', 'egress', 'record');
+/** A call whose result carries nothing to scan (an empty acknowledgement). */
+const ACKNOWLEDGED = steps('authorize', 'resolve', 'ingress', 'upstream', 'record');
+/**
+ * A list: its scope is the decision's, so there is nothing to resolve, and its items are the gateway's merged,
+ * filtered view, not an upstream's result to scan.
+ */
+const LIST = steps('authorize', 'ingress', 'upstream', 'record');
+
+export const METHODS: ReadonlyMap<string, MethodEntry> = new Map<string, MethodEntry>([
+  // Only tool calls are checked against approved definitions (issue 7 §2).
+  ['tools/call', { action: 'call_tool', family: 'single', steps: steps('authorize', 'resolve', 'admit', 'ingress', 'upstream', 'egress', 'record') }],
+  ['prompts/get', { action: 'get_prompt', family: 'single', steps: READ }],
+  ['resources/read', { action: 'read_resource', family: 'single', steps: READ }],
+  ['completion/complete', { action: 'complete', family: 'single', steps: READ }],
+  ['resources/subscribe', { action: 'subscribe_resource', family: 'single', steps: ACKNOWLEDGED }],
+  ['resources/unsubscribe', { action: 'unsubscribe_resource', family: 'single', steps: ACKNOWLEDGED }],
+  ['logging/setLevel', { action: 'set_log_level', family: 'fanout', steps: ACKNOWLEDGED }],
+  ['tools/list', { action: 'list', family: 'list', steps: LIST }],
+  ['prompts/list', { action: 'list', family: 'list', steps: LIST }],
+  ['resources/list', { action: 'list', family: 'list', steps: LIST }],
+  ['resources/templates/list', { action: 'list', family: 'list', steps: LIST }],
+  ['ping', { action: undefined, family: 'local', steps: steps() }],
+]);
