@@ -8,7 +8,7 @@ import type { AuditInput } from '../audit/record.js';
 import { AuditAnchoring } from '../audit/anchor-job.js';
 import { AuditRetention } from '../audit/retention-job.js';
 import type { PruneAuditResult } from '../audit/retention.js';
-import { CedarPolicies } from '../cedar/policy-store.js';
+import { CedarPolicies } from '../cedar/policy-loader.js';
 import type { GatewayConfig } from '../config/schema.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { Logger } from '../observability/logger.js';
