@@ -1,16 +1,13 @@
-import { randomBytes } from 'node:crypto';
-import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { AuditConfig } from '../config/governance-schema.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { Logger } from '../observability/logger.js';
 import type { AuditRecordWriter, AuditWriterOptions, Store } from '../store/store.js';
-import { toRow, type ChainPosition } from './chain.js';
+import { toRow } from './chain.js';
+import { ChainTail, generateChainId, isChainId } from './chain-tail.js';
 import { prepareRecord, type PreparedRecord } from './prepare.js';
-import { canonicalBody, GENESIS_HASH, linkHash, type AuditInput, type StoredAuditRecord } from './record.js';
+import type { AuditInput, StoredAuditRecord } from './record.js';
 import { SessionSpans, type SessionSpan } from './session-spans.js';
-
-export type { SessionSpan } from './session-spans.js';
 
 /** What the log needs of a store; a narrower type lets tests wrap a real store. */
 export type AuditStore = Pick<Store, 'appendAuditRecords' | 'listAuditRecords' | 'listAuditChains'>;
@@ -96,17 +93,9 @@ class PermanentFailure extends Error {
   }
 }
 
-const CHAIN_ID = /^[A-Za-z0-9_.:-]{1,128}$/;
-
 /** Which failed attempts of a retried write are logged: the first ones, then one in ten, so an outage is visible without flooding the log. */
 function logsRetry(attempt: number): boolean {
   return attempt <= 5 || attempt % 10 === 0;
-}
-
-/** `<host>-<pid>-<random>`: a fresh chain per process start, so two instances never write one chain. */
-export function generateChainId(): string {
-  const host = hostname().replace(/[^A-Za-z0-9_.-]/g, '-').slice(0, 64) || 'gateway';
-  return `${host}-${process.pid}-${randomBytes(4).toString('hex')}`;
 }
 
 function integerOption(value: number | undefined, fallback: number, what: string, min: number): number {
@@ -137,8 +126,7 @@ export class AuditLog {
   readonly #retryInitialMs: number;
   readonly #retryMaxMs: number;
   readonly #ready: Promise<void>;
-  #tail: ChainPosition | undefined;
-  #firstHash: string | undefined;
+  readonly #chain: ChainTail;
   readonly #batches: Batch[] = [];
   #pending = 0;
   readonly #waiters: Waiter[] = [];
@@ -161,10 +149,11 @@ export class AuditLog {
     if (typeof options.store?.appendAuditRecords !== 'function') throw new TypeError('AuditLog: store must be a Store');
     if (typeof options.logger?.warn !== 'function') throw new TypeError('AuditLog: logger must be a Logger');
     const chainId = options.chainId ?? generateChainId();
-    if (typeof chainId !== 'string' || !CHAIN_ID.test(chainId)) throw new TypeError('AuditLog: chainId must be 1-128 of A-Z a-z 0-9 _ . : -');
+    if (!isChainId(chainId)) throw new TypeError('AuditLog: chainId must be 1-128 of A-Z a-z 0-9 _ . : -');
     const durability = options.durability ?? 'sync';
     if (durability !== 'sync' && durability !== 'queue') throw new TypeError('AuditLog: durability must be "sync" or "queue"');
     this.chainId = chainId;
+    this.#chain = new ChainTail(chainId);
     this.durability = durability;
     this.#store = options.store;
     if (options.writer !== undefined && typeof options.writer.appendAuditRecords !== 'function') throw new TypeError('AuditLog: writer must be an AuditRecordWriter');
@@ -189,16 +178,16 @@ export class AuditLog {
 
   /** Hash of the chain's first record, once there is one. */
   get firstHash(): string | undefined {
-    return this.#firstHash;
+    return this.#chain.firstHash;
   }
 
   /** Hash of the last record appended (in `queue` mode possibly not yet durable; `flush()` first to be sure). */
   get lastHash(): string | undefined {
-    return this.#tail === undefined || this.#tail.seq === 0 ? undefined : this.#tail.hash;
+    return this.#chain.lastHash;
   }
 
   get lastSeq(): number {
-    return this.#tail?.seq ?? 0;
+    return this.#chain.lastSeq;
   }
 
   /** Why the log stopped taking records (a refused batch, a forked chain); undefined while it works. */
@@ -240,7 +229,7 @@ export class AuditLog {
     if (this.#closing) throw new GatewayError('MCPGATE_ERR_AUDIT_UNAVAILABLE', 'the audit log is closed');
     const prepared = prepareRecord(input, { captureArguments: this.#captureArguments, now: this.#now });
     let placed: Placed;
-    if (this.#tail !== undefined && this.#waiters.length === 0 && this.#pending < this.#maxQueue) placed = this.#place(prepared);
+    if (this.#chain.known && this.#waiters.length === 0 && this.#pending < this.#maxQueue) placed = this.#place(prepared);
     else {
       const waiter: Waiter = { prepared, placed: deferred<Placed>() };
       this.#waiters.push(waiter);
@@ -343,14 +332,7 @@ export class AuditLog {
   }
 
   #place(prepared: PreparedRecord): Placed {
-    const tail = this.#tail ?? { seq: 0, hash: GENESIS_HASH };
-    const record: { -readonly [K in keyof StoredAuditRecord]: StoredAuditRecord[K] } = { chainId: this.chainId, seq: tail.seq + 1, ...prepared, prevHash: tail.hash, hash: '' };
-    // The body text is kept for the writer, which journals it as it is.
-    const body = canonicalBody(record);
-    record.hash = linkHash(record.prevHash, body);
-    Object.freeze(record);
-    this.#tail = { seq: record.seq, hash: record.hash };
-    if (record.seq === 1) this.#firstHash = record.hash;
+    const { record, body } = this.#chain.link(prepared);
     this.#sessions.track(record);
     let batch = this.#batches.at(-1);
     if (batch === undefined || batch.closed) {
@@ -368,7 +350,7 @@ export class AuditLog {
 
   /** Places waiting records while there is room, oldest first: seq follows append order. */
   #admit(): void {
-    while (this.#tail !== undefined && this.#pending < this.#maxQueue) {
+    while (this.#chain.known && this.#pending < this.#maxQueue) {
       const waiter = this.#waiters.shift();
       if (waiter === undefined) return;
       waiter.placed.resolve(this.#place(waiter.prepared));
@@ -531,7 +513,7 @@ export class AuditLog {
     for (const woken of this.#commitWaiters.splice(0)) woken();
   }
 
-  /** Finds where this chain ends in the store, retrying while the store cannot be read. */
+  /** Finds where this chain ends in the store (after the writer's replay), retrying while the store cannot be read. */
   async #loadTail(): Promise<void> {
     for (let attempt = 1; ; attempt += 1) {
       try {
@@ -540,17 +522,12 @@ export class AuditLog {
           if (code === 'MCPGATE_ERR_STORE_CONFLICT' || code === 'MCPGATE_ERR_STORE_INVALID') throw new PermanentFailure(error);
           throw error;
         });
-        const [summary] = await this.#store.listAuditChains({ chainId: this.chainId });
-        if (summary === undefined || summary.count === 0) this.#tail = { seq: 0, hash: GENESIS_HASH };
-        else if (!Number.isSafeInteger(summary.lastSeq) || !/^[0-9a-f]{64}$/.test(summary.lastHash)) {
+        const restored = await this.#chain.restore(this.#store);
+        if (restored === 'unreadable') {
           this.#fail(`the stored end of audit chain "${this.chainId}" cannot be read; run mcpgate audit verify`, undefined);
           return;
-        } else {
-          const [first] = await this.#store.listAuditRecords({ chainId: this.chainId, order: 'chain', limit: 1 });
-          this.#firstHash = first?.hash;
-          this.#tail = { seq: summary.lastSeq, hash: summary.lastHash };
-          this.#logger.info({ chainId: this.chainId, seq: summary.lastSeq }, 'continuing the audit chain');
         }
+        if (restored === 'continued') this.#logger.info({ chainId: this.chainId, seq: this.#chain.lastSeq }, 'continuing the audit chain');
         this.#admit();
         return;
       } catch (error) {

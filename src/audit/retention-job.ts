@@ -2,6 +2,7 @@ import { errorMessage } from '../errors/error-message.js';
 import type { Logger } from '../observability/logger.js';
 import { PeriodicJob } from '../util/periodic.js';
 import type { StatementSigner, StatementVerifier } from './checkpoint.js';
+import type { AuditInput } from './record.js';
 import { pruneAudit, type AuditPruneStore, type PruneAuditResult } from './retention.js';
 
 export interface AuditRetentionOptions {
@@ -92,4 +93,20 @@ export class AuditRetention extends PeriodicJob {
     if (result.pruned > 0) logger.info({ pruned: result.pruned, before: before.toISOString() }, 'audit records pruned');
     if (result.pruned > 0 || this.#problems.length > 0) this.#options.onRun?.(result);
   }
+}
+
+/**
+ * The audit records of one run (`onRun`): a pruned chain's record (`allow`) or a chain that could not be pruned
+ * (`refused`); not a concurrent prune.
+ */
+export function retentionRecords(result: PruneAuditResult): AuditInput[] {
+  const before = result.before.toISOString();
+  return result.chains.flatMap((chain): AuditInput[] => {
+    const records: AuditInput[] = [];
+    if (chain.pruned > 0 && chain.checkpoint !== undefined) {
+      records.push({ kind: 'retention', decision: 'allow', reason: `pruned ${chain.pruned} record(s) of chain ${chain.chainId} older than ${before}; checkpoint seq ${chain.checkpoint.seq} hash ${chain.checkpoint.hash}` });
+    }
+    if (chain.problem !== undefined && chain.conflict !== true) records.push({ kind: 'retention', decision: 'refused', reason: `chain ${chain.chainId} not pruned: ${chain.problem}` });
+    return records;
+  });
 }

@@ -1,5 +1,6 @@
 import { generateApiKey } from '../authn/api-keys.js';
-import { CedarPolicies, type PolicyOutcome, type PolicySetStatus } from '../cedar/policy-store.js';
+import { CedarPolicies, type PolicySetStatus } from '../cedar/policy-loader.js';
+import type { PolicyOutcome } from '../cedar/policy-evaluator.js';
 import { buildCedarRequest } from '../cedar/request.js';
 import { defaultAccessOf } from '../config/auth-schema.js';
 import { SENSITIVITY_LABELS, type SensitivityLabel } from '../config/governance-schema.js';

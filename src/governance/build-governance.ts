@@ -1,20 +1,19 @@
+import { approveTool, type ApproveToolRequest } from '../approvals/approve-tool.js';
 import { emptyCatalog } from '../approvals/catalog-file.js';
 import { CatalogGuard } from '../approvals/catalog-guard.js';
 import { CatalogReloader } from '../approvals/catalog-reload.js';
-import { catalogSource, loadGatewayCatalog, localActor, updateCatalog } from '../approvals/catalog-source.js';
-import { approveServerTool, type ToolApproval } from '../approvals/compare.js';
+import { catalogSource, loadGatewayCatalog, localActor } from '../approvals/catalog-source.js';
+import type { ToolApproval } from '../approvals/compare.js';
 import { auditLogFromConfig, type AuditLog } from '../audit/audit-log.js';
 import type { AuditInput } from '../audit/record.js';
 import { AuditAnchoring } from '../audit/anchor-job.js';
-import { AuditRetention } from '../audit/retention-job.js';
-import type { PruneAuditResult } from '../audit/retention.js';
-import { CedarPolicies } from '../cedar/policy-store.js';
+import { AuditRetention, retentionRecords } from '../audit/retention-job.js';
+import { CedarPolicies } from '../cedar/policy-loader.js';
 import type { GatewayConfig } from '../config/schema.js';
-import { GatewayError } from '../errors/gateway-error.js';
 import type { Logger } from '../observability/logger.js';
-import { issueSessionReceipt } from '../receipts/issue.js';
 import { ReceiptRetention } from '../receipts/receipt-retention.js';
 import type { ReceiptSigner } from '../receipts/receipt.js';
+import { SessionReceipts } from '../receipts/session-receipts.js';
 import { resolveReceiptKey } from '../receipts/signing-key.js';
 import type { DownstreamSession } from '../session/downstream-session.js';
 import type { Store } from '../store/store.js';
@@ -44,13 +43,8 @@ export interface Governance {
   sessionEnded(session: DownstreamSession): void;
   /** Settles once the receipt of an ended session is stored (or failed); at once when none is being issued. */
   receiptSettled(sessionId: string): Promise<void>;
-  /**
-   * Approves the live definition of a tool this replica sees drifting, if it still has the reviewed `hash`, in the
-   * configured source (so, with the store, on every replica), and puts it in force here at once.
-   * @throws GatewayError ADMIN_NOT_FOUND (catalog off, or the tool is not drifting here), STORE_CONFLICT (the live
-   * definition is no longer the reviewed one), CATALOG_INVALID (the approvals in force cannot be built on).
-   */
-  approveTool(request: { readonly server: string; readonly tool: string; readonly hash: string }): Promise<ToolApproval>;
+  /** Approves a drifting tool's reviewed live definition here and in the configured source (`approvals/approve-tool.ts`). */
+  approveTool(request: ApproveToolRequest): Promise<ToolApproval>;
   /** Records a refused authentication (issue 7 §1); never rejects, never waits. */
   authFailure(refusal: { readonly reason: string; readonly code: string; readonly clientIp: string; readonly path: string | undefined }): void;
   /** Waits for receipts in progress, flushes the audit log and stops policy watchers. */
@@ -164,39 +158,7 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
     logger.warn({ logLevel: config.gateway.logLevel }, 'audit anchors are logged at info: with this logLevel the log keeps no copy of them to verify against');
   }
   const governor = new CallGovernor({ audit, policies, servers, logger, countSessions: store !== undefined && gateway.receipts.enabled });
-  // By session id: DELETE answers before the receipt is stored, and a GET of it right after waits for it.
-  const pending = new Map<string, Promise<void>>();
-
-  const issue = async (session: DownstreamSession): Promise<void> => {
-    // A receipt names its principal: with auth off (a store opened for the audit log alone) there is none.
-    const caller = session.caller;
-    if (store === undefined || signer === undefined || caller === undefined) return;
-    // Queue durability may still hold the session's last records; the receipt must name the real last one.
-    if (audit !== undefined) await audit.flush();
-    const span = audit?.sessionSpan(session.id);
-    await issueSessionReceipt({
-      store,
-      signer,
-      session: {
-        sessionId: session.id,
-        principal: principalFields(caller),
-        startedAt: new Date(session.createdAt),
-        endedAt: new Date(),
-        endReason: session.endReason ?? 'deleted',
-        catalogSnapshotHash: catalog.snapshotHash,
-        ...(policies === undefined ? {} : { policyHash: policies.policyHash }),
-      },
-      // The span the log kept, unless it was dropped for room: then the session's records are read back.
-      audit:
-        audit === undefined
-          ? (governor.sessionCounts(session.id) ?? { calls: 0, denials: 0 })
-          : span !== undefined || audit.spansComplete
-            ? { chainId: audit.chainId, span }
-            : { chainId: audit.chainId },
-    });
-    audit?.forgetSession(session.id);
-    governor.forgetSession(session.id);
-  };
+  const receipts = store === undefined || signer === undefined ? undefined : new SessionReceipts({ store, signer, audit, counts: governor, catalog, policies, logger });
 
   return {
     governor,
@@ -208,39 +170,28 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
     receiptRetention,
     anchoring,
     sessionEnded(session) {
-      const receipt = issue(session).catch((error: unknown) => logger.error({ err: error, session: session.id }, 'session receipt not issued'));
-      pending.set(session.id, receipt);
-      void receipt.finally(() => pending.delete(session.id));
+      // A receipt names its principal: with auth off (a store opened for the audit log alone) there is none.
+      receipts?.sessionEnded(session, session.caller === undefined ? undefined : principalFields(session.caller));
     },
     async receiptSettled(sessionId) {
-      await pending.get(sessionId);
+      await receipts?.settled(sessionId);
     },
-    async approveTool({ server, tool, hash }) {
-      const live = catalog.liveDefinition(server, tool);
-      if (source === undefined || catalogReloader === undefined || live === undefined) {
-        throw new GatewayError('MCPGATE_ERR_ADMIN_NOT_FOUND', `tool "${tool}" of server "${server}" is not drifting on this replica (catalog mode ${catalog.mode}): nothing to approve`, {
-          data: { server, tool },
-        });
-      }
-      if (live.hash !== hash) {
-        throw new GatewayError('MCPGATE_ERR_STORE_CONFLICT', `the live definition of tool "${tool}" of server "${server}" is now ${live.hash}, not the ${hash} that was reviewed; nothing was approved`, {
-          data: { server, tool, liveHash: live.hash },
-        });
-      }
-      const now = new Date();
-      const { written } = await updateCatalog(source, (current) => ({
-        catalog: approveServerTool(current, server, tool, live.definition, now),
-        result: undefined,
-      }));
-      await catalogReloader.reload();
-      note({ kind: 'catalog', decision: 'allow', server, tool, reason: `approved through the admin API: live hash ${hash}; snapshot hash ${catalog.snapshotHash}` }, 'catalog approval');
-      return { server, tool, hash, snapshotHash: catalog.snapshotHash, ...(written?.version === undefined ? {} : { version: written.version }) };
-    },
+    approveTool: (request) =>
+      approveTool(
+        {
+          catalog,
+          source,
+          reloader: catalogReloader,
+          onApproved: ({ server, tool, hash, snapshotHash }) =>
+            note({ kind: 'catalog', decision: 'allow', server, tool, reason: `approved through the admin API: live hash ${hash}; snapshot hash ${snapshotHash}` }, 'catalog approval'),
+        },
+        request,
+      ),
     authFailure(refusal) {
       note({ kind: 'auth-failure', decision: 'refused', reason: `${refusal.code} (${refusal.reason}) from ${refusal.clientIp} on ${refusal.path ?? '?'}` }, 'auth-failure');
     },
     async close() {
-      await Promise.all([...pending.values()]);
+      await receipts?.allSettled();
       await retention?.close();
       await receiptRetention?.close();
       await anchoring?.close();
@@ -249,17 +200,4 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
       await audit?.close();
     },
   };
-}
-
-/** A pruned chain's record (`allow`) or a chain that could not be pruned (`refused`); not a concurrent prune. */
-function retentionRecords(result: PruneAuditResult): AuditInput[] {
-  const before = result.before.toISOString();
-  return result.chains.flatMap((chain): AuditInput[] => {
-    const records: AuditInput[] = [];
-    if (chain.pruned > 0 && chain.checkpoint !== undefined) {
-      records.push({ kind: 'retention', decision: 'allow', reason: `pruned ${chain.pruned} record(s) of chain ${chain.chainId} older than ${before}; checkpoint seq ${chain.checkpoint.seq} hash ${chain.checkpoint.hash}` });
-    }
-    if (chain.problem !== undefined && chain.conflict !== true) records.push({ kind: 'retention', decision: 'refused', reason: `chain ${chain.chainId} not pruned: ${chain.problem}` });
-    return records;
-  });
 }

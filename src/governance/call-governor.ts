@@ -2,7 +2,8 @@ import type { AuditDecision, AuditInput, AuditKind, AuditPrincipal } from '../au
 import { argumentsHash, isCallRecord, isDenialRecord, sha256Hex } from '../audit/record.js';
 import type { AuditLog } from '../audit/audit-log.js';
 import type { CedarAction } from '../cedar/request.js';
-import { policyDeniedError, type CedarPolicies, type PolicyOutcome } from '../cedar/policy-store.js';
+import type { CedarPolicies } from '../cedar/policy-loader.js';
+import { policyDeniedError, type PolicyOutcome } from '../cedar/policy-evaluator.js';
 import type { ServerConfig } from '../config/schema.js';
 import { guardsSchema, type SensitivityLabel } from '../config/governance-schema.js';
 import { GatewayError } from '../errors/gateway-error.js';

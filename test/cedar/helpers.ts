@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { PolicySetConfig } from '../../src/config/governance-schema.js';
-import type { PolicyLogger } from '../../src/cedar/policy-store.js';
+import type { PolicyLogger } from '../../src/cedar/policy-loader.js';
 import { buildCedarRequest, type CedarRequestInput } from '../../src/cedar/request.js';
 import type { Caller } from '../../src/policy/decision.js';
 

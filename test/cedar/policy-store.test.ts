@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, describe, it } from 'node:test';
-import { CedarPolicies, policyDeniedError, type PolicyLogger } from '../../src/cedar/policy-store.js';
+import { CedarPolicies, type PolicyLogger } from '../../src/cedar/policy-loader.js';
+import { policyDeniedError } from '../../src/cedar/policy-evaluator.js';
 import { GatewayError } from '../../src/errors/gateway-error.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { CaptureLogger, PolicyDir, request, set } from './helpers.js';

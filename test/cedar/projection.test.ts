@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { isAuthorized, policyToJson } from '@cedar-policy/cedar-wasm/nodejs';
 import { readsOf } from '../../src/cedar/policy-set.js';
-import { CedarPolicies } from '../../src/cedar/policy-store.js';
+import { CedarPolicies } from '../../src/cedar/policy-loader.js';
 import { buildCedarRequest, type CedarRequest, type CedarRequestInput } from '../../src/cedar/request.js';
 import type { Caller } from '../../src/policy/decision.js';
 import { input, PolicyDir, request, set } from './helpers.js';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { CedarPolicies, type PolicyReloadEvent } from '../../src/cedar/policy-store.js';
+import { CedarPolicies, type PolicyReloadEvent } from '../../src/cedar/policy-loader.js';
 import { CaptureLogger, PolicyDir, request, set, waitFor } from './helpers.js';
 
 const dir = new PolicyDir();

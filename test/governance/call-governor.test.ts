@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { AuditLog } from '../../src/audit/audit-log.js';
-import { CedarPolicies } from '../../src/cedar/policy-store.js';
+import { CedarPolicies } from '../../src/cedar/policy-loader.js';
 import { serverSchema } from '../../src/config/schema.js';
 import { GatewayError } from '../../src/errors/gateway-error.js';
 import { CallGovernor, type CallFacts } from '../../src/governance/call-governor.js';
