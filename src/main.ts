@@ -40,8 +40,9 @@ import { isLoopbackHost } from './util/tls-pins.js';
 import { VERSION } from './version.js';
 
 /**
- * The composition root: the only place that builds concrete classes from the frozen configuration
- * (STYLE.md §6, §7). Each constructor gets its slice of config and its collaborators.
+ * The composition root: builds each layer's concrete classes from the frozen configuration, itself or through
+ * the layers' factories that src/README.md lists (STYLE.md §6, §7). Each constructor gets its slice of config
+ * and its collaborators.
  */
 export interface GatewayCore {
   router: Router;
