@@ -6,7 +6,6 @@ import { JwtVerifier } from './authn/jwt-verifier.js';
 import { resolveKeySecret } from './authn/key-secret.js';
 import type { ProtectedResourceMetadata } from './authn/resource-metadata.js';
 import { defaultAccessOf } from './config/auth-schema.js';
-import { allowsUnmeasured } from './config/isolation-schema.js';
 import { buildCredentialBroker } from './credentials/build-broker.js';
 import type { CredentialBroker } from './credentials/credential-broker.js';
 import { PassthroughGate } from './credentials/passthrough-gate.js';
@@ -17,7 +16,6 @@ import type { AuditLog } from './audit/audit-log.js';
 import { buildGovernance, type Governance } from './governance/build-governance.js';
 import { governanceStatus } from './governance/governance-status.js';
 import type { GatewayConfig } from './config/schema.js';
-import { LATEST_PROTOCOL_VERSION } from './jsonrpc/protocol-versions.js';
 import type { Logger } from './observability/logger.js';
 import { enforcedAccess, OPEN_ACCESS, type AccessPolicy } from './policy/access-policy.js';
 import { CidrSet } from './policy/client-ip.js';
@@ -34,11 +32,8 @@ import { HttpAuth } from './transport/http-auth.js';
 import { GatewayHttpServer } from './transport/http-server.js';
 import { subscribeServerTiming } from './observability/server-timing.js';
 import { StdioServer } from './transport/stdio-server.js';
-import { createTransport } from './upstream/create-transport.js';
-import { DispatcherRegistry } from './upstream/dispatcher-registry.js';
-import { executionIdentityOf } from './upstream/execution-identity.js';
-import { connectOptionsFor } from './upstream/tls-pin.js';
-import { UpstreamRegistry } from './upstream/upstream-registry.js';
+import { buildUpstreams } from './upstream/build-upstreams.js';
+import type { UpstreamRegistry } from './upstream/upstream-registry.js';
 import { resolveMasterKey } from './vault/master-key.js';
 import { SelfServiceSecrets } from './vault/self-service.js';
 import { Vault } from './vault/vault.js';
@@ -46,8 +41,9 @@ import { isLoopbackHost } from './util/tls-pins.js';
 import { VERSION } from './version.js';
 
 /**
- * The composition root: the only place that builds concrete classes from the frozen configuration
- * (STYLE.md §6, §7). Each constructor gets its slice of config and its collaborators.
+ * The composition root: builds each layer's concrete classes from the frozen configuration, itself or through
+ * the layers' factories that src/README.md lists (STYLE.md §6, §7). Each constructor gets its slice of config
+ * and its collaborators.
  */
 export interface GatewayCore {
   router: Router;
@@ -216,33 +212,8 @@ export interface CoreDeps {
 export function buildCore(config: GatewayConfig, logger: Logger, deps: CoreDeps): GatewayCore {
   const { gateway, servers } = config;
   const { access, credentials, governance } = deps;
-  // Every per-upstream cache is keyed by the execution identity (issue 4 §1, DESIGN.md invariant 1), derived
-  // once here: one HTTP pool per identity, one shared stdio child per identity.
-  const identities = new Map(Object.entries(servers).map(([name, server]) => [name, executionIdentityOf(name, server)]));
-  const dispatchers = new DispatcherRegistry({
-    servers,
-    identities,
-    callTimeoutMs: gateway.limits.callTimeoutMs,
-    // TLS pins, CA bundle and mTLS client certificate of this server (issue 4 §3); undefined = undici's default.
-    connect: (name, server, timeoutMs) => connectOptionsFor(name, server, gateway.mode, logger, timeoutMs),
-  });
-  const registry = new UpstreamRegistry<CallContext>({
-    servers,
-    createTransport: (name, server, credentials) =>
-      createTransport(name, server, {
-        credentials,
-        logger,
-        maxMessageBytes: gateway.limits.maxUpstreamMessageBytes,
-        dispatcher: server.transport === 'stdio' ? undefined : dispatchers.dispatcherFor(name),
-        allowUnmeasured: server.transport === 'stdio' && allowsUnmeasured(server, gateway.mode),
-      }),
-    clientInfo: { name: gateway.name, version: VERSION },
-    protocolVersion: LATEST_PROTOCOL_VERSION,
-    logger,
-    identityOf: (name) => identities.get(name)?.hash,
-    maxChildrenPerServer: gateway.limits.maxChildrenPerServer,
-    upstreamIdleTimeoutMs: gateway.limits.upstreamIdleTimeoutMs,
-  });
+  const upstreams = buildUpstreams<CallContext>(config, logger);
+  const { registry } = upstreams;
   const sessions = new SessionManager({
     maxSessions: gateway.limits.maxSessions,
     maxSessionsPerKey: gateway.limits.maxSessionsPerKey,
@@ -277,11 +248,10 @@ export function buildCore(config: GatewayConfig, logger: Logger, deps: CoreDeps)
     router,
     sessions,
     registry,
-    dispatcherFor: (server) => dispatchers.dispatcherFor(server),
+    dispatcherFor: (server) => upstreams.dispatcherFor(server),
     async close() {
       sessions.closeAll();
-      await registry.closeAll();
-      await dispatchers.close();
+      await upstreams.close();
     },
   };
 }

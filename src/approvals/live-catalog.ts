@@ -1,14 +1,11 @@
-import { allowsUnmeasured } from '../config/isolation-schema.js';
 import type { GatewayConfig, ServerConfig } from '../config/schema.js';
 import { buildCredentialBroker } from '../credentials/build-broker.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import { asObject, makeError, RpcCode, type JsonObject } from '../jsonrpc/message.js';
 import { LATEST_PROTOCOL_VERSION } from '../jsonrpc/protocol-versions.js';
 import type { Logger } from '../observability/logger.js';
-import { createTransport } from '../upstream/create-transport.js';
-import { DispatcherRegistry } from '../upstream/dispatcher-registry.js';
-import { executionIdentityOf } from '../upstream/execution-identity.js';
-import { connectOptionsFor } from '../upstream/tls-pin.js';
+import { buildUpstreams } from '../upstream/build-upstreams.js';
+import type { UpstreamTransport } from '../upstream/transport.js';
 import { UpstreamClient } from '../upstream/upstream-client.js';
 import { VERSION } from '../version.js';
 import { errorMessage } from '../errors/error-message.js';
@@ -49,19 +46,16 @@ export async function fetchLiveTools(config: GatewayConfig, logger: Logger, serv
   }
   if (wanted.length === 0) return { tools, failed };
 
-  const { gateway } = config;
   const selected = Object.fromEntries(wanted.map((name) => [name, config.servers[name] as ServerConfig]));
-  const identities = new Map(Object.entries(selected).map(([name, server]) => [name, executionIdentityOf(name, server)]));
-  const dispatchers = new DispatcherRegistry({
-    servers: selected,
-    identities,
-    callTimeoutMs: gateway.limits.callTimeoutMs,
-    connect: (name, server, timeoutMs) => connectOptionsFor(name, server, gateway.mode, logger, timeoutMs),
-  });
+  // Sessions are opened here, not by the registry: each closes as soon as its listing ends, and no two servers share one.
+  const upstreams = buildUpstreams<undefined>({ ...config, servers: selected }, logger);
   const owned = Object.fromEntries(
     Object.entries(selected).filter(([, server]) => server.transport !== 'stdio' && server.credentials !== undefined && SERVER_OWNED_CREDENTIALS.has(server.credentials.mode)),
   );
-  const credentials = await buildCredentialBroker({ ...config, servers: owned }, { vault: undefined, logger });
+  const credentials = await buildCredentialBroker({ ...config, servers: owned }, { vault: undefined, logger }).catch(async (error: unknown) => {
+    await upstreams.close();
+    throw error;
+  });
   const serverContext = { principalId: undefined, principalKey: undefined, opener: undefined };
   try {
     const queue = [...wanted];
@@ -69,13 +63,7 @@ export async function fetchLiveTools(config: GatewayConfig, logger: Logger, serv
       for (let name = queue.shift(); name !== undefined; name = queue.shift()) {
         const server = selected[name] as ServerConfig;
         try {
-          const transport = createTransport(name, server, {
-            logger,
-            maxMessageBytes: gateway.limits.maxUpstreamMessageBytes,
-            dispatcher: server.transport === 'stdio' ? undefined : dispatchers.dispatcherFor(name),
-            allowUnmeasured: server.transport === 'stdio' && allowsUnmeasured(server, gateway.mode),
-            credentials: credentials.broker.forSession(name, serverContext),
-          });
+          const transport = upstreams.createTransport(name, server, credentials.broker.forSession(name, serverContext));
           tools.set(name, await listTools(name, server, transport, config, logger));
         } catch (error) {
           failed.set(name, describe(error, server));
@@ -84,7 +72,7 @@ export async function fetchLiveTools(config: GatewayConfig, logger: Logger, serv
     };
     await Promise.all(Array.from({ length: Math.min(CONCURRENCY, wanted.length) }, worker));
   } finally {
-    await dispatchers.close();
+    await upstreams.close();
     await credentials.close();
   }
   return { tools, failed };
@@ -93,7 +81,7 @@ export async function fetchLiveTools(config: GatewayConfig, logger: Logger, serv
 async function listTools(
   name: string,
   server: ServerConfig,
-  transport: ReturnType<typeof createTransport>,
+  transport: UpstreamTransport,
   config: GatewayConfig,
   logger: Logger,
 ): Promise<JsonObject[]> {

@@ -1,4 +1,3 @@
-import { Agent, type Dispatcher } from 'undici';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { JsonRpcMessage } from '../jsonrpc/message.js';
 import { SseTransport } from './sse-transport.js';
@@ -21,8 +20,6 @@ export class AutoTransport implements UpstreamTransport {
   onclose?: () => void;
 
   readonly #options: AutoTransportOptions;
-  readonly #dispatcher: Dispatcher;
-  readonly #ownsDispatcher: boolean;
   #kind: 'http' | 'sse' | undefined;
   #inner: UpstreamTransport;
   /** Settles once the first send has chosen the transport; later sends wait for it. */
@@ -33,9 +30,7 @@ export class AutoTransport implements UpstreamTransport {
 
   constructor(options: AutoTransportOptions) {
     this.#options = options;
-    this.#ownsDispatcher = options.dispatcher === undefined;
-    this.#dispatcher = options.dispatcher ?? new Agent({ connect: { timeout: options.connectTimeoutMs } });
-    this.#inner = this.#adopt(new StreamableHttpTransport({ ...options, dispatcher: this.#dispatcher }));
+    this.#inner = this.#adopt(new StreamableHttpTransport(options));
   }
 
   /** Which transport the first send settled on; undefined until then. */
@@ -73,7 +68,6 @@ export class AutoTransport implements UpstreamTransport {
   async close(): Promise<void> {
     this.#closing ??= (async () => {
       await this.#inner.close();
-      if (this.#ownsDispatcher) await this.#dispatcher.destroy().catch(() => undefined);
       this.#fireClose();
     })();
     return this.#closing;
@@ -92,14 +86,14 @@ export class AutoTransport implements UpstreamTransport {
     const rejected = this.#inner;
     rejected.onclose = undefined;
     await rejected.close();
-    const legacy = this.#adopt(new SseTransport({ ...this.#options, dispatcher: this.#dispatcher }));
+    const legacy = this.#adopt(new SseTransport(this.#options));
     this.#inner = legacy;
     try {
       await legacy.start();
     } catch (error) {
       // Leave a fresh candidate behind so that a retried initialize starts the negotiation over.
       legacy.onclose = undefined;
-      this.#inner = this.#adopt(new StreamableHttpTransport({ ...this.#options, dispatcher: this.#dispatcher }));
+      this.#inner = this.#adopt(new StreamableHttpTransport(this.#options));
       throw error;
     }
     this.#kind = 'sse';

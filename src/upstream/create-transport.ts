@@ -14,7 +14,7 @@ export interface CreateTransportDeps {
   maxMessageBytes: number;
   /**
    * The HTTP connection pool of this server's execution identity (DESIGN.md invariant 1); the caller owns it.
-   * Without one, each HTTP transport owns a private Agent.
+   * Required for an HTTP server (no transport builds a pool of its own); a stdio server has none.
    */
   dispatcher?: Dispatcher;
   /** SIGTERM → SIGKILL grace for stdio children. Default 5000. */
@@ -51,6 +51,7 @@ export function createTransport(serverName: string, config: ServerConfig, deps: 
     case 'http':
     case 'sse':
     case 'auto': {
+      if (dispatcher === undefined) throw new TypeError(`createTransport: HTTP server "${serverName}" needs a dispatcher`);
       const options = {
         serverName,
         url: config.url,

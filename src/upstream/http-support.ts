@@ -184,7 +184,6 @@ export async function deleteSession(url: URL, headers: Record<string, string>, d
   await discardBody(response.body);
 }
 
-/** Options shared by the HTTP-based transports (Streamable HTTP, legacy SSE, auto). */
 /**
  * Sends one upstream request with the credential headers of this moment; after a 401 it renews them and
  * retries exactly once (issue 6 §3), so an early-expired token costs one round trip and never a loop. A
@@ -202,6 +201,7 @@ export async function withCredentials(
   return send(await credentials.headers(onBehalf));
 }
 
+/** Options shared by the HTTP-based transports (Streamable HTTP, legacy SSE, auto). */
 export interface HttpTransportOptions {
   serverName: string;
   /** Streamable HTTP: the MCP endpoint. Legacy SSE: the stream (GET), whose `endpoint` event names the POST URL. */
@@ -210,11 +210,18 @@ export interface HttpTransportOptions {
   headers?: Record<string, string>;
   /** Credential headers per request and renewal after a 401 (issue 6); absent: none. */
   credentials?: UpstreamCredentials;
-  /** Connection pool to use; the caller keeps ownership. By default the transport owns a new Agent. */
-  dispatcher?: Dispatcher;
+  /**
+   * Connection pool to use (in the gateway, the pool of the server's execution identity from the
+   * `DispatcherRegistry`). The caller owns it: a transport never builds, closes or destroys one.
+   */
+  dispatcher: Dispatcher;
   logger: Logger;
   /** Largest JSON body or SSE event accepted from the upstream. */
   maxMessageBytes: number;
-  /** TCP/TLS connect timeout of the default Agent; legacy SSE also bounds the wait for `endpoint` with it. */
+  /**
+   * The server's `connectTimeoutMs`. Legacy SSE bounds its wait for the `endpoint` event with it (also when
+   * `auto` falls back to SSE). The TCP/TLS connect itself is bounded by the dispatcher's own connect timeout
+   * (the registry builds each pool with the server's `http.connectTimeoutMs`, else this value).
+   */
   connectTimeoutMs: number;
 }

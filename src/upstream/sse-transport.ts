@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream';
-import { Agent, request, type Dispatcher } from 'undici';
+import { request, type Dispatcher } from 'undici';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { JsonRpcMessage } from '../jsonrpc/message.js';
 import type { UpstreamCredentials } from '../credentials/types.js';
@@ -38,7 +38,6 @@ export class SseTransport implements UpstreamTransport {
   readonly #headers: Record<string, string>;
   readonly #credentials: UpstreamCredentials | undefined;
   readonly #dispatcher: Dispatcher;
-  readonly #ownsDispatcher: boolean;
   readonly #logger: Logger;
   readonly #maxBytes: number;
   readonly #connectTimeoutMs: number;
@@ -55,8 +54,7 @@ export class SseTransport implements UpstreamTransport {
     this.#url = new URL(options.url);
     this.#headers = options.headers ?? {};
     this.#credentials = options.credentials;
-    this.#ownsDispatcher = options.dispatcher === undefined;
-    this.#dispatcher = options.dispatcher ?? new Agent({ connect: { timeout: options.connectTimeoutMs } });
+    this.#dispatcher = options.dispatcher;
     this.#logger = options.logger;
     this.#maxBytes = options.maxMessageBytes;
     this.#connectTimeoutMs = options.connectTimeoutMs;
@@ -84,7 +82,6 @@ export class SseTransport implements UpstreamTransport {
       // The stream must not outlive a failed start, and a failed start is not a close the caller must observe.
       this.#closing = Promise.resolve();
       this.#lifetime.abort();
-      if (this.#ownsDispatcher) await this.#dispatcher.destroy().catch(() => undefined);
       throw error;
     } finally {
       clearTimeout(timer);
@@ -116,7 +113,6 @@ export class SseTransport implements UpstreamTransport {
   close(): Promise<void> {
     this.#closing ??= (async () => {
       this.#lifetime.abort();
-      if (this.#ownsDispatcher) await this.#dispatcher.destroy().catch(() => undefined);
       this.onclose?.();
     })();
     return this.#closing;

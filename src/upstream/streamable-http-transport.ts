@@ -1,6 +1,6 @@
 import { setMaxListeners } from 'node:events';
 import type { Readable } from 'node:stream';
-import { Agent, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
 import { GatewayError } from '../errors/gateway-error.js';
 import { isNotification, isRequest, isResponse, type JsonRpcId, type JsonRpcMessage } from '../jsonrpc/message.js';
 import type { OnBehalf, UpstreamCredentials } from '../credentials/types.js';
@@ -44,7 +44,6 @@ export class StreamableHttpTransport implements UpstreamTransport {
    */
   #sessionCredential: Readonly<Record<string, string>> = {};
   readonly #dispatcher: Dispatcher;
-  readonly #ownsDispatcher: boolean;
   readonly #logger: Logger;
   readonly #maxBytes: number;
   // Every in-flight request listens on this signal; concurrency is bounded elsewhere, so no listener cap here.
@@ -68,8 +67,7 @@ export class StreamableHttpTransport implements UpstreamTransport {
     this.#path = this.#url.pathname + this.#url.search;
     this.#headers = options.headers ?? {};
     this.#credentials = options.credentials;
-    this.#ownsDispatcher = options.dispatcher === undefined;
-    this.#dispatcher = options.dispatcher ?? new Agent({ connect: { timeout: options.connectTimeoutMs } });
+    this.#dispatcher = options.dispatcher;
     this.#logger = options.logger;
     this.#maxBytes = options.maxMessageBytes;
   }
@@ -143,7 +141,6 @@ export class StreamableHttpTransport implements UpstreamTransport {
           this.#logger.debug({ server: this.#server, err: error }, 'upstream session DELETE failed'),
         );
       }
-      if (this.#ownsDispatcher) await this.#dispatcher.destroy().catch(() => undefined);
       this.onclose?.();
     })();
     return this.#closing;

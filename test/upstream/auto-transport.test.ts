@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
+import { Agent } from 'undici';
 import { serverSchema } from '../../src/config/schema.js';
 import { AutoTransport } from '../../src/upstream/auto-transport.js';
 import { createTransport } from '../../src/upstream/create-transport.js';
@@ -14,8 +15,16 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
+/** The transport's pool, which the test owns as the gateway's registry owns its pools. */
+function makeAgent(connectTimeoutMs: number): Agent {
+  const dispatcher = new Agent({ connect: { timeout: connectTimeoutMs } });
+  cleanups.push(() => dispatcher.destroy());
+  return dispatcher;
+}
+
 function makeAuto(fixture: HttpFixture): AutoTransport {
-  const transport = new AutoTransport({ serverName: 'either', url: fixture.url, logger: captureLogger().logger, maxMessageBytes: 64 * 1024, connectTimeoutMs: 2_000 });
+  const dispatcher = makeAgent(2_000);
+  const transport = new AutoTransport({ serverName: 'either', url: fixture.url, dispatcher, logger: captureLogger().logger, maxMessageBytes: 64 * 1024, connectTimeoutMs: 2_000 });
   cleanups.push(() => transport.close());
   return transport;
 }
@@ -57,8 +66,8 @@ describe('AutoTransport', () => {
 });
 
 describe('createTransport', () => {
-  const deps = { logger: captureLogger().logger, maxMessageBytes: 1024 };
   it('builds the transport the config names', async () => {
+    const deps = { logger: captureLogger().logger, maxMessageBytes: 1024, dispatcher: makeAgent(2_000) };
     const cases = [
       [{ transport: 'stdio', command: 'node' }, StdioTransport],
       [{ transport: 'http', url: 'http://127.0.0.1:1/mcp' }, StreamableHttpTransport],
@@ -69,6 +78,14 @@ describe('createTransport', () => {
       const transport = createTransport('s', serverSchema.parse(raw), deps);
       assert.ok(transport instanceof kind, `${raw.transport} → ${kind.name}`);
       await transport.close();
+    }
+  });
+
+  it('refuses an HTTP server without a dispatcher: no transport builds a pool of its own', () => {
+    const deps = { logger: captureLogger().logger, maxMessageBytes: 1024 };
+    for (const transport of ['http', 'sse', 'auto'] as const) {
+      const config = serverSchema.parse({ transport, url: 'http://127.0.0.1:1/mcp' });
+      assert.throws(() => createTransport('s', config, deps), /HTTP server "s" needs a dispatcher/);
     }
   });
 });

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
 import { describe, it } from 'node:test';
+import { Agent } from 'undici';
 import { GatewayError } from '../../src/errors/gateway-error.js';
 import { encodeMessage, mayRetry, undeliveredError, wasUndelivered } from '../../src/upstream/delivery.js';
 import { StreamableHttpTransport } from '../../src/upstream/streamable-http-transport.js';
@@ -30,7 +31,8 @@ describe('mayRetry', () => {
     await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
     const { port } = probe.address() as { port: number };
     await new Promise<void>((resolve) => probe.close(() => resolve()));
-    const transport = new StreamableHttpTransport({ serverName: 's', url: `http://127.0.0.1:${port}/mcp`, logger: captureLogger().logger, maxMessageBytes: 65_536, connectTimeoutMs: 2_000 });
+    const dispatcher = new Agent({ connect: { timeout: 2_000 } });
+    const transport = new StreamableHttpTransport({ serverName: 's', url: `http://127.0.0.1:${port}/mcp`, dispatcher, logger: captureLogger().logger, maxMessageBytes: 65_536, connectTimeoutMs: 2_000 });
     try {
       await assert.rejects(transport.send({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'x' } }), (error: unknown) => {
         assert.ok(GatewayError.is(error));
@@ -40,6 +42,7 @@ describe('mayRetry', () => {
       });
     } finally {
       await transport.close();
+      await dispatcher.destroy();
     }
   });
 });

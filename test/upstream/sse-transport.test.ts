@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
+import { Agent } from 'undici';
 import { GatewayError } from '../../src/errors/gateway-error.js';
 import { SseTransport } from '../../src/upstream/sse-transport.js';
 import { startRawSseServer, startSseServer, type HttpFixture } from '../fixtures/upstream/http-servers.js';
@@ -11,7 +12,10 @@ afterEach(async () => {
 });
 
 function makeTransport(fixture: HttpFixture, connectTimeoutMs = 2_000): SseTransport {
-  const transport = new SseTransport({ serverName: 'legacy', url: fixture.url, logger: captureLogger().logger, maxMessageBytes: 64 * 1024, connectTimeoutMs });
+  // The transport's pool, which the test owns as the gateway's registry owns its pools.
+  const dispatcher = new Agent({ connect: { timeout: connectTimeoutMs } });
+  cleanups.push(() => dispatcher.destroy());
+  const transport = new SseTransport({ serverName: 'legacy', url: fixture.url, dispatcher, logger: captureLogger().logger, maxMessageBytes: 64 * 1024, connectTimeoutMs });
   cleanups.push(() => transport.close());
   return transport;
 }

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, it } from 'node:test';
+import { Agent } from 'undici';
 import { GatewayError } from '../../src/errors/gateway-error.js';
 import { wasUndelivered } from '../../src/upstream/delivery.js';
 import { StreamableHttpTransport, type StreamableHttpTransportOptions } from '../../src/upstream/streamable-http-transport.js';
@@ -13,6 +14,13 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
+/** The transport's pool, which the test owns as the gateway's registry owns its pools. */
+function makeAgent(connectTimeoutMs: number): Agent {
+  const dispatcher = new Agent({ connect: { timeout: connectTimeoutMs } });
+  cleanups.push(() => dispatcher.destroy());
+  return dispatcher;
+}
+
 async function setup(
   fixtureOptions: StreamableFixtureOptions = {},
   overrides: Partial<StreamableHttpTransportOptions> = {},
@@ -22,6 +30,7 @@ async function setup(
   const transport = new StreamableHttpTransport({
     serverName: 'remote',
     url: fixture.url,
+    dispatcher: makeAgent(2_000),
     logger: captureLogger().logger,
     maxMessageBytes: 64 * 1024,
     connectTimeoutMs: 2_000,
@@ -112,10 +121,10 @@ describe('StreamableHttpTransport sessions and errors', () => {
       assert.equal(error.httpStatus, 401);
       return true;
     });
-    const wrong = new StreamableHttpTransport({ serverName: 'remote', url: fixture.url, headers: { Authorization: 'Bearer wrong' }, logger: captureLogger().logger, maxMessageBytes: 65_536, connectTimeoutMs: 2_000 });
+    const wrong = new StreamableHttpTransport({ serverName: 'remote', url: fixture.url, headers: { Authorization: 'Bearer wrong' }, dispatcher: makeAgent(2_000), logger: captureLogger().logger, maxMessageBytes: 65_536, connectTimeoutMs: 2_000 });
     cleanups.push(() => wrong.close());
     await assert.rejects(wrong.send(initialize), (error: unknown) => GatewayError.is(error) && error.data?.status === 403 && error.httpStatus === 403);
-    const right = new StreamableHttpTransport({ serverName: 'remote', url: fixture.url, headers: { Authorization: 'Bearer right' }, logger: captureLogger().logger, maxMessageBytes: 65_536, connectTimeoutMs: 2_000 });
+    const right = new StreamableHttpTransport({ serverName: 'remote', url: fixture.url, headers: { Authorization: 'Bearer right' }, dispatcher: makeAgent(2_000), logger: captureLogger().logger, maxMessageBytes: 65_536, connectTimeoutMs: 2_000 });
     cleanups.push(() => right.close());
     const rpc = new TestRpc(right);
     await rpc.initialize();
@@ -127,7 +136,7 @@ describe('StreamableHttpTransport sessions and errors', () => {
     await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
     const { port } = probe.address() as AddressInfo;
     await new Promise<void>((resolve) => probe.close(() => resolve()));
-    const transport = new StreamableHttpTransport({ serverName: 'down', url: `http://127.0.0.1:${port}/mcp`, logger: captureLogger().logger, maxMessageBytes: 1024, connectTimeoutMs: 1_000 });
+    const transport = new StreamableHttpTransport({ serverName: 'down', url: `http://127.0.0.1:${port}/mcp`, dispatcher: makeAgent(1_000), logger: captureLogger().logger, maxMessageBytes: 1024, connectTimeoutMs: 1_000 });
     cleanups.push(() => transport.close());
     await assert.rejects(transport.send({ jsonrpc: '2.0', id: 1, method: 'ping' }), (error: unknown) => {
       assert.ok(GatewayError.is(error));
