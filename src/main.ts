@@ -22,7 +22,7 @@ import type { Logger } from './observability/logger.js';
 import { enforcedAccess, OPEN_ACCESS, type AccessPolicy } from './policy/access-policy.js';
 import { CidrSet } from './policy/client-ip.js';
 import { DecisionMemo } from './policy/decision-memo.js';
-import { callerAt, type Caller } from './policy/decision.js';
+import { callerAt, type Caller } from './model/caller.js';
 import { PermissionEngine } from './policy/permission-engine.js';
 import type { CallContext } from './router/client-bridge.js';
 import { ToolFilter } from './router/naming.js';

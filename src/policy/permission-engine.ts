@@ -1,4 +1,5 @@
 import { GatewayError } from '../errors/gateway-error.js';
+import type { Caller } from '../model/caller.js';
 import type { PermissionDocument, PermissionLevel, PermissionRecord, Store, Toolset } from '../store/store.js';
 import { CidrSet } from './client-ip.js';
 import {
@@ -6,7 +7,6 @@ import {
   type DefaultAccess,
   GrantDecision,
   type AccessDecision,
-  type Caller,
   type LevelGrant,
 } from './decision.js';
 import { explainAccess, type AccessExplanation, type LevelRead, type ToolsetRead } from './explain.js';

@@ -1,6 +1,7 @@
-import type { InboundCredentials } from '../authn/types.js';
+import type { InboundCredentials } from '../model/inbound-credentials.js';
 import type { SensitivityLabel } from '../config/governance-schema.js';
-import type { Caller } from '../policy/decision.js';
+import type { Caller } from '../model/caller.js';
+import type { TransportKind } from '../model/transport-kind.js';
 import type { JsonObject, JsonRpcId, JsonRpcMessage } from '../jsonrpc/message.js';
 import type { ProtocolVersion } from '../jsonrpc/protocol-versions.js';
 import type { CancelScope } from './cancel-scope.js';
@@ -21,8 +22,6 @@ export interface RequestStream {
   /** Adds time spent waiting on an upstream, for the Server-Timing header. */
   recordUpstreamTime?(milliseconds: number): void;
 }
-
-export type TransportKind = 'streamable-http' | 'legacy-sse' | 'stdio';
 
 /** DELETE (or the client going away), the idle reaper, or the gateway shutting down. */
 export type SessionEndReason = 'deleted' | 'expired' | 'shutdown';

@@ -1,10 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Authenticator } from '../authn/authenticator.js';
-import type { InboundCredentials } from '../authn/types.js';
+import type { InboundCredentials } from '../model/inbound-credentials.js';
 import { GatewayError, toJsonRpcError } from '../errors/gateway-error.js';
 import type { Logger } from '../observability/logger.js';
 import { clientIpOf, type CidrSet } from '../policy/client-ip.js';
-import { callerAt, type Caller } from '../policy/decision.js';
+import { callerAt, type Caller } from '../model/caller.js';
 
 export interface HttpAuthOptions {
   /** Undefined only for `auth.mode: none` (dev mode on loopback, enforced by the schema). */

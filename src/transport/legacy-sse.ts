@@ -4,7 +4,7 @@ import { GatewayError, toJsonRpcError } from '../errors/gateway-error.js';
 import { isRequest, makeError, RpcCode, type JsonRpcMessage, type JsonRpcResponse } from '../jsonrpc/message.js';
 import { logCall } from '../observability/access-log.js';
 import type { Logger } from '../observability/logger.js';
-import type { Caller } from '../policy/decision.js';
+import type { Caller } from '../model/caller.js';
 import type { RequestIdentity } from './http-auth.js';
 import type { Router } from '../router/router.js';
 import type { DownstreamSession } from '../session/downstream-session.js';

@@ -3,7 +3,7 @@ import type { Readable } from 'node:stream';
 import { Agent, type Dispatcher } from 'undici';
 import { GatewayError } from '../errors/gateway-error.js';
 import { isNotification, isRequest, isResponse, type JsonRpcId, type JsonRpcMessage } from '../jsonrpc/message.js';
-import type { UpstreamCredentials } from '../credentials/types.js';
+import type { UpstreamCredentials } from '../model/upstream-credentials.js';
 import type { Logger } from '../observability/logger.js';
 import { encodeMessage, isConnectError, undeliveredError } from './delivery.js';
 import { SseParser, type SseEvent } from './sse-parser.js';
