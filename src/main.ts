@@ -20,7 +20,7 @@ import type { GatewayConfig } from './config/schema.js';
 import { LATEST_PROTOCOL_VERSION } from './jsonrpc/protocol-versions.js';
 import type { Logger } from './observability/logger.js';
 import { enforcedAccess, OPEN_ACCESS, type AccessPolicy } from './policy/access-policy.js';
-import { CidrSet } from './policy/client-ip.js';
+import { CidrSet } from './util/client-ip.js';
 import { DecisionMemo } from './policy/decision-memo.js';
 import { callerAt, type Caller } from './model/caller.js';
 import { PermissionEngine } from './policy/permission-engine.js';

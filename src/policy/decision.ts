@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { PermissionLevel } from '../store/store.js';
-import { compileGlob, matchesAny } from '../router/glob.js';
+import { compileGlob, matchesAny } from '../util/glob.js';
 
 /** What a caller gets when no permission document exists at any of its levels (`gateway.auth.defaultAccess`). */
 export type DefaultAccess = 'deny' | 'allow';

@@ -1,6 +1,6 @@
 import type { PermissionLevel, PermissionRecord, Toolset } from '../store/store.js';
-import { compileGlob } from '../router/glob.js';
-import type { CidrSet } from './client-ip.js';
+import { compileGlob } from '../util/glob.js';
+import type { CidrSet } from '../util/client-ip.js';
 import type { Caller } from '../model/caller.js';
 import type { DecisionDenial, DefaultAccess } from './decision.js';
 import { grantOf, restricts } from './grant.js';

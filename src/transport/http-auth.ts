@@ -3,7 +3,7 @@ import type { Authenticator } from '../authn/authenticator.js';
 import type { InboundCredentials } from '../model/inbound-credentials.js';
 import { GatewayError, toJsonRpcError } from '../errors/gateway-error.js';
 import type { Logger } from '../observability/logger.js';
-import { clientIpOf, type CidrSet } from '../policy/client-ip.js';
+import { clientIpOf, type CidrSet } from '../util/client-ip.js';
 import { callerAt, type Caller } from '../model/caller.js';
 
 export interface HttpAuthOptions {

@@ -10,7 +10,7 @@ import type { Router } from '../router/router.js';
 import type { DownstreamSession } from '../session/downstream-session.js';
 import type { SessionManager, SessionSlot } from '../session/session-manager.js';
 import { accepts, decodeBody, isJsonContentType } from './http-helpers.js';
-import type { BodyReader } from './read-body.js';
+import type { BodyReader } from '../util/read-body.js';
 import { SseStream } from './sse-stream.js';
 
 export interface LegacySseOptions {
