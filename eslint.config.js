@@ -35,8 +35,8 @@ const LAYERS = {
   util: { foundation: true, mayImport: ['errors'] },
   observability: { foundation: true, mayImport: ['jsonrpc', 'redact'] },
   // Beneath every layer: the configuration schema and the control-plane store.
-  config: { foundation: true, mayImport: ['errors', 'jsonrpc', 'util'] },
-  store: { foundation: true, mayImport: ['errors', 'jsonrpc', 'util'] },
+  config: { foundation: true, mayImport: ['errors', 'util'] },
+  store: { foundation: true, mayImport: ['errors', 'util'] },
 
   // The commands: they build what they run, so they reach the layers they drive.
   cli: { mayImport: ['approvals', 'audit', 'authn', 'config', 'control', 'receipts', 'store', 'vault'] },
