@@ -9,7 +9,7 @@ import { GatewayError } from '../errors/gateway-error.js';
 import type { Logger } from '../observability/logger.js';
 import type { PermissionEngine } from '../policy/permission-engine.js';
 import type { Store } from '../store/store.js';
-import { readBody } from '../transport/read-body.js';
+import { readBody } from '../util/read-body.js';
 import type { Vault } from '../vault/vault.js';
 import { buildRoutes, type AdminMount, type Handler, type HttpMethod, type Route, type RouteExtras } from './routes.js';
 import { queryObject } from './schemas.js';

@@ -1,10 +1,10 @@
 import type { AuditRecordRow } from '../store/store.js';
+import { canonicalJson } from '../util/canonical-json.js';
 import {
   AUDIT_DECISIONS,
   AUDIT_EVIDENCE,
   AUDIT_KINDS,
   BODY_FIELDS,
-  canonicalJson,
   GENESIS_HASH,
   hashRecordBody,
   type AuditExportRecord,

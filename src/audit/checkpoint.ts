@@ -1,5 +1,5 @@
 import type { AuditAnchorRow, AuditCheckpointRow } from '../store/store.js';
-import { canonicalJson } from './record.js';
+import { canonicalJson } from '../util/canonical-json.js';
 
 /**
  * The gateway's signed statements about its audit chains.

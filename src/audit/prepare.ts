@@ -1,11 +1,11 @@
 import { GatewayError } from '../errors/gateway-error.js';
 import { redactText, redactValue } from '../redact/secret-patterns.js';
+import { canonicalJson } from '../util/canonical-json.js';
 import {
   AUDIT_DECISIONS,
   AUDIT_EVIDENCE,
   AUDIT_KINDS,
   argumentsHash,
-  canonicalJson,
   type AuditInput,
   type AuditRecordFields,
 } from './record.js';

@@ -1,7 +1,8 @@
 import { GatewayError } from '../errors/gateway-error.js';
 import type { AuditPosition, AuditRecordFilter, AuditRecordRow, Store } from '../store/store.js';
 import { readRow, rowToExport } from './chain.js';
-import { canonicalJson, type AuditExportRecord } from './record.js';
+import { canonicalJson } from '../util/canonical-json.js';
+import type { AuditExportRecord } from './record.js';
 
 /** Reading the log: paging through the store, time bounds as operators write them, and the admin page. */
 

@@ -143,7 +143,6 @@ export type AuditRecordBody = Omit<AuditExportRecord, 'hash'>;
  * rules are in `util/canonical-json.ts`, written without recursion so that no depth of arguments can crash a
  * record (issue 23 §2).
  */
-export { canonicalJson };
 
 /** Hex SHA-256; text is hashed as UTF-8. */
 export function sha256Hex(data: string | Uint8Array): string {

@@ -1,4 +1,5 @@
 import type { ErrorCode } from '../errors/codes.js';
+import type { InboundCredentials } from '../model/inbound-credentials.js';
 import type { PrincipalKind } from '../store/store.js';
 
 /** The header a credential arrived in, lower-cased as Node delivers it. */
@@ -58,16 +59,6 @@ export interface AuthFailure {
 
 /** The outcome of authenticating one request. */
 export type AuthResult = { readonly ok: true; readonly caller: Caller; readonly inbound?: InboundCredentials } | AuthFailure;
-
-/**
- * Credentials a request carried for upstreams (issue 6), never for the gateway itself: the validated gateway JWT
- * (exchanged at an STS for token-exchange servers) and the client's `Authorization` when the gateway key came
- * in `X-Mcpgate-Key` (forwarded to pass-through servers only). Secret: never logged.
- */
-export interface InboundCredentials {
-  readonly gatewayJwt?: string;
-  readonly upstreamAuthorization?: string;
-}
 
 type HeaderValue = string | readonly string[] | undefined;
 

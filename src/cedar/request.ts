@@ -1,8 +1,8 @@
 import { isIP } from 'node:net';
 import type { CedarValueJson, Context, EntityJson, TypeAndId } from '@cedar-policy/cedar-wasm/nodejs';
 import { SENSITIVITY_LABELS, type SensitivityLabel } from '../config/governance-schema.js';
-import { normalizeIp } from '../policy/client-ip.js';
-import type { Caller } from '../policy/decision.js';
+import { normalizeIp } from '../util/client-ip.js';
+import type { Caller } from '../model/caller.js';
 import { toCedarArgs, wellFormed, type ArgsLimits, type CedarRecord } from './args.js';
 
 /** The Cedar namespace of every entity the gateway creates; policies name types as `Mcpgate::Tool` etc. */

@@ -6,8 +6,8 @@ import { defaultAccessOf } from '../config/auth-schema.js';
 import { SENSITIVITY_LABELS, type SensitivityLabel } from '../config/governance-schema.js';
 import type { GatewayConfig } from '../config/schema.js';
 import { GatewayError } from '../errors/gateway-error.js';
-import { normalizeIp } from '../policy/client-ip.js';
-import type { Caller } from '../policy/decision.js';
+import { normalizeIp } from '../util/client-ip.js';
+import type { Caller } from '../model/caller.js';
 import { PermissionEngine, type AccessExplanation } from '../policy/permission-engine.js';
 import type {
   Org,

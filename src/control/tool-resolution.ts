@@ -1,5 +1,5 @@
 import type { GatewayConfig } from '../config/schema.js';
-import { compileGlob } from '../router/glob.js';
+import { compileGlob } from '../util/glob.js';
 import { splitPrefixed, ToolFilter, type Naming } from '../router/naming.js';
 import { invalidRequest } from './views.js';
 

@@ -1,7 +1,7 @@
 import { isForwardableAuthorization } from '../authn/credentials.js';
-import type { InboundCredentials } from '../authn/types.js';
+import type { InboundCredentials } from '../model/inbound-credentials.js';
 import { GatewayError } from '../errors/gateway-error.js';
-import type { OnBehalf, UpstreamCredentials } from './types.js';
+import type { OnBehalf, UpstreamCredentials } from '../model/upstream-credentials.js';
 
 /** Reads a principal's own secret for a server (the vault, issue 6 §2). */
 export interface SecretReader {

@@ -14,7 +14,7 @@ import {
   tokenDispatcher,
   type IssuedToken,
 } from './token-endpoint.js';
-import type { UpstreamCredentials } from './types.js';
+import type { UpstreamCredentials } from '../model/upstream-credentials.js';
 
 export type ClientCredentialsConfig = Extract<CredentialsConfig, { mode: 'oauth-client-credentials' }>;
 

@@ -3,7 +3,7 @@ import { resourceMetadataUrl } from '../authn/resource-metadata.js';
 import type { ServerConfig } from '../config/schema.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { AccessPolicy } from '../policy/access-policy.js';
-import type { Caller } from '../policy/decision.js';
+import type { Caller } from '../model/caller.js';
 import { probeChallenge, type PassthroughProber, type ProbeChallenge, type ProbeTarget } from './probe.js';
 import type { PassthroughResourceMetadata, UpstreamMetadataResolver } from './upstream-metadata.js';
 

@@ -14,7 +14,7 @@ import {
   tokenError,
   type IssuedToken,
 } from './token-endpoint.js';
-import type { UpstreamCredentials } from './types.js';
+import type { UpstreamCredentials } from '../model/upstream-credentials.js';
 
 export type TokenExchangeConfig = Extract<CredentialsConfig, { mode: 'token-exchange' }>;
 

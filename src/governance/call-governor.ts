@@ -12,7 +12,7 @@ import { raise } from '../guards/sensitivity.js';
 import { makeResult, type JsonRpcResponse } from '../jsonrpc/message.js';
 import { rawResult } from '../jsonrpc/serialize.js';
 import type { Logger } from '../observability/logger.js';
-import type { Caller } from '../policy/decision.js';
+import type { Caller } from '../model/caller.js';
 import { evidenceOf, type UpstreamEvidence } from './evidence.js';
 import { errorMessage } from '../errors/error-message.js';
 

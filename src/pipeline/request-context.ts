@@ -1,7 +1,8 @@
-import type { InboundCredentials } from '../authn/types.js';
-import type { OnBehalf } from '../credentials/types.js';
+import type { InboundCredentials } from '../model/inbound-credentials.js';
+import type { OnBehalf } from '../model/upstream-credentials.js';
 import type { JsonObject, JsonRpcRequest } from '../jsonrpc/message.js';
-import type { AccessDecision, Caller } from '../policy/decision.js';
+import type { Caller } from '../model/caller.js';
+import type { AccessDecision } from '../policy/decision.js';
 import type { CancelScope } from '../session/cancel-scope.js';
 import type { DownstreamSession, RequestStream } from '../session/downstream-session.js';
 

@@ -1,5 +1,6 @@
 import type { DecisionMemo } from './decision-memo.js';
-import { AllowAllDecision, DenyAllDecision, type AccessDecision, type Caller } from './decision.js';
+import type { Caller } from '../model/caller.js';
+import { AllowAllDecision, DenyAllDecision, type AccessDecision } from './decision.js';
 
 /**
  * What the router asks once per request (issue 5 §7): the caller's effective permission. `undefined` is "no

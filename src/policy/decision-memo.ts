@@ -1,4 +1,5 @@
-import type { AccessDecision, Caller } from './decision.js';
+import type { Caller } from '../model/caller.js';
+import type { AccessDecision } from './decision.js';
 
 /** Anything that decides for a caller; the `PermissionEngine` in production. */
 export interface DecisionSource {

@@ -1,29 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { PermissionLevel } from '../store/store.js';
-import { compileGlob, matchesAny } from '../router/glob.js';
-
-/**
- * Who is asking, as authentication resolved it. Every field can change the decision (issue 5 §3, §5), so the
- * memo key (decision-memo.ts) is built from all of them. `clientIp` is the address after `X-Forwarded-For`
- * resolution (see `clientIpOf`), never the raw header.
- */
-export interface Caller {
-  readonly keyId: string;
-  readonly principalId: string;
-  readonly principalKind: 'user' | 'agent';
-  readonly orgId: string;
-  readonly teamId?: string;
-  readonly clientIp: string;
-}
-
-/** The policy's caller for an authenticated one: the same identity, plus the client IP rules apply to. */
-export function callerAt(
-  authenticated: Pick<Caller, 'keyId' | 'principalId' | 'principalKind' | 'orgId' | 'teamId'>,
-  clientIp: string,
-): Caller {
-  const { keyId, principalId, principalKind, orgId, teamId } = authenticated;
-  return { keyId, principalId, principalKind, orgId, ...(teamId === undefined ? {} : { teamId }), clientIp };
-}
+import { compileGlob, matchesAny } from '../util/glob.js';
 
 /** What a caller gets when no permission document exists at any of its levels (`gateway.auth.defaultAccess`). */
 export type DefaultAccess = 'deny' | 'allow';

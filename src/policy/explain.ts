@@ -1,7 +1,8 @@
 import type { PermissionLevel, PermissionRecord, Toolset } from '../store/store.js';
-import { compileGlob } from '../router/glob.js';
-import type { CidrSet } from './client-ip.js';
-import type { Caller, DecisionDenial, DefaultAccess } from './decision.js';
+import { compileGlob } from '../util/glob.js';
+import type { CidrSet } from '../util/client-ip.js';
+import type { Caller } from '../model/caller.js';
+import type { DecisionDenial, DefaultAccess } from './decision.js';
 import { grantOf, restricts } from './grant.js';
 
 /** What reading one level's record gave: the record (or `undefined` for none), or why it could not be read. */

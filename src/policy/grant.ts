@@ -1,5 +1,6 @@
 import type { PermissionDocument, PermissionLevel, Toolset } from '../store/store.js';
-import type { Caller, LevelGrant } from './decision.js';
+import type { Caller } from '../model/caller.js';
+import type { LevelGrant } from './decision.js';
 
 /**
  * The levels that apply to a caller, widest first, each with the id its record is stored under. The

@@ -1,18 +1,17 @@
 import { GatewayError } from '../errors/gateway-error.js';
+import type { Caller } from '../model/caller.js';
 import type { PermissionDocument, PermissionLevel, PermissionRecord, Store, Toolset } from '../store/store.js';
-import { CidrSet } from './client-ip.js';
+import { CidrSet } from '../util/client-ip.js';
 import {
   DenyAllDecision,
   type DefaultAccess,
   GrantDecision,
   type AccessDecision,
-  type Caller,
   type LevelGrant,
 } from './decision.js';
 import { explainAccess, type AccessExplanation, type LevelRead, type ToolsetRead } from './explain.js';
 import { grantOf, levelsOf, toolsetNamesOf } from './grant.js';
 
-export { clientIpOf, CidrSet, normalizeIp, UNKNOWN_CLIENT_IP } from './client-ip.js';
 export {
   explainAccess,
   type AccessExplanation,

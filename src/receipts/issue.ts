@@ -1,4 +1,4 @@
-import { canonicalJson } from '../audit/record.js';
+import { canonicalJson } from '../util/canonical-json.js';
 import type { SessionSpan } from '../audit/session-spans.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { SessionReceiptRecord, Store } from '../store/store.js';

@@ -1,7 +1,7 @@
 import { createHash, createPrivateKey, createPublicKey, sign, verify, type KeyObject } from 'node:crypto';
 import { z } from 'zod';
 import type { StatementSigner, StatementVerifier } from '../audit/checkpoint.js';
-import { canonicalJson } from '../audit/record.js';
+import { canonicalJson } from '../util/canonical-json.js';
 import { GatewayError } from '../errors/gateway-error.js';
 
 /**

@@ -1,6 +1,6 @@
 import type { ToolFilterConfig } from '../config/schema.js';
 import { TOOL_NAME_PATTERN } from '../config/schema.js';
-import { compileGlobs, matchesAny } from './glob.js';
+import { compileGlobs, matchesAny } from '../util/glob.js';
 
 export type PrefixMode = 'always' | 'conditional' | 'never';
 

@@ -1,5 +1,6 @@
 import type { SensitivityLabel } from '../config/governance-schema.js';
-import type { Caller } from '../policy/decision.js';
+import type { Caller } from '../model/caller.js';
+import type { TransportKind } from '../model/transport-kind.js';
 import type { JsonObject, JsonRpcId, JsonRpcMessage } from '../jsonrpc/message.js';
 import type { ProtocolVersion } from '../jsonrpc/protocol-versions.js';
 import type { CancelScope } from './cancel-scope.js';
@@ -20,8 +21,6 @@ export interface RequestStream {
   /** Adds time spent waiting on an upstream, for the Server-Timing header. */
   recordUpstreamTime?(milliseconds: number): void;
 }
-
-export type TransportKind = 'streamable-http' | 'legacy-sse' | 'stdio';
 
 /** DELETE (or the client going away), the idle reaper, or the gateway shutting down. */
 export type SessionEndReason = 'deleted' | 'expired' | 'shutdown';

@@ -1,10 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Authenticator } from '../authn/authenticator.js';
-import type { InboundCredentials } from '../authn/types.js';
+import type { InboundCredentials } from '../model/inbound-credentials.js';
 import { GatewayError, toJsonRpcError } from '../errors/gateway-error.js';
 import type { Logger } from '../observability/logger.js';
-import { clientIpOf, type CidrSet } from '../policy/client-ip.js';
-import { callerAt, type Caller } from '../policy/decision.js';
+import { clientIpOf, type CidrSet } from '../util/client-ip.js';
+import { callerAt, type Caller } from '../model/caller.js';
 import type { TraceContext } from '../pipeline/request-context.js';
 
 export interface HttpAuthOptions {

@@ -14,7 +14,7 @@ import type { SessionManager } from '../session/session-manager.js';
 import type { HttpAuth } from './http-auth.js';
 import { sendError, sendJson } from './http-helpers.js';
 import { LegacySseEndpoint } from './legacy-sse.js';
-import { BodyReader } from './read-body.js';
+import { BodyReader } from '../util/read-body.js';
 import { repeatedHeader, repeatedHeaderError, RequestGuard } from './request-guard.js';
 import { StreamableHttpEndpoint } from './streamable-http.js';
 

@@ -4,13 +4,13 @@ import { GatewayError, toJsonRpcError } from '../errors/gateway-error.js';
 import { isRequest, makeError, RpcCode, type JsonRpcMessage, type JsonRpcResponse } from '../jsonrpc/message.js';
 import { logCall } from '../observability/access-log.js';
 import type { Logger } from '../observability/logger.js';
-import type { Caller } from '../policy/decision.js';
+import type { Caller } from '../model/caller.js';
 import type { RequestIdentity } from './http-auth.js';
 import type { Router } from '../router/router.js';
 import type { DownstreamSession } from '../session/downstream-session.js';
 import type { SessionManager, SessionSlot } from '../session/session-manager.js';
 import { accepts, decodeBody, isJsonContentType } from './http-helpers.js';
-import type { BodyReader } from './read-body.js';
+import type { BodyReader } from '../util/read-body.js';
 import { SseStream } from './sse-stream.js';
 
 export interface LegacySseOptions {

@@ -3,7 +3,7 @@ import { toJsonRpcError } from '../errors/gateway-error.js';
 import { isRequest, makeError, RpcCode, toMessage, type JsonRpcMessage, type JsonRpcResponse } from '../jsonrpc/message.js';
 import { logCall } from '../observability/access-log.js';
 import type { Logger } from '../observability/logger.js';
-import type { Caller } from '../policy/decision.js';
+import type { Caller } from '../model/caller.js';
 import type { RequestOrigin } from '../pipeline/request-context.js';
 import type { Router } from '../router/router.js';
 import type { DownstreamSession, RequestStream } from '../session/downstream-session.js';

@@ -10,7 +10,7 @@ import type { DownstreamSession } from '../session/downstream-session.js';
 import type { SessionManager } from '../session/session-manager.js';
 import { accepts, decodeBody, headerValue, isJsonContentType, sendError } from './http-helpers.js';
 import { PostResponder } from './post-responder.js';
-import type { BodyReader } from './read-body.js';
+import type { BodyReader } from '../util/read-body.js';
 import { SseStream } from './sse-stream.js';
 
 export interface StreamableHttpOptions {

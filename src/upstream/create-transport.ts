@@ -1,6 +1,6 @@
 import type { Dispatcher } from 'undici';
 import type { ServerConfig } from '../config/schema.js';
-import type { UpstreamCredentials } from '../credentials/types.js';
+import type { UpstreamCredentials } from '../model/upstream-credentials.js';
 import type { Logger } from '../observability/logger.js';
 import { AutoTransport } from './auto-transport.js';
 import { SseTransport } from './sse-transport.js';

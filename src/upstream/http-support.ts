@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request, type Dispatcher } from 'undici';
-import type { OnBehalf, UpstreamCredentials } from '../credentials/types.js';
+import type { OnBehalf, UpstreamCredentials } from '../model/upstream-credentials.js';
 import type { Logger } from '../observability/logger.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import { collectStream } from '../util/collect-stream.js';

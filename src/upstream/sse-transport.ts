@@ -2,7 +2,7 @@ import type { Readable } from 'node:stream';
 import { request, type Dispatcher } from 'undici';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { JsonRpcMessage } from '../jsonrpc/message.js';
-import type { UpstreamCredentials } from '../credentials/types.js';
+import type { UpstreamCredentials } from '../model/upstream-credentials.js';
 import type { Logger } from '../observability/logger.js';
 import { encodeMessage } from './delivery.js';
 import { SseParser, type SseEvent } from './sse-parser.js';

@@ -1,4 +1,4 @@
-import type { OnBehalf } from '../credentials/types.js';
+import type { OnBehalf } from '../model/upstream-credentials.js';
 import type { JsonRpcId, JsonRpcMessage } from '../jsonrpc/message.js';
 
 /**

@@ -16,7 +16,7 @@ import {
 } from '../jsonrpc/message.js';
 import type { Logger } from '../observability/logger.js';
 import { undeliveredError } from './delivery.js';
-import type { OnBehalf } from '../credentials/types.js';
+import type { OnBehalf } from '../model/upstream-credentials.js';
 import type { InboundContext, UpstreamTransport } from './transport.js';
 
 /** What a forwarded request came back with: the upstream's result or its JSON-RPC error, never its id. */

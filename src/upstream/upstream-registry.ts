@@ -1,5 +1,5 @@
 import type { ServerConfig } from '../config/schema.js';
-import type { UpstreamCredentials } from '../credentials/types.js';
+import type { UpstreamCredentials } from '../model/upstream-credentials.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { JsonObject } from '../jsonrpc/message.js';
 import type { Logger } from '../observability/logger.js';

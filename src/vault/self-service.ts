@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { GatewayConfig } from '../config/schema.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { Logger } from '../observability/logger.js';
-import { readBody } from '../transport/read-body.js';
+import { readBody } from '../util/read-body.js';
 import { requirePerUserServer } from './servers.js';
 import type { Vault } from './vault.js';
 

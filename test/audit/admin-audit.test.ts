@@ -7,7 +7,7 @@ import { AdminApi } from '../../src/admin/admin-api.js';
 import { AuditLog } from '../../src/audit/audit-log.js';
 import type { AuditExportRecord } from '../../src/audit/record.js';
 import { verifyExport } from '../../src/audit/verify.js';
-import { canonicalJson } from '../../src/audit/record.js';
+import { canonicalJson } from '../../src/util/canonical-json.js';
 import { parseConfig } from '../../src/config/load.js';
 import { engineFromConfig } from '../../src/control/control-plane.js';
 import { captureLogger, sqliteStore } from './helpers.js';

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { argumentsHash, BODY_FIELDS, canonicalBody, canonicalJson, GENESIS_HASH, hashRecordBody, recordBody, sha256Hex, type AuditRecordBody } from '../../src/audit/record.js';
+import { argumentsHash, BODY_FIELDS, canonicalBody, GENESIS_HASH, hashRecordBody, recordBody, sha256Hex, type AuditRecordBody } from '../../src/audit/record.js';
+import { canonicalJson } from '../../src/util/canonical-json.js';
 
 describe('canonical JSON', () => {
   it('sorts keys at every depth, drops whitespace and undefined members', () => {

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { PolicySetConfig } from '../../src/config/governance-schema.js';
 import type { PolicyLogger } from '../../src/cedar/policy-loader.js';
 import { buildCedarRequest, type CedarRequestInput } from '../../src/cedar/request.js';
-import type { Caller } from '../../src/policy/decision.js';
+import type { Caller } from '../../src/model/caller.js';
 
 /** A temp directory for policy files, removed by `cleanup`. */
 export class PolicyDir {

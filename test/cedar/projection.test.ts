@@ -4,7 +4,7 @@ import { isAuthorized, policyToJson } from '@cedar-policy/cedar-wasm/nodejs';
 import { readsOf } from '../../src/cedar/policy-set.js';
 import { CedarPolicies } from '../../src/cedar/policy-loader.js';
 import { buildCedarRequest, type CedarRequest, type CedarRequestInput } from '../../src/cedar/request.js';
-import type { Caller } from '../../src/policy/decision.js';
+import type { Caller } from '../../src/model/caller.js';
 import { input, PolicyDir, request, set } from './helpers.js';
 
 const dir = new PolicyDir();

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, it } from 'node:test';
-import type { AccessDecision, Caller } from '../../src/policy/decision.js';
+import type { Caller } from '../../src/model/caller.js';
+import type { AccessDecision } from '../../src/policy/decision.js';
 import { DecisionMemo, memoKey } from '../../src/policy/decision-memo.js';
 import { PermissionEngine } from '../../src/policy/permission-engine.js';
 import { makeWorld, type World } from './helpers.js';

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { GatewayError } from '../../src/errors/gateway-error.js';
-import type { Caller, DefaultAccess } from '../../src/policy/decision.js';
+import type { Caller } from '../../src/model/caller.js';
+import type { DefaultAccess } from '../../src/policy/decision.js';
 import { PermissionEngine, type AccessExplanation } from '../../src/policy/permission-engine.js';
 import type { PermissionDocument, PermissionLevel, Store } from '../../src/store/store.js';
 import { makeWorld, type World } from './helpers.js';

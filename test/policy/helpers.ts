@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Caller } from '../../src/policy/decision.js';
+import type { Caller } from '../../src/model/caller.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { PrincipalKind, Store } from '../../src/store/store.js';
 

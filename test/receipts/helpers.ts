@@ -1,4 +1,5 @@
-import { canonicalJson, GENESIS_HASH, hashRecordBody, type AuditRecordBody } from '../../src/audit/record.js';
+import { GENESIS_HASH, hashRecordBody, type AuditRecordBody } from '../../src/audit/record.js';
+import { canonicalJson } from '../../src/util/canonical-json.js';
 import type { AuditRecordRow } from '../../src/store/store.js';
 
 export interface ChainRecord {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
 import { GatewayError } from '../../src/errors/gateway-error.js';
-import type { Caller } from '../../src/policy/decision.js';
+import type { Caller } from '../../src/model/caller.js';
 import { SessionManager } from '../../src/session/session-manager.js';
 import { captureLogger } from '../fixtures/upstream/rpc-helper.js';
 

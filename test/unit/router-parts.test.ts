@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import type { JsonObject } from '../../src/jsonrpc/message.js';
 import { AdvertisedTools } from '../../src/router/advertised-tools.js';
 import { CursorCodec } from '../../src/router/cursor.js';
-import { compileGlob } from '../../src/router/glob.js';
+import { compileGlob } from '../../src/util/glob.js';
 import { splitPrefixed, ToolFilter } from '../../src/router/naming.js';
 import { compileTemplate } from '../../src/router/uri-template.js';
 import { GatewayError } from '../../src/errors/gateway-error.js';

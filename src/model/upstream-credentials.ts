@@ -1,4 +1,4 @@
-import type { InboundCredentials } from '../authn/types.js';
+import type { InboundCredentials } from './inbound-credentials.js';
 
 /**
  * Whom one upstream request acts for: the credentials its own downstream request carried (issue 24), which may

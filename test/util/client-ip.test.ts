@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { CidrSet, clientIpOf, normalizeIp, UNKNOWN_CLIENT_IP } from '../../src/policy/client-ip.js';
+import { CidrSet, clientIpOf, normalizeIp, UNKNOWN_CLIENT_IP } from '../../src/util/client-ip.js';
 
 // Issue 5 §5: X-Forwarded-For is honoured only when it comes from configured trusted proxies.
 describe('clientIpOf', () => {

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { setImmediate } from 'node:timers/promises';
 import { GatewayError } from '../errors/gateway-error.js';
-import { collectStream } from '../util/collect-stream.js';
+import { collectStream } from './collect-stream.js';
 
 /**
  * Reads a request body up to `limit` bytes. A declared Content-Length over the limit is refused before any
