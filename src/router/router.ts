@@ -381,15 +381,18 @@ export class Router {
     if (family === 'fanout') {
       const allowed: string[] = [];
       let advisory: readonly string[] = [];
+      let denied: GatewayError | undefined;
       for (const server of state.targets) {
         try {
           advisory = [...advisory, ...governance.ingress({ ...facts, server })];
           allowed.push(server);
         } catch (error) {
           if (!GatewayError.is(error) || error.code !== 'MCPGATE_ERR_POLICY_DENIED') throw error;
+          denied ??= error;
         }
       }
-      if (allowed.length === 0 && state.targets.length > 0) throw new GatewayError('MCPGATE_ERR_POLICY_DENIED', 'logging/setLevel is denied by policy for every server');
+      // Forbidden for every server: refused with the first denial, which names its policy.
+      if (allowed.length === 0 && denied !== undefined) throw denied;
       state.targets = allowed;
       state.advisory = advisory;
       return;

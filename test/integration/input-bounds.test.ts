@@ -145,7 +145,12 @@ describe('params the gateway will not forward are -32602, recorded, and never re
       assert.equal((answer.error as { code?: number } | undefined)?.code, -32602, `${method} ${id}: ${JSON.stringify(answer).slice(0, 300)}`);
     }
     // Every refusal is recorded: since issue 24 subscriptions and completions are governed like reads.
-    const rows = await recordsOf(session, (row) => row.exposed === uri || row.exposed === 'clock__greet');
+    const refused = (row: AuditRecordRow): boolean => row.exposed === uri || row.exposed === 'clock__greet';
+    // All ten, not just the first: the journal hands records to the store in batches.
+    const rows = await waitFor(async () => {
+      const all = (await recordsOf(session, refused)).filter(refused);
+      return all.length >= 10 ? all : undefined;
+    }, 'the ten refusals recorded');
     assert.deepEqual(
       rows.map((row) => [row.exposed, row.kind, row.decision]),
       [
