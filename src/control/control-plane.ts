@@ -16,11 +16,11 @@ import type {
   PermissionRecord,
   Principal,
   PrincipalKind,
-  Store,
   Team,
   Toolset,
   ToolsetEntry,
-} from '../store/store.js';
+} from '../store/directory-store.js';
+import type { Store } from '../store/store.js';
 import { requirePerUserServer } from '../vault/servers.js';
 import type { Vault } from '../vault/vault.js';
 import { findKey, findOrCreate, findOrg, requireSubject, resolveSubject } from './subjects.js';

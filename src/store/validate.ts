@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { GatewayError } from '../errors/gateway-error.js';
-import type { PermissionDocument, PermissionLevel, PutVaultSecretInput, ToolsetEntry } from './store.js';
+import type { PermissionDocument, PermissionLevel, ToolsetEntry } from './directory-store.js';
+import type { PutVaultSecretInput } from './vault-store.js';
 
 // No trimming: documents must round-trip byte for byte, so a name is refused rather than rewritten.
 const name = z.string().min(1).max(200).regex(/\S/);

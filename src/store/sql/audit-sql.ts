@@ -1,4 +1,4 @@
-import type { AuditChainSummary, AuditRecordFilter, AuditRecordRow } from '../store.js';
+import type { AuditChainSummary, AuditRecordFilter, AuditRecordRow } from '../audit-chain-store.js';
 import { checkDate, invalid } from '../validate.js';
 import type { SqlDriver, SqlRow, SqlStatement, SqlValue } from './driver.js';
 

@@ -1,4 +1,4 @@
-import type { CatalogApprovalsRecord, PutCatalogApprovalsInput } from '../store.js';
+import type { CatalogApprovalsRecord, PutCatalogApprovalsInput } from '../catalog-approvals-store.js';
 import { checkLimit, checkText, invalid } from '../validate.js';
 import { batchConflict } from './map-error.js';
 import { HEX64 } from './audit-sql.js';

@@ -1,4 +1,4 @@
-import type { PutReceiptInput, SessionReceiptRecord } from '../store.js';
+import type { PutReceiptInput, SessionReceiptRecord } from '../receipt-store.js';
 import { checkDate, checkLimit, checkText, invalid } from '../validate.js';
 import type { SqlExecutor, SqlRow } from './driver.js';
 

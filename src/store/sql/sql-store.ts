@@ -1,36 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import type {
-  ApiKeyRecord,
-  AuditChainSummary,
-  AuditAnchorRow,
-  AuditCheckpointRow,
-  AuditRecordFilter,
-  AuditRecordRow,
-  AuditJournalBacklog,
-  AuditRecordWriter,
-  CreateKeyInput,
-  CreatePrincipalInput,
-  CreateTeamInput,
-  ListKeysFilter,
-  Org,
-  PermissionDocument,
-  PermissionLevel,
-  PermissionRecord,
-  Principal,
-  PrincipalKind,
-  PutReceiptInput,
-  PutCatalogApprovalsInput,
-  CatalogApprovalsRecord,
-  SessionReceiptRecord,
-  Store,
-  Team,
-  Toolset,
-  ToolsetEntry,
-  PutVaultSecretInput,
-  VaultSecretMeta,
-  VaultSecretRecord,
-  VaultSecretReplacement,
-} from '../store.js';
+import type { AuditChainSummary, AuditAnchorRow, AuditCheckpointRow, AuditRecordFilter, AuditRecordRow, AuditJournalBacklog, AuditRecordWriter } from '../audit-chain-store.js';
+import type { PutCatalogApprovalsInput, CatalogApprovalsRecord } from '../catalog-approvals-store.js';
+import type { ApiKeyRecord, CreateKeyInput, CreatePrincipalInput, CreateTeamInput, ListKeysFilter, Org, PermissionDocument, PermissionLevel, PermissionRecord, Principal, PrincipalKind, Team, Toolset, ToolsetEntry } from '../directory-store.js';
+import type { PutReceiptInput, SessionReceiptRecord } from '../receipt-store.js';
+import type { Store } from '../store.js';
+import type { PutVaultSecretInput, VaultSecretMeta, VaultSecretRecord, VaultSecretReplacement } from '../vault-store.js';
 import { checkDate, checkLevel, checkName, checkPermissionDocument, checkToolsetEntries, checkVaultSecretInput, invalid, notFound } from '../validate.js';
 import { listAuditAnchors, listAuditCheckpoints, pruneAuditChain, putAuditAnchor } from './audit-checkpoint-sql.js';
 import { appendAuditRecords, listAuditChainHeads, listAuditChains, listAuditRecords } from './audit-sql.js';
