@@ -38,6 +38,21 @@ export function checkName(value: unknown, what: string): string {
   return parsed.data;
 }
 
+export function checkId(value: unknown, what: string): string {
+  if (typeof value !== 'string' || value.length === 0 || value.length > 200) throw invalid(`${what} must be a non-empty string`);
+  return value;
+}
+
+/**
+ * A name to look up must be a string: a number or object from a token claim would otherwise be bound as another
+ * SQL type and could match differently on each backend. NUL is refused because PostgreSQL cannot bind it (the
+ * lookup would fail as STORE_UNAVAILABLE) while SQLite can: both backends must answer alike.
+ */
+export function checkLookupName(value: unknown, what: string): string {
+  if (typeof value !== 'string' || value.includes('\0')) throw invalid(`${what} must be a string without NUL characters`);
+  return value;
+}
+
 export function checkDate(value: unknown, what: string): number {
   if (!(value instanceof Date) || Number.isNaN(value.getTime())) throw invalid(`${what} must be a valid Date`);
   return value.getTime();
