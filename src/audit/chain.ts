@@ -1,4 +1,4 @@
-import type { AuditRecordRow } from '../store/store.js';
+import type { AuditRecordRow } from '../store/audit-chain-store.js';
 import { canonicalJson } from '../util/canonical-json.js';
 import {
   AUDIT_DECISIONS,

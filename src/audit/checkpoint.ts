@@ -1,4 +1,4 @@
-import type { AuditAnchorRow, AuditCheckpointRow } from '../store/store.js';
+import type { AuditAnchorRow, AuditCheckpointRow } from '../store/audit-chain-store.js';
 import { canonicalJson } from '../util/canonical-json.js';
 
 /**

@@ -1,5 +1,6 @@
 import { GatewayError } from '../errors/gateway-error.js';
-import type { AuditPosition, AuditRecordFilter, AuditRecordRow, Store } from '../store/store.js';
+import type { AuditPosition, AuditRecordFilter, AuditRecordRow } from '../store/audit-chain-store.js';
+import type { Store } from '../store/store.js';
 import { readRow, rowToExport } from './chain.js';
 import { canonicalJson } from '../util/canonical-json.js';
 import type { AuditExportRecord } from './record.js';

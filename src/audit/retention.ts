@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { GatewayError } from '../errors/gateway-error.js';
-import type { AuditCheckpointRow, Store } from '../store/store.js';
+import type { AuditCheckpointRow } from '../store/audit-chain-store.js';
+import type { Store } from '../store/store.js';
 import { checkLink, readRow, type BrokenLink, type ChainPosition } from './chain.js';
 import { checkpointProblem, signCheckpoint, type StatementSigner, type StatementVerifier } from './checkpoint.js';
 

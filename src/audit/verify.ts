@@ -1,4 +1,4 @@
-import type { AuditAnchorRow, AuditCheckpointRow } from '../store/store.js';
+import type { AuditAnchorRow, AuditCheckpointRow } from '../store/audit-chain-store.js';
 import { checkBody, checkLink, readRow, type BrokenLink, type ChainPosition } from './chain.js';
 import { anchorProblem, checkpointProblem, type StatementVerifier } from './checkpoint.js';
 import { iterateAuditRecords, type AuditReader } from './query.js';

@@ -1,6 +1,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import { GatewayError } from '../errors/gateway-error.js';
-import type { ApiKeyRecord, Store } from '../store/store.js';
+import type { ApiKeyRecord } from '../store/directory-store.js';
+import type { Store } from '../store/store.js';
 import { hashApiKey, sameKeyHash } from './api-keys.js';
 import { bearerChallenge, WWW_AUTHENTICATE } from './challenge.js';
 import { extractCredential } from './credentials.js';

@@ -18,7 +18,8 @@ import {
   SCOPE_TOKEN_PATTERN,
   type JwtClaimsConfig,
 } from '../config/auth-schema.js';
-import type { Org, Principal, PrincipalKind, Store, Team } from '../store/store.js';
+import type { Org, Principal, PrincipalKind, Team } from '../store/directory-store.js';
+import type { Store } from '../store/store.js';
 import { bearerChallenge } from './challenge.js';
 import { MAX_BEARER_HEADER_LENGTH } from './credentials.js';
 import { protectedResourceMetadata, resourceMetadataUrl, type ProtectedResourceMetadata } from './resource-metadata.js';

@@ -1,6 +1,6 @@
 import type { ErrorCode } from '../errors/codes.js';
 import type { InboundCredentials } from '../model/inbound-credentials.js';
-import type { PrincipalKind } from '../store/store.js';
+import type { PrincipalKind } from '../store/directory-store.js';
 
 /** The header a credential arrived in, lower-cased as Node delivers it. */
 export type CredentialHeader = 'authorization' | 'x-mcpgate-key';

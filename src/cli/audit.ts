@@ -13,7 +13,8 @@ import { errorMessage } from '../errors/error-message.js';
 import { statementVerifier } from '../receipts/receipt.js';
 import { existingReceiptKey, resolveReceiptKey } from '../receipts/signing-key.js';
 import { createStore } from '../store/create-store.js';
-import type { AuditAnchorRow, Store } from '../store/store.js';
+import type { AuditAnchorRow } from '../store/audit-chain-store.js';
+import type { Store } from '../store/store.js';
 import { printJson, runCommand, UsageError, type ControlIo } from './control-cli.js';
 
 /** `audit export` may write more than a pipe holds: `drain` waits until stdout takes more. */

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { findTeam, orgScope } from '../control/subjects.js';
-import type { Org, PrincipalKind, Store } from '../store/store.js';
+import type { Org, PrincipalKind } from '../store/directory-store.js';
+import type { Store } from '../store/store.js';
 import { printJson, printTable, runCommand, showDate, withControl, type CommonOptions, type ControlIo } from './control-cli.js';
 
 export interface ScopedOptions extends CommonOptions {

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
-import type { CedarExplanation, KeyAccessExplanation } from '../control/control-plane.js';
-import type { PermissionLevel, Store } from '../store/store.js';
+import type { CedarExplanation, KeyAccessExplanation } from '../control/explain.js';
+import type { PermissionLevel } from '../store/directory-store.js';
+import type { Store } from '../store/store.js';
 import { printJson, printTable, runCommand, UsageError, withControl, type CommonOptions, type ControlIo } from './control-cli.js';
 
 export interface ExplainOptions extends CommonOptions {

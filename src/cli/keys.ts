@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import type { PrincipalKind, Team } from '../store/store.js';
+import type { PrincipalKind, Team } from '../store/directory-store.js';
 import { printJson, runCommand, showDate, UsageError, withControl, type ControlIo } from './control-cli.js';
 
 /** Streams and environment of `mcpgate keys`, injected so the commands stay testable. */

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import type { PermissionDocument, PermissionLevel, PermissionRecord } from '../store/store.js';
+import type { PermissionDocument, PermissionLevel, PermissionRecord } from '../store/directory-store.js';
 import { collect, printJson, runCommand, showDate, splitList, UsageError, withControl, type CommonOptions, type ControlIo } from './control-cli.js';
 
 const LEVELS: readonly PermissionLevel[] = ['org', 'team', 'user', 'agent', 'key'];

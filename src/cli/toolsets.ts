@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { toolsetNotFound } from '../control/views.js';
-import type { Toolset, ToolsetEntry } from '../store/store.js';
+import type { Toolset, ToolsetEntry } from '../store/directory-store.js';
 import { collect, printJson, printTable, runCommand, showDate, UsageError, withControl, type CommonOptions, type ControlIo } from './control-cli.js';
 
 /** `server:glob` → an entry. Server names cannot hold `:` (config schema), so the first one splits. */

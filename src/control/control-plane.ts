@@ -1,14 +1,8 @@
 import { generateApiKey } from '../authn/api-keys.js';
-import { CedarPolicies, type PolicySetStatus } from '../cedar/policy-loader.js';
-import type { PolicyOutcome } from '../cedar/policy-evaluator.js';
-import { buildCedarRequest } from '../cedar/request.js';
-import { defaultAccessOf } from '../config/auth-schema.js';
-import { SENSITIVITY_LABELS, type SensitivityLabel } from '../config/governance-schema.js';
+import type { CedarPolicies } from '../cedar/policy-loader.js';
 import type { GatewayConfig } from '../config/schema.js';
 import { GatewayError } from '../errors/gateway-error.js';
-import { normalizeIp } from '../util/client-ip.js';
-import type { Caller } from '../model/caller.js';
-import { PermissionEngine, type AccessExplanation } from '../policy/permission-engine.js';
+import type { PermissionEngine } from '../policy/permission-engine.js';
 import type {
   Org,
   PermissionDocument,
@@ -16,15 +10,15 @@ import type {
   PermissionRecord,
   Principal,
   PrincipalKind,
-  Store,
   Team,
   Toolset,
   ToolsetEntry,
-} from '../store/store.js';
+} from '../store/directory-store.js';
+import type { Store } from '../store/store.js';
 import { requirePerUserServer } from '../vault/servers.js';
 import type { Vault } from '../vault/vault.js';
-import { findKey, findOrCreate, findOrg, requireSubject, resolveSubject } from './subjects.js';
-import { resolveExposedTool, type ToolResolution } from './tool-resolution.js';
+import { KeyAccessExplainer, type ExplainRequest, type KeyAccessExplanation } from './explain.js';
+import { findOrCreate, findOrg, requireSubject, resolveSubject } from './subjects.js';
 import { invalidRequest, notFound, toKeyView, toSecretView, type KeyView, type SecretView } from './views.js';
 
 /** What a mutation touched; the gateway drops memoised decisions on any of them (issue 5 §10). */
@@ -36,17 +30,14 @@ export interface ControlPlaneOptions {
   readonly keySecret?: string | Buffer;
   /** For `explain`: tool naming (`gateway.prefix`, `separator`), server filters and visibility, `requireKeyPermissions`. */
   readonly config: GatewayConfig;
-  /** The gateway's own engine, so explain judges with exactly what serves requests; built from `config` otherwise. */
+  /** For `explain`: see `KeyAccessExplainerOptions.engine` (explain.ts). */
   readonly engine?: PermissionEngine;
   readonly now?: () => Date;
   /** The per-user secret vault (issue 6 §2); only setting a secret needs it, listing and deleting do not. */
   readonly vault?: Vault;
   /** Called after every successful mutation. */
   readonly onChange?: (change: ControlChange) => void;
-  /**
-   * The gateway's Cedar policies, so explain judges with the version in force (reloads included). Without it,
-   * explain loads `gateway.policies` itself, once, unwatched, relative to the working directory.
-   */
+  /** For `explain`: see `KeyAccessExplainerOptions.policies` (explain.ts). */
   readonly policies?: CedarPolicies;
 }
 
@@ -77,59 +68,11 @@ export interface ListKeysRequest {
   readonly principalId?: string;
 }
 
-export interface ExplainRequest {
-  /** Key id, or its displayed prefix. */
-  readonly key: string;
-  /** The exposed tool name, as a client would call it. */
-  readonly tool: string;
-  readonly server?: string;
-  /** The client IP the caller would come from; default 127.0.0.1. */
-  readonly ip?: string;
-  /** The session's sensitivity high-water mark the Cedar policies see; default `public` (a fresh session). */
-  readonly sessionSensitivity?: string;
-  /** The call's arguments (a JSON object) the Cedar policies see; default none. */
-  readonly args?: unknown;
-}
-
-/** The Cedar decision `explain` reports: the ingress decision point of a `call_tool`, before any result. */
-export interface CedarExplanation extends PolicyOutcome {
-  readonly phase: 'ingress';
-  readonly sessionSensitivity: SensitivityLabel;
-  /** Every set, with what is in force and any reload error. */
-  readonly sets: readonly PolicySetStatus[];
-}
-
-/** `explain` for a stored key: the key's state, the tool's mapping and server filter, and the policy verdict. */
-export interface KeyAccessExplanation {
-  /** True only when the key is active, the server's filter shows the tool and the policy allows it. */
-  readonly allowed: boolean;
-  readonly summary: string;
-  readonly key: KeyView;
-  readonly caller: Caller;
-  readonly tool: ToolResolution;
-  readonly policy: AccessExplanation;
-  /** Present when `gateway.policies` names at least one set. */
-  readonly cedar?: CedarExplanation;
-}
-
 /** The principals `ensurePrincipal` found or created for `keys create`. */
 export interface EnsuredPrincipal {
   readonly org: Org;
   readonly team: Team | undefined;
   readonly principal: Principal;
-}
-
-export const DEFAULT_EXPLAIN_IP = '127.0.0.1';
-
-/** The engine the gateway would build from this configuration (src/main.ts builds the same). */
-export function engineFromConfig(config: GatewayConfig, store: Store): PermissionEngine {
-  return new PermissionEngine({
-    store,
-    requireKeyPermissions: config.gateway.auth.requireKeyPermissions,
-    defaultAccess: defaultAccessOf(config.gateway.auth),
-    servers: config.servers,
-    trustedProxies: config.gateway.security.trustedProxies,
-  });
 }
 
 /**
@@ -142,21 +85,25 @@ export class ControlPlane {
   readonly store: Store;
   readonly #secret: string | Buffer | undefined;
   readonly #config: GatewayConfig;
-  readonly #engine: PermissionEngine;
   readonly #now: () => Date;
   readonly #onChange: (change: ControlChange) => void;
   readonly #vault: Vault | undefined;
-  #policies: Promise<CedarPolicies | undefined> | undefined;
+  readonly #explainer: KeyAccessExplainer;
 
   constructor(options: ControlPlaneOptions) {
-    if (options.policies !== undefined) this.#policies = Promise.resolve(options.policies);
     this.#vault = options.vault;
     this.store = options.store;
     this.#secret = options.keySecret;
     this.#config = options.config;
-    this.#engine = options.engine ?? engineFromConfig(options.config, options.store);
     this.#now = options.now ?? (() => new Date());
     this.#onChange = options.onChange ?? (() => undefined);
+    this.#explainer = new KeyAccessExplainer({
+      store: options.store,
+      config: options.config,
+      now: this.#now,
+      ...(options.engine === undefined ? {} : { engine: options.engine }),
+      ...(options.policies === undefined ? {} : { policies: options.policies }),
+    });
   }
 
   async createOrg(name: string): Promise<Org> {
@@ -335,78 +282,9 @@ export class ControlPlane {
     return findOrg(this.store, idOrName);
   }
 
-  /**
-   * Whether the key's holder may call the tool, and why (issue 5 §9). Contacts no upstream: the tool is mapped
-   * from the configuration, and the verdict is the engine's. Only the org, team, principal and key ids of the
-   * key record are used, as the authenticator would put them in the Caller.
-   */
-  async explain(request: ExplainRequest): Promise<KeyAccessExplanation> {
-    const ip = normalizeIp(request.ip ?? DEFAULT_EXPLAIN_IP);
-    if (ip === undefined) throw invalidRequest(`"${request.ip ?? ''}" is not an IP address`);
-    const tool = resolveExposedTool(this.#config, request.tool, request.server);
-    const record = await findKey(this.store, request.key);
-    const key = toKeyView(record, this.#now());
-    const caller: Caller = {
-      keyId: record.id,
-      principalId: record.principalId,
-      principalKind: record.principalKind,
-      orgId: record.orgId,
-      ...(record.teamId === undefined ? {} : { teamId: record.teamId }),
-      clientIp: ip,
-    };
-    const policy = await this.#engine.explain(caller, tool.server, tool.upstream);
-    const cedar = await this.#explainCedar(caller, tool, request);
-    const cedarAllows = cedar === undefined || cedar.decision === 'allow';
-    const allowed = key.status === 'active' && tool.visible && policy.allowed && cedarAllows;
-    // In the order the gateway checks: authentication, permissions, the server's filter, then Cedar at ingress.
-    const summary =
-      key.status !== 'active'
-        ? `denied: the key is ${key.status}, so it does not authenticate`
-        : !policy.allowed
-          ? policy.summary
-          : !tool.visible
-            ? `denied by the server's configuration: ${tool.reason}`
-            : !cedarAllows
-              ? cedarSummary(cedar)
-              : policy.summary;
-    return { allowed, summary, key, caller, tool, policy, ...(cedar === undefined ? {} : { cedar }) };
-  }
-
-  async #explainCedar(caller: Caller, tool: ToolResolution, request: ExplainRequest): Promise<CedarExplanation | undefined> {
-    const label = request.sessionSensitivity ?? 'public';
-    if (!isSensitivityLabel(label)) {
-      throw invalidRequest(`"${label}" is not a sensitivity label (${SENSITIVITY_LABELS.join(', ')})`);
-    }
-    const policies = await this.#cedarPolicies();
-    if (policies === undefined) return undefined;
-    const server = this.#config.servers[tool.server];
-    const outcome = policies.evaluate(
-      buildCedarRequest({
-        caller,
-        action: 'call_tool',
-        server: tool.server,
-        tool: tool.upstream,
-        serverAttributes: server?.attributes ?? {},
-        serverSensitivity: server?.sensitivity ?? 'public',
-        args: request.args,
-        sessionSensitivity: label,
-        phase: 'ingress',
-        now: this.#now(),
-      }),
-    );
-    return { ...outcome, phase: 'ingress', sessionSensitivity: label, sets: policies.status() };
-  }
-
-  #cedarPolicies(): Promise<CedarPolicies | undefined> {
-    if (this.#policies === undefined) {
-      const sets = this.#config.gateway.policies;
-      this.#policies = sets.length === 0 ? Promise.resolve(undefined) : CedarPolicies.load({ sets, watch: false });
-      // A failed load (a policy file with a syntax error) is reported by this explain and retried by the next.
-      this.#policies.catch(() => {
-        this.#policies = undefined;
-      });
-    }
-    return this.#policies;
+  /** Whether the key's holder may call the tool, and why (`explain.ts`). */
+  explain(request: ExplainRequest): Promise<KeyAccessExplanation> {
+    return this.#explainer.explain(request);
   }
 
   #requireVault(): Vault {
@@ -424,17 +302,4 @@ export class ControlPlane {
     this.#onChange(change);
     return value;
   }
-}
-
-function isSensitivityLabel(value: string): value is SensitivityLabel {
-  return (SENSITIVITY_LABELS as readonly string[]).includes(value);
-}
-
-function cedarSummary(cedar: CedarExplanation): string {
-  const failed = cedar.determining.filter((id) => id.endsWith(':*') || cedar.errors.some((error) => error.startsWith(`policy error: ${id}: `)));
-  const forbidding = cedar.determining.filter((id) => !failed.includes(id));
-  const parts: string[] = [];
-  if (forbidding.length > 0) parts.push(`denied by Cedar policy ${forbidding.join(', ')}`);
-  if (failed.length > 0) parts.push(`denied (fail closed) because Cedar could not evaluate ${failed.join(', ')}: ${cedar.errors.join('; ')}`);
-  return parts.join('; ');
 }

@@ -1,6 +1,7 @@
 import { API_KEY_PREFIX } from '../authn/api-keys.js';
 import { GatewayError } from '../errors/gateway-error.js';
-import type { ApiKeyRecord, Org, PermissionLevel, Principal, PrincipalKind, Store, Team } from '../store/store.js';
+import type { ApiKeyRecord, Org, PermissionLevel, Principal, PrincipalKind, Team } from '../store/directory-store.js';
+import type { Store } from '../store/store.js';
 import { invalidRequest, notFound } from './views.js';
 
 /**

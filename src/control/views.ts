@@ -1,5 +1,6 @@
 import { GatewayError } from '../errors/gateway-error.js';
-import type { ApiKeyRecord, PrincipalKind, VaultSecretMeta } from '../store/store.js';
+import type { ApiKeyRecord, PrincipalKind } from '../store/directory-store.js';
+import type { VaultSecretMeta } from '../store/vault-store.js';
 
 /** Whether a key would authenticate now. Revocation wins over expiry: it was an explicit act. */
 export type KeyStatus = 'active' | 'expired' | 'revoked';

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { PermissionLevel } from '../store/store.js';
+import type { PermissionLevel } from '../store/directory-store.js';
 import { compileGlob, matchesAny } from '../util/glob.js';
 
 /** What a caller gets when no permission document exists at any of its levels (`gateway.auth.defaultAccess`). */

@@ -1,4 +1,4 @@
-import type { PermissionLevel, PermissionRecord, Toolset } from '../store/store.js';
+import type { PermissionLevel, PermissionRecord, Toolset } from '../store/directory-store.js';
 import { compileGlob } from '../util/glob.js';
 import type { CidrSet } from '../util/client-ip.js';
 import type { Caller } from '../model/caller.js';

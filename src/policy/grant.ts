@@ -1,4 +1,4 @@
-import type { PermissionDocument, PermissionLevel, Toolset } from '../store/store.js';
+import type { PermissionDocument, PermissionLevel, Toolset } from '../store/directory-store.js';
 import type { Caller } from '../model/caller.js';
 import type { LevelGrant } from './decision.js';
 

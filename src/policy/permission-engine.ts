@@ -1,6 +1,7 @@
 import { GatewayError } from '../errors/gateway-error.js';
 import type { Caller } from '../model/caller.js';
-import type { PermissionDocument, PermissionLevel, PermissionRecord, Store, Toolset } from '../store/store.js';
+import type { PermissionDocument, PermissionLevel, PermissionRecord, Toolset } from '../store/directory-store.js';
+import type { Store } from '../store/store.js';
 import { CidrSet } from '../util/client-ip.js';
 import {
   DenyAllDecision,

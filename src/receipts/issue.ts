@@ -1,7 +1,8 @@
 import { canonicalJson } from '../util/canonical-json.js';
 import type { SessionSpan } from '../audit/session-spans.js';
 import { GatewayError } from '../errors/gateway-error.js';
-import type { SessionReceiptRecord, Store } from '../store/store.js';
+import type { SessionReceiptRecord } from '../store/receipt-store.js';
+import type { Store } from '../store/store.js';
 import { tallySessionRecords, type SessionTally } from './audit-match.js';
 import { type EndReason, type ReceiptPrincipal, type ReceiptSigner, type SignedReceipt } from './receipt.js';
 

@@ -2,8 +2,10 @@ import { makeResult, type JsonObject, type JsonRpcRequest, type JsonRpcResponse 
 import { rawResult } from '../jsonrpc/serialize.js';
 import type { Logger } from '../observability/logger.js';
 import type { DownstreamSession } from '../session/downstream-session.js';
-import { CatalogView, type CatalogScope, type ListFetcher, type ListKind, type ToolAdmission } from './catalog.js';
+import { CatalogView } from './catalog.js';
+import type { CatalogScope, ListFetcher, ListKind } from './catalog-scope.js';
 import { CursorCodec } from './cursor.js';
+import type { ToolAdmission } from './name-resolution.js';
 import type { Naming, ToolFilter } from './naming.js';
 
 export interface ListViewsOptions {

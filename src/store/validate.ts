@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { GatewayError } from '../errors/gateway-error.js';
-import type { PermissionDocument, PermissionLevel, PutVaultSecretInput, ToolsetEntry } from './store.js';
+import type { PermissionDocument, PermissionLevel, ToolsetEntry } from './directory-store.js';
+import type { PutVaultSecretInput } from './vault-store.js';
 
 // No trimming: documents must round-trip byte for byte, so a name is refused rather than rewritten.
 const name = z.string().min(1).max(200).regex(/\S/);
@@ -35,6 +36,21 @@ export function checkName(value: unknown, what: string): string {
   const parsed = name.safeParse(value);
   if (!parsed.success) throw invalid(`${what} must be a non-empty string of at most 200 characters`);
   return parsed.data;
+}
+
+export function checkId(value: unknown, what: string): string {
+  if (typeof value !== 'string' || value.length === 0 || value.length > 200) throw invalid(`${what} must be a non-empty string`);
+  return value;
+}
+
+/**
+ * A name to look up must be a string: a number or object from a token claim would otherwise be bound as another
+ * SQL type and could match differently on each backend. NUL is refused because PostgreSQL cannot bind it (the
+ * lookup would fail as STORE_UNAVAILABLE) while SQLite can: both backends must answer alike.
+ */
+export function checkLookupName(value: unknown, what: string): string {
+  if (typeof value !== 'string' || value.includes('\0')) throw invalid(`${what} must be a string without NUL characters`);
+  return value;
 }
 
 export function checkDate(value: unknown, what: string): number {

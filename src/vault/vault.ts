@@ -1,5 +1,6 @@
 import { GatewayError } from '../errors/gateway-error.js';
-import type { Store, VaultSecretMeta, VaultSecretRecord, VaultSecretReplacement } from '../store/store.js';
+import type { Store } from '../store/store.js';
+import type { VaultSecretMeta, VaultSecretRecord, VaultSecretReplacement } from '../store/vault-store.js';
 import type { MasterKey } from './master-key.js';
 
 /** Personal tokens are short; the bound keeps every sealed row small and every header sane (invariant 9). */

@@ -10,7 +10,7 @@ import { AdminApi, type AdminApiOptions } from '../../src/admin/admin-api.js';
 import { hashApiKey } from '../../src/authn/api-keys.js';
 import { parseConfig } from '../../src/config/load.js';
 import type { ControlChange } from '../../src/control/control-plane.js';
-import { engineFromConfig } from '../../src/control/control-plane.js';
+import { engineFromConfig } from '../../src/control/explain.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { createStore } from '../../src/store/create-store.js';
 import type { Store } from '../../src/store/store.js';

@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { AdminApi } from '../../src/admin/admin-api.js';
 import type { ControlChange } from '../../src/control/control-plane.js';
-import { engineFromConfig } from '../../src/control/control-plane.js';
+import { engineFromConfig } from '../../src/control/explain.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { MasterKey } from '../../src/vault/master-key.js';
 import { Vault } from '../../src/vault/vault.js';

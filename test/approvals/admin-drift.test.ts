@@ -10,7 +10,7 @@ import { AdminApi } from '../../src/admin/admin-api.js';
 import { approvedEntry, catalogSnapshotHash, type CatalogFile } from '../../src/approvals/catalog-file.js';
 import { CatalogGuard } from '../../src/approvals/catalog-guard.js';
 import { parseConfig } from '../../src/config/load.js';
-import { engineFromConfig } from '../../src/control/control-plane.js';
+import { engineFromConfig } from '../../src/control/explain.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { createStore } from '../../src/store/create-store.js';
 import type { Store } from '../../src/store/store.js';

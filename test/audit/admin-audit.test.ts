@@ -9,7 +9,7 @@ import type { AuditExportRecord } from '../../src/audit/record.js';
 import { verifyExport } from '../../src/audit/verify.js';
 import { canonicalJson } from '../../src/util/canonical-json.js';
 import { parseConfig } from '../../src/config/load.js';
-import { engineFromConfig } from '../../src/control/control-plane.js';
+import { engineFromConfig } from '../../src/control/explain.js';
 import { captureLogger, sqliteStore } from './helpers.js';
 
 const TOKEN = randomBytes(32).toString('hex');

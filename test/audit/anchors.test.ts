@@ -7,7 +7,7 @@ import { anchorStatement } from '../../src/audit/checkpoint.js';
 import { pruneAudit } from '../../src/audit/retention.js';
 import { verifyAudit } from '../../src/audit/verify.js';
 import { ReceiptSigner } from '../../src/receipts/receipt.js';
-import type { AuditAnchorRow } from '../../src/store/store.js';
+import type { AuditAnchorRow } from '../../src/store/audit-chain-store.js';
 import { tamperSqlite } from '../fixtures/sqlite.js';
 import { captureLogger, rewriteChain, sqliteStore } from './helpers.js';
 

@@ -10,7 +10,8 @@ import { GatewayError } from '../../src/errors/gateway-error.js';
 import type { AuditStore } from '../../src/audit/audit-log.js';
 import { createLogger, type Logger } from '../../src/observability/logger.js';
 import { createStore } from '../../src/store/create-store.js';
-import type { AuditRecordFilter, AuditRecordRow, Store } from '../../src/store/store.js';
+import type { AuditRecordFilter, AuditRecordRow } from '../../src/store/audit-chain-store.js';
+import type { Store } from '../../src/store/store.js';
 
 /** A real SQLite file in a fresh directory; `dispose` closes the store and removes the directory. */
 export async function sqliteStore(): Promise<{ store: Store; path: string; dispose: () => Promise<void> }> {

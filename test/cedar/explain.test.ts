@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { EXIT_DENIED, runExplain } from '../../src/cli/explain.js';
 import { runKeysCreate } from '../../src/cli/keys.js';
-import type { KeyAccessExplanation } from '../../src/control/control-plane.js';
+import type { KeyAccessExplanation } from '../../src/control/explain.js';
 import { PolicyDir } from './helpers.js';
 import { CaptureIo } from '../fixtures/capture-io.js';
 

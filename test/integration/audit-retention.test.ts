@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { createStore } from '../../src/store/create-store.js';
-import type { AuditCheckpointRow, AuditRecordRow } from '../../src/store/store.js';
+import type { AuditCheckpointRow, AuditRecordRow } from '../../src/store/audit-chain-store.js';
 import { AccessStore, type IssuedKey } from '../fixtures/integration/access-store.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../fixtures/integration/recording-upstream.js';
 import { adminStatus, cleanup, connect, mcpHeaders, productionGateway, raw, rawSession, runCli, startGateway, tempPath, textOf, waitFor, type Gateway } from './harness.js';

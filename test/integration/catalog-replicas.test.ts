@@ -12,7 +12,7 @@ import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { approvedEntry, writeCatalog } from '../../src/approvals/catalog-file.js';
 import { createStore } from '../../src/store/create-store.js';
-import type { AuditRecordRow } from '../../src/store/store.js';
+import type { AuditRecordRow } from '../../src/store/audit-chain-store.js';
 import { AccessStore, type IssuedKey } from '../fixtures/integration/access-store.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../fixtures/integration/recording-upstream.js';
 import { PG_SERVER, ThrowawayDatabases } from '../fixtures/postgres.js';

@@ -11,7 +11,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { toolDefinitionHash } from '../../src/approvals/definition-hash.js';
-import type { AuditRecordRow } from '../../src/store/store.js';
+import type { AuditRecordRow } from '../../src/store/audit-chain-store.js';
 import { createStore } from '../../src/store/create-store.js';
 import { AccessStore, type IssuedKey } from '../fixtures/integration/access-store.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../fixtures/integration/recording-upstream.js';

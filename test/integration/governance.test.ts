@@ -7,7 +7,7 @@ import { toolDefinitionHash } from '../../src/approvals/definition-hash.js';
 import { argumentsHash } from '../../src/audit/record.js';
 import { verifyAudit } from '../../src/audit/verify.js';
 import { storedReceiptFile } from '../../src/receipts/issue.js';
-import type { AuditRecordRow } from '../../src/store/store.js';
+import type { AuditRecordRow } from '../../src/store/audit-chain-store.js';
 import { createStore } from '../../src/store/create-store.js';
 import { AccessStore, TEST_KEY_SECRET, type IssuedKey } from '../fixtures/integration/access-store.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../fixtures/integration/recording-upstream.js';

@@ -4,7 +4,8 @@ import { GatewayError } from '../../src/errors/gateway-error.js';
 import type { Caller } from '../../src/model/caller.js';
 import type { DefaultAccess } from '../../src/policy/decision.js';
 import { PermissionEngine, type AccessExplanation } from '../../src/policy/permission-engine.js';
-import type { PermissionDocument, PermissionLevel, Store } from '../../src/store/store.js';
+import type { PermissionDocument, PermissionLevel } from '../../src/store/directory-store.js';
+import type { Store } from '../../src/store/store.js';
 import { makeWorld, type World } from './helpers.js';
 
 type Failure = 'none' | 'team-read' | 'toolset-read';

@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Caller } from '../../src/model/caller.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import type { PrincipalKind, Store } from '../../src/store/store.js';
+import type { PrincipalKind } from '../../src/store/directory-store.js';
+import type { Store } from '../../src/store/store.js';
 
 /** A real SQLite store on a temp file (DESIGN.md §6), with one org, two teams, a user and an agent. */
 export interface World {

@@ -1,6 +1,6 @@
 import { GENESIS_HASH, hashRecordBody, type AuditRecordBody } from '../../src/audit/record.js';
 import { canonicalJson } from '../../src/util/canonical-json.js';
-import type { AuditRecordRow } from '../../src/store/store.js';
+import type { AuditRecordRow } from '../../src/store/audit-chain-store.js';
 
 export interface ChainRecord {
   readonly body: AuditRecordBody;

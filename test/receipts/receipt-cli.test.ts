@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { AdminApi } from '../../src/admin/admin-api.js';
 import { parseConfig } from '../../src/config/load.js';
-import { engineFromConfig } from '../../src/control/control-plane.js';
+import { engineFromConfig } from '../../src/control/explain.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { issueSessionReceipt } from '../../src/receipts/issue.js';
 import { receiptKeyPath, resolveReceiptKey } from '../../src/receipts/signing-key.js';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { MIGRATIONS } from '../../src/store/migrations/migrations.js';
-import type { AuditAnchorRow, AuditCheckpointRow, AuditRecordRow } from '../../src/store/store.js';
+import type { AuditAnchorRow, AuditCheckpointRow, AuditRecordRow } from '../../src/store/audit-chain-store.js';
 import { contractStores, rejectsWith, type StoreHarness } from './store-contract.js';
 
 const hex = (text: string): string => createHash('sha256').update(text).digest('hex');

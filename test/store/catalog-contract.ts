@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { GatewayError } from '../../src/errors/gateway-error.js';
-import type { PutCatalogApprovalsInput } from '../../src/store/store.js';
+import type { PutCatalogApprovalsInput } from '../../src/store/catalog-approvals-store.js';
 import { contractStores, rejectsWith, type StoreHarness } from './store-contract.js';
 
 /** A well-formed version; the store checks shapes only, the document's meaning is `src/approvals`'. */

@@ -9,7 +9,7 @@ import { journalText } from '../../src/store/sqlite/audit-journal-format.js';
 import type { JournalRange } from '../../src/store/sqlite/audit-writer-protocol.js';
 import { SqliteAuditWriter } from '../../src/store/sqlite/audit-writer.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import type { AuditRecordRow } from '../../src/store/store.js';
+import type { AuditRecordRow } from '../../src/store/audit-chain-store.js';
 
 const root = mkdtempSync(join(tmpdir(), 'mcpgate-audit-writer-'));
 after(() => rmSync(root, { recursive: true, force: true }));

@@ -4,7 +4,9 @@ import { after, describe, it } from 'node:test';
 import { GatewayError } from '../../src/errors/gateway-error.js';
 import type { ErrorCode } from '../../src/errors/codes.js';
 import { MIGRATIONS } from '../../src/store/migrations/migrations.js';
-import type { PermissionDocument, PutVaultSecretInput, Store } from '../../src/store/store.js';
+import type { PermissionDocument } from '../../src/store/directory-store.js';
+import type { Store } from '../../src/store/store.js';
+import type { PutVaultSecretInput } from '../../src/store/vault-store.js';
 
 /** One empty database. `open` builds a new, unmigrated store on it; `query` reads it behind the store's back. */
 export interface ContractDatabase {

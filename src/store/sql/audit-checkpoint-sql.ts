@@ -1,4 +1,4 @@
-import type { AuditAnchorRow, AuditCheckpointRow } from '../store.js';
+import type { AuditAnchorRow, AuditCheckpointRow } from '../audit-chain-store.js';
 import { checkDate, invalid } from '../validate.js';
 import { filterText, HEX64 } from './audit-sql.js';
 import type { SqlDriver, SqlRow, SqlValue } from './driver.js';

@@ -1,11 +1,11 @@
-import type { AuditChainSummary, AuditRecordFilter, AuditRecordRow } from '../store.js';
+import type { AuditChainSummary, AuditRecordFilter, AuditRecordRow } from '../audit-chain-store.js';
 import { checkDate, invalid } from '../validate.js';
 import type { SqlDriver, SqlRow, SqlStatement, SqlValue } from './driver.js';
 
 /**
- * The audit half of the SQL store (issue 7 §1), kept apart from `sql-store.ts` by size. Shapes are checked
- * here, meanings are not: the store keeps whatever strings `src/audit` hands it, so it never refuses a record
- * over a kind it does not know.
+ * The audit records of the SQL store (issue 7 §1), one part of the audit family (`audit-chain-sql.ts`). Shapes are
+ * checked here, meanings are not: the store keeps whatever strings `src/audit` hands it, so it never refuses a
+ * record over a kind it does not know.
  */
 
 /** The table's columns, in the order of every INSERT and of {@link auditRowValues}. */

@@ -1,4 +1,4 @@
-import type { CatalogApprovalsRecord, PutCatalogApprovalsInput } from '../store.js';
+import type { CatalogApprovalsRecord, CatalogApprovalsStore, PutCatalogApprovalsInput } from '../catalog-approvals-store.js';
 import { checkLimit, checkText, invalid } from '../validate.js';
 import { batchConflict } from './map-error.js';
 import { HEX64 } from './audit-sql.js';
@@ -25,38 +25,47 @@ function toMeta(row: SqlRow): Omit<CatalogApprovalsRecord, 'document'> {
   return { version: Number(row.version), snapshotHash: String(row.snapshot_hash), createdAt: new Date(Number(row.created_at)), actor: String(row.actor) };
 }
 
-export async function putCatalogApprovals(driver: SqlExecutor, input: PutCatalogApprovalsInput): Promise<CatalogApprovalsRecord> {
-  if (typeof input !== 'object' || input === null) throw invalid('catalog approvals must be an object');
-  const version = checkVersion(input.version, 'catalog approvals version');
-  const { document, snapshotHash, actor } = input;
-  checkText(document, 'catalog approvals document', MAX_DOCUMENT);
-  if (typeof snapshotHash !== 'string' || !HEX64.test(snapshotHash)) throw invalid('catalog approvals snapshotHash must be 64 lowercase hex characters');
-  checkText(actor, 'catalog approvals actor', MAX_ACTOR);
-  const record: CatalogApprovalsRecord = { version, document, snapshotHash, createdAt: new Date(), actor };
-  // Only on top of the newest version: a writer that read version 3 cannot store 5, nor 4 once another stored it
-  // (the primary key refuses a second 4 even when both writers saw 3 at the same moment).
-  const changed = await driver.run(
-    `INSERT INTO catalog_approvals (version, document, snapshot_hash, created_at, actor)
+/** The catalog family over SQL. */
+export class SqlCatalogApprovalsStore implements CatalogApprovalsStore {
+  readonly #driver: SqlExecutor;
+
+  constructor(driver: SqlExecutor) {
+    this.#driver = driver;
+  }
+
+  async putCatalogApprovals(input: PutCatalogApprovalsInput): Promise<CatalogApprovalsRecord> {
+    if (typeof input !== 'object' || input === null) throw invalid('catalog approvals must be an object');
+    const version = checkVersion(input.version, 'catalog approvals version');
+    const { document, snapshotHash, actor } = input;
+    checkText(document, 'catalog approvals document', MAX_DOCUMENT);
+    if (typeof snapshotHash !== 'string' || !HEX64.test(snapshotHash)) throw invalid('catalog approvals snapshotHash must be 64 lowercase hex characters');
+    checkText(actor, 'catalog approvals actor', MAX_ACTOR);
+    const record: CatalogApprovalsRecord = { version, document, snapshotHash, createdAt: new Date(), actor };
+    // Only on top of the newest version: a writer that read version 3 cannot store 5, nor 4 once another stored it
+    // (the primary key refuses a second 4 even when both writers saw 3 at the same moment).
+    const changed = await this.#driver.run(
+      `INSERT INTO catalog_approvals (version, document, snapshot_hash, created_at, actor)
      SELECT CAST(? AS BIGINT), ?, ?, CAST(? AS BIGINT), ?
      WHERE (SELECT COALESCE(MAX(version), 0) FROM catalog_approvals) = CAST(? AS BIGINT)`,
-    [version, document, snapshotHash, record.createdAt.getTime(), actor, version - 1],
-  );
-  if (changed !== 1) throw batchConflict(`store catalog approvals version ${version}`);
-  return record;
-}
+      [version, document, snapshotHash, record.createdAt.getTime(), actor, version - 1],
+    );
+    if (changed !== 1) throw batchConflict(`store catalog approvals version ${version}`);
+    return record;
+  }
 
-export async function getCatalogApprovals(driver: SqlExecutor): Promise<CatalogApprovalsRecord | undefined> {
-  const [row] = await driver.all(`SELECT ${META_COLUMNS}, document FROM catalog_approvals ORDER BY version DESC LIMIT 1`);
-  return row === undefined ? undefined : { ...toMeta(row), document: String(row.document) };
-}
+  async getCatalogApprovals(): Promise<CatalogApprovalsRecord | undefined> {
+    const [row] = await this.#driver.all(`SELECT ${META_COLUMNS}, document FROM catalog_approvals ORDER BY version DESC LIMIT 1`);
+    return row === undefined ? undefined : { ...toMeta(row), document: String(row.document) };
+  }
 
-export async function getCatalogApprovalsVersion(driver: SqlExecutor): Promise<number> {
-  const [row] = await driver.all('SELECT MAX(version) AS version FROM catalog_approvals');
-  return Number(row?.version ?? 0);
-}
+  async getCatalogApprovalsVersion(): Promise<number> {
+    const [row] = await this.#driver.all('SELECT MAX(version) AS version FROM catalog_approvals');
+    return Number(row?.version ?? 0);
+  }
 
-export async function listCatalogApprovals(driver: SqlExecutor, options: { readonly limit?: number } = {}): Promise<Omit<CatalogApprovalsRecord, 'document'>[]> {
-  const limit = checkLimit(options.limit ?? 100, MAX_LIST);
-  const rows = await driver.all(`SELECT ${META_COLUMNS} FROM catalog_approvals ORDER BY version DESC LIMIT ?`, [limit]);
-  return rows.map(toMeta);
+  async listCatalogApprovals(options: { readonly limit?: number } = {}): Promise<Omit<CatalogApprovalsRecord, 'document'>[]> {
+    const limit = checkLimit(options.limit ?? 100, MAX_LIST);
+    const rows = await this.#driver.all(`SELECT ${META_COLUMNS} FROM catalog_approvals ORDER BY version DESC LIMIT ?`, [limit]);
+    return rows.map(toMeta);
+  }
 }

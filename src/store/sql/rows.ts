@@ -1,16 +1,6 @@
 import { GatewayError } from '../../errors/gateway-error.js';
-import type {
-  ApiKeyRecord,
-  Org,
-  PermissionLevel,
-  PermissionRecord,
-  Principal,
-  PrincipalKind,
-  Team,
-  Toolset,
-  VaultSecretMeta,
-  VaultSecretRecord,
-} from '../store.js';
+import type { ApiKeyRecord, Org, PermissionLevel, PermissionRecord, Principal, PrincipalKind, Team, Toolset } from '../directory-store.js';
+import type { VaultSecretMeta, VaultSecretRecord } from '../vault-store.js';
 import { checkPermissionDocument, checkToolsetEntries, readStoredJson } from '../validate.js';
 import type { SqlRow } from './driver.js';
 

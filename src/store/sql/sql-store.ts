@@ -1,13 +1,15 @@
-import { randomUUID } from 'node:crypto';
 import type {
-  ApiKeyRecord,
-  AuditChainSummary,
   AuditAnchorRow,
+  AuditChainSummary,
   AuditCheckpointRow,
+  AuditJournalBacklog,
   AuditRecordFilter,
   AuditRecordRow,
-  AuditJournalBacklog,
   AuditRecordWriter,
+} from '../audit-chain-store.js';
+import type { CatalogApprovalsRecord, PutCatalogApprovalsInput } from '../catalog-approvals-store.js';
+import type {
+  ApiKeyRecord,
   CreateKeyInput,
   CreatePrincipalInput,
   CreateTeamInput,
@@ -18,62 +20,41 @@ import type {
   PermissionRecord,
   Principal,
   PrincipalKind,
-  PutReceiptInput,
-  PutCatalogApprovalsInput,
-  CatalogApprovalsRecord,
-  SessionReceiptRecord,
-  Store,
   Team,
   Toolset,
   ToolsetEntry,
-  PutVaultSecretInput,
-  VaultSecretMeta,
-  VaultSecretRecord,
-  VaultSecretReplacement,
-} from '../store.js';
-import { checkDate, checkLevel, checkName, checkPermissionDocument, checkToolsetEntries, checkVaultSecretInput, invalid, notFound } from '../validate.js';
-import { listAuditAnchors, listAuditCheckpoints, pruneAuditChain, putAuditAnchor } from './audit-checkpoint-sql.js';
-import { appendAuditRecords, listAuditChainHeads, listAuditChains, listAuditRecords } from './audit-sql.js';
-import { getReceipt, pruneReceipts, putReceipt } from './receipt-sql.js';
-import { getCatalogApprovals, getCatalogApprovalsVersion, listCatalogApprovals, putCatalogApprovals } from './catalog-approvals-sql.js';
-import type { SqlDriver, SqlStatement, SqlValue } from './driver.js';
+} from '../directory-store.js';
+import type { PutReceiptInput, SessionReceiptRecord } from '../receipt-store.js';
+import type { Store } from '../store.js';
+import type { PutVaultSecretInput, VaultSecretMeta, VaultSecretRecord, VaultSecretReplacement } from '../vault-store.js';
+import { SqlAuditChainStore } from './audit-chain-sql.js';
+import { SqlCatalogApprovalsStore } from './catalog-approvals-sql.js';
+import { SqlDirectoryStore } from './directory-sql.js';
+import type { SqlDriver } from './driver.js';
 import { runMigrations } from './migrate.js';
-import { GatewayError } from '../../errors/gateway-error.js';
-import { toKey, toOrg, toPermission, toPrincipal, toTeam, toToolset, toVaultSecret, toVaultSecretMeta } from './rows.js';
-
-const KEY_SELECT =
-  'SELECT k.*, p.kind AS principal_kind, p.org_id AS org_id FROM api_keys k JOIN principals p ON p.id = k.principal_id';
-
-function checkId(value: unknown, what: string): string {
-  if (typeof value !== 'string' || value.length === 0 || value.length > 200) throw invalid(`${what} must be a non-empty string`);
-  return value;
-}
-
-/**
- * A name to look up must be a string: a number or object from a token claim would otherwise be bound as another
- * SQL type and could match differently on each backend. NUL is refused because PostgreSQL cannot bind it (the
- * lookup would fail as STORE_UNAVAILABLE) while SQLite can: both backends must answer alike.
- */
-function checkLookupName(value: unknown, what: string): string {
-  if (typeof value !== 'string' || value.includes('\0')) throw invalid(`${what} must be a string without NUL characters`);
-  return value;
-}
-
-/** Code-unit order, the same on both backends (PostgreSQL's ORDER BY would follow the database collation). */
-function byPrincipalThenServer(a: VaultSecretMeta, b: VaultSecretMeta): number {
-  if (a.principalId !== b.principalId) return a.principalId < b.principalId ? -1 : 1;
-  return a.server < b.server ? -1 : a.server > b.server ? 1 : 0;
-}
+import { SqlReceiptStore } from './receipt-sql.js';
+import { SqlVaultStore } from './vault-sql.js';
 
 /**
  * The one implementation of {@link Store} over SQL. SQLite and PostgreSQL differ only in their {@link SqlDriver},
- * so both backends run the same queries and produce the same shapes.
+ * so both backends run the same queries and produce the same shapes. Each family's queries live in its own file
+ * (issue 24 §6); this class composes them over one driver and answers every method of `Store` by its family.
  */
 export class SqlStore implements Store {
   readonly #driver: SqlDriver;
+  readonly #directory: SqlDirectoryStore;
+  readonly #vault: SqlVaultStore;
+  readonly #audit: SqlAuditChainStore;
+  readonly #receipts: SqlReceiptStore;
+  readonly #catalog: SqlCatalogApprovalsStore;
 
   constructor(driver: SqlDriver) {
     this.#driver = driver;
+    this.#directory = new SqlDirectoryStore(driver);
+    this.#vault = new SqlVaultStore(driver, this.#directory);
+    this.#audit = new SqlAuditChainStore(driver);
+    this.#receipts = new SqlReceiptStore(driver);
+    this.#catalog = new SqlCatalogApprovalsStore(driver);
   }
 
   async migrate(): Promise<void> {
@@ -84,369 +65,199 @@ export class SqlStore implements Store {
     return this.#driver.close();
   }
 
-  async createOrg(name: string): Promise<Org> {
-    const org: Org = { id: randomUUID(), name: checkName(name, 'org name'), createdAt: new Date() };
-    await this.#driver.run('INSERT INTO orgs (id, name, created_at) VALUES (?, ?, ?)', [org.id, org.name, org.createdAt.getTime()]);
-    return org;
+  createOrg(name: string): Promise<Org> {
+    return this.#directory.createOrg(name);
   }
 
-  async getOrg(id: string): Promise<Org | undefined> {
-    const [row] = await this.#driver.all('SELECT * FROM orgs WHERE id = ?', [id]);
-    return row === undefined ? undefined : toOrg(row);
+  getOrg(id: string): Promise<Org | undefined> {
+    return this.#directory.getOrg(id);
   }
 
-  async listOrgs(): Promise<Org[]> {
-    return (await this.#driver.all('SELECT * FROM orgs ORDER BY name')).map(toOrg);
+  listOrgs(): Promise<Org[]> {
+    return this.#directory.listOrgs();
   }
 
-  async findOrgByName(name: string): Promise<Org | undefined> {
-    const [row] = await this.#driver.all('SELECT * FROM orgs WHERE name = ?', [checkLookupName(name, 'org name')]);
-    return row === undefined ? undefined : toOrg(row);
+  findOrgByName(name: string): Promise<Org | undefined> {
+    return this.#directory.findOrgByName(name);
   }
 
-  async createTeam(input: CreateTeamInput): Promise<Team> {
-    const name = checkName(input.name, 'team name');
-    const orgId = checkId(input.orgId, 'orgId');
-    if ((await this.getOrg(orgId)) === undefined) throw notFound('org', orgId);
-    const team: Team = { id: randomUUID(), orgId, name, createdAt: new Date() };
-    await this.#driver.run('INSERT INTO teams (id, org_id, name, created_at) VALUES (?, ?, ?, ?)', [
-      team.id,
-      orgId,
-      name,
-      team.createdAt.getTime(),
-    ]);
-    return team;
+  createTeam(input: CreateTeamInput): Promise<Team> {
+    return this.#directory.createTeam(input);
   }
 
-  async getTeam(id: string): Promise<Team | undefined> {
-    const [row] = await this.#driver.all('SELECT * FROM teams WHERE id = ?', [id]);
-    return row === undefined ? undefined : toTeam(row);
+  getTeam(id: string): Promise<Team | undefined> {
+    return this.#directory.getTeam(id);
   }
 
-  async listTeams(orgId: string): Promise<Team[]> {
-    return (await this.#driver.all('SELECT * FROM teams WHERE org_id = ? ORDER BY name', [orgId])).map(toTeam);
+  listTeams(orgId: string): Promise<Team[]> {
+    return this.#directory.listTeams(orgId);
   }
 
-  async findTeamByName(orgId: string, name: string): Promise<Team | undefined> {
-    const [row] = await this.#driver.all('SELECT * FROM teams WHERE org_id = ? AND name = ?', [
-      checkId(orgId, 'orgId'),
-      checkLookupName(name, 'team name'),
-    ]);
-    return row === undefined ? undefined : toTeam(row);
+  findTeamByName(orgId: string, name: string): Promise<Team | undefined> {
+    return this.#directory.findTeamByName(orgId, name);
   }
 
-  async createPrincipal(input: CreatePrincipalInput): Promise<Principal> {
-    if (input.kind !== 'user' && input.kind !== 'agent') throw invalid(`principal kind must be "user" or "agent"`);
-    const name = checkName(input.name, `${input.kind} name`);
-    const orgId = checkId(input.orgId, 'orgId');
-    if ((await this.getOrg(orgId)) === undefined) throw notFound('org', orgId);
-    if (input.teamId !== undefined) await this.#requireTeamInOrg(input.teamId, orgId);
-    const principal: Principal = { id: randomUUID(), kind: input.kind, orgId, name, createdAt: new Date() };
-    const withTeam = input.teamId === undefined ? principal : { ...principal, teamId: input.teamId };
-    await this.#driver.run('INSERT INTO principals (id, kind, org_id, team_id, name, created_at) VALUES (?, ?, ?, ?, ?, ?)', [
-      principal.id,
-      principal.kind,
-      orgId,
-      input.teamId ?? null,
-      name,
-      principal.createdAt.getTime(),
-    ]);
-    return withTeam;
+  createPrincipal(input: CreatePrincipalInput): Promise<Principal> {
+    return this.#directory.createPrincipal(input);
   }
 
-  async getPrincipal(id: string): Promise<Principal | undefined> {
-    const [row] = await this.#driver.all('SELECT * FROM principals WHERE id = ?', [id]);
-    return row === undefined ? undefined : toPrincipal(row);
+  getPrincipal(id: string): Promise<Principal | undefined> {
+    return this.#directory.getPrincipal(id);
   }
 
-  async listPrincipals(orgId: string, kind?: PrincipalKind): Promise<Principal[]> {
-    const rows =
-      kind === undefined
-        ? await this.#driver.all('SELECT * FROM principals WHERE org_id = ? ORDER BY kind, name', [orgId])
-        : await this.#driver.all('SELECT * FROM principals WHERE org_id = ? AND kind = ? ORDER BY name', [orgId, kind]);
-    return rows.map(toPrincipal);
+  listPrincipals(orgId: string, kind?: PrincipalKind): Promise<Principal[]> {
+    return this.#directory.listPrincipals(orgId, kind);
   }
 
-  async findPrincipalByName(orgId: string, kind: PrincipalKind, name: string): Promise<Principal | undefined> {
-    if (kind !== 'user' && kind !== 'agent') throw invalid(`principal kind must be "user" or "agent"`);
-    const [row] = await this.#driver.all('SELECT * FROM principals WHERE org_id = ? AND kind = ? AND name = ?', [
-      checkId(orgId, 'orgId'),
-      kind,
-      checkLookupName(name, `${kind} name`),
-    ]);
-    return row === undefined ? undefined : toPrincipal(row);
+  findPrincipalByName(orgId: string, kind: PrincipalKind, name: string): Promise<Principal | undefined> {
+    return this.#directory.findPrincipalByName(orgId, kind, name);
   }
 
-  async createKey(input: CreateKeyInput): Promise<ApiKeyRecord> {
-    const principalId = checkId(input.principalId, 'principalId');
-    const prefix = checkName(input.prefix, 'key prefix');
-    const hash = checkName(input.hash, 'key hash');
-    if (typeof input.label !== 'string' || input.label.length > 200) throw invalid('key label must be a string of at most 200 characters');
-    const expiresAt = input.expiresAt === undefined ? null : checkDate(input.expiresAt, 'expiresAt');
-    const principal = await this.getPrincipal(principalId);
-    if (principal === undefined) throw notFound('principal', principalId);
-    const teamId = input.teamId ?? principal.teamId;
-    if (teamId !== undefined) await this.#requireTeamInOrg(teamId, principal.orgId);
-    const id = randomUUID();
-    await this.#driver.run(
-      'INSERT INTO api_keys (id, principal_id, team_id, prefix, hash, label, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
-      [id, principalId, teamId ?? null, prefix, hash, input.label, Date.now(), expiresAt],
-    );
-    return this.#mustGetKey(id);
+  createKey(input: CreateKeyInput): Promise<ApiKeyRecord> {
+    return this.#directory.createKey(input);
   }
 
-  async getKey(id: string): Promise<ApiKeyRecord | undefined> {
-    const [row] = await this.#driver.all(`${KEY_SELECT} WHERE k.id = ?`, [id]);
-    return row === undefined ? undefined : toKey(row);
+  getKey(id: string): Promise<ApiKeyRecord | undefined> {
+    return this.#directory.getKey(id);
   }
 
-  async listKeys(filter: ListKeysFilter = {}): Promise<ApiKeyRecord[]> {
-    const where: string[] = [];
-    const params: SqlValue[] = [];
-    const columns = { principalId: 'k.principal_id', teamId: 'k.team_id', orgId: 'p.org_id' } as const;
-    for (const [field, column] of Object.entries(columns) as [keyof ListKeysFilter, string][]) {
-      const value = filter[field];
-      if (value === undefined) continue;
-      where.push(`${column} = ?`);
-      params.push(value);
-    }
-    const clause = where.length === 0 ? '' : ` WHERE ${where.join(' AND ')}`;
-    return (await this.#driver.all(`${KEY_SELECT}${clause} ORDER BY k.created_at, k.id`, params)).map(toKey);
+  listKeys(filter?: ListKeysFilter): Promise<ApiKeyRecord[]> {
+    return this.#directory.listKeys(filter);
   }
 
-  async findKeyByHash(hash: string): Promise<ApiKeyRecord | undefined> {
-    const [row] = await this.#driver.all(`${KEY_SELECT} WHERE k.hash = ?`, [hash]);
-    return row === undefined ? undefined : toKey(row);
+  findKeyByHash(hash: string): Promise<ApiKeyRecord | undefined> {
+    return this.#directory.findKeyByHash(hash);
   }
 
-  async touchKey(id: string, at: Date = new Date()): Promise<void> {
-    const ms = checkDate(at, 'touch time');
-    // Only moves forward, so out-of-order concurrent touches never rewind lastUsedAt.
-    const changed = await this.#driver.run(
-      'UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)',
-      [ms, id, ms],
-    );
-    // The existence check runs only on a no-op update, keeping the hot path to one statement.
-    if (changed === 0 && (await this.getKey(id)) === undefined) throw notFound('key', id);
+  touchKey(id: string, at?: Date): Promise<void> {
+    return this.#directory.touchKey(id, at);
   }
 
-  async revokeKey(id: string, at: Date = new Date()): Promise<ApiKeyRecord> {
-    const ms = checkDate(at, 'revocation time');
-    await this.#driver.run('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL', [ms, id]);
-    return this.#mustGetKey(id);
+  revokeKey(id: string, at?: Date): Promise<ApiKeyRecord> {
+    return this.#directory.revokeKey(id, at);
   }
 
-  async setPermissions(level: PermissionLevel, subjectId: string, document: PermissionDocument): Promise<PermissionRecord> {
-    checkLevel(level);
-    const checked = checkPermissionDocument(document);
-    await this.#requireSubject(level, checkId(subjectId, 'subjectId'));
-    const updatedAt = new Date();
-    const params = [level, subjectId, JSON.stringify(checked), updatedAt.getTime()];
-    // Both dialects support this upsert form (SQLite ≥ 3.24, PostgreSQL ≥ 9.5).
-    await this.#driver.run(
-      'INSERT INTO permissions (level, subject_id, document, updated_at) VALUES (?, ?, ?, ?) ' +
-        'ON CONFLICT (level, subject_id) DO UPDATE SET document = excluded.document, updated_at = excluded.updated_at',
-      params,
-    );
-    return { level, subjectId, document: checked, updatedAt };
+  setPermissions(level: PermissionLevel, subjectId: string, document: PermissionDocument): Promise<PermissionRecord> {
+    return this.#directory.setPermissions(level, subjectId, document);
   }
 
-  async getPermissions(level: PermissionLevel, subjectId: string): Promise<PermissionRecord | undefined> {
-    checkLevel(level);
-    const [row] = await this.#driver.all('SELECT * FROM permissions WHERE level = ? AND subject_id = ?', [level, subjectId]);
-    return row === undefined ? undefined : toPermission(row);
+  getPermissions(level: PermissionLevel, subjectId: string): Promise<PermissionRecord | undefined> {
+    return this.#directory.getPermissions(level, subjectId);
   }
 
-  async deletePermissions(level: PermissionLevel, subjectId: string): Promise<boolean> {
-    checkLevel(level);
-    return (await this.#driver.run('DELETE FROM permissions WHERE level = ? AND subject_id = ?', [level, subjectId])) > 0;
+  deletePermissions(level: PermissionLevel, subjectId: string): Promise<boolean> {
+    return this.#directory.deletePermissions(level, subjectId);
   }
 
-  async putToolset(name: string, entries: readonly ToolsetEntry[]): Promise<Toolset> {
-    const checkedName = checkName(name, 'toolset name');
-    const checked = checkToolsetEntries(entries);
-    const updatedAt = new Date();
-    await this.#driver.run(
-      'INSERT INTO toolsets (name, entries, updated_at) VALUES (?, ?, ?) ' +
-        'ON CONFLICT (name) DO UPDATE SET entries = excluded.entries, updated_at = excluded.updated_at',
-      [checkedName, JSON.stringify(checked), updatedAt.getTime()],
-    );
-    return { name: checkedName, entries: checked, updatedAt };
+  putToolset(name: string, entries: readonly ToolsetEntry[]): Promise<Toolset> {
+    return this.#directory.putToolset(name, entries);
   }
 
-  async getToolset(name: string): Promise<Toolset | undefined> {
-    const [row] = await this.#driver.all('SELECT * FROM toolsets WHERE name = ?', [name]);
-    return row === undefined ? undefined : toToolset(row);
+  getToolset(name: string): Promise<Toolset | undefined> {
+    return this.#directory.getToolset(name);
   }
 
-  async listToolsets(): Promise<Toolset[]> {
-    return (await this.#driver.all('SELECT * FROM toolsets ORDER BY name')).map(toToolset);
+  listToolsets(): Promise<Toolset[]> {
+    return this.#directory.listToolsets();
   }
 
-  async deleteToolset(name: string): Promise<boolean> {
-    return (await this.#driver.run('DELETE FROM toolsets WHERE name = ?', [name])) > 0;
+  deleteToolset(name: string): Promise<boolean> {
+    return this.#directory.deleteToolset(name);
   }
 
-  async putVaultSecret(input: PutVaultSecretInput): Promise<VaultSecretRecord> {
-    const checked = checkVaultSecretInput(input);
-    const principalId = checkId(checked.principalId, 'principalId');
-    if ((await this.getPrincipal(principalId)) === undefined) throw notFound('principal', principalId);
-    const record: VaultSecretRecord = { ...checked, principalId, updatedAt: new Date() };
-    await this.#driver.run(
-      'INSERT INTO vault_secrets (principal_id, server, key_id, nonce, ciphertext, updated_at) VALUES (?, ?, ?, ?, ?, ?) ' +
-        'ON CONFLICT (principal_id, server) DO UPDATE SET key_id = excluded.key_id, nonce = excluded.nonce, ' +
-        'ciphertext = excluded.ciphertext, updated_at = excluded.updated_at',
-      [principalId, record.server, record.keyId, record.nonce, record.ciphertext, record.updatedAt.getTime()],
-    );
-    return record;
+  putVaultSecret(input: PutVaultSecretInput): Promise<VaultSecretRecord> {
+    return this.#vault.putVaultSecret(input);
   }
 
-  async getVaultSecret(principalId: string, server: string): Promise<VaultSecretRecord | undefined> {
-    const [row] = await this.#driver.all('SELECT * FROM vault_secrets WHERE principal_id = ? AND server = ?', [
-      checkLookupName(principalId, 'principalId'),
-      checkLookupName(server, 'server name'),
-    ]);
-    return row === undefined ? undefined : toVaultSecret(row);
+  getVaultSecret(principalId: string, server: string): Promise<VaultSecretRecord | undefined> {
+    return this.#vault.getVaultSecret(principalId, server);
   }
 
-  async listVaultSecrets(filter: { readonly principalId?: string } = {}): Promise<VaultSecretMeta[]> {
-    const columns = 'SELECT principal_id, server, key_id, updated_at FROM vault_secrets';
-    const rows =
-      filter.principalId === undefined
-        ? await this.#driver.all(columns)
-        : await this.#driver.all(`${columns} WHERE principal_id = ?`, [checkLookupName(filter.principalId, 'principalId')]);
-    return rows.map(toVaultSecretMeta).sort(byPrincipalThenServer);
+  listVaultSecrets(filter?: { readonly principalId?: string }): Promise<VaultSecretMeta[]> {
+    return this.#vault.listVaultSecrets(filter);
   }
 
-  async deleteVaultSecret(principalId: string, server: string): Promise<boolean> {
-    const params = [checkLookupName(principalId, 'principalId'), checkLookupName(server, 'server name')];
-    return (await this.#driver.run('DELETE FROM vault_secrets WHERE principal_id = ? AND server = ?', params)) > 0;
+  deleteVaultSecret(principalId: string, server: string): Promise<boolean> {
+    return this.#vault.deleteVaultSecret(principalId, server);
   }
 
-  async listAllVaultSecretsForRotation(): Promise<VaultSecretRecord[]> {
-    return (await this.#driver.all('SELECT * FROM vault_secrets')).map(toVaultSecret).sort(byPrincipalThenServer);
+  listAllVaultSecretsForRotation(): Promise<VaultSecretRecord[]> {
+    return this.#vault.listAllVaultSecretsForRotation();
   }
 
-  async replaceVaultSecrets(entries: readonly VaultSecretReplacement[]): Promise<void> {
-    const seen = new Set<string>();
-    const statements: SqlStatement[] = entries.map((entry) => {
-      const checked = checkVaultSecretInput(entry);
-      const principalId = checkId(checked.principalId, 'principalId');
-      const expected = checkVaultSecretInput({ ...checked, nonce: entry.expectedNonce }).nonce;
-      const key = JSON.stringify([principalId, checked.server]);
-      if (seen.has(key)) throw invalid(`the rotation names the secret of principal "${principalId}" for server "${checked.server}" twice`);
-      seen.add(key);
-      return {
-        // updated_at stays: the secret is the same, only its sealing changed.
-        sql: 'UPDATE vault_secrets SET key_id = ?, nonce = ?, ciphertext = ? WHERE principal_id = ? AND server = ? AND nonce = ?',
-        params: [checked.keyId, checked.nonce, checked.ciphertext, principalId, checked.server, expected],
-        expectChanges: 1,
-      };
-    });
-    if (statements.length > 0) await this.#driver.batch(statements);
+  replaceVaultSecrets(entries: readonly VaultSecretReplacement[]): Promise<void> {
+    return this.#vault.replaceVaultSecrets(entries);
   }
 
   appendAuditRecords(records: readonly AuditRecordRow[]): Promise<void> {
-    return appendAuditRecords(this.#driver, records);
+    return this.#audit.appendAuditRecords(records);
   }
 
-  async auditJournalBacklog(): Promise<AuditJournalBacklog> {
-    return { pending: {} };
-  }
-
-  /** The store itself: its driver does not block the event loop (PostgreSQL) or cannot be shared (`:memory:`). */
   openAuditWriter(): AuditRecordWriter {
-    const done = async (): Promise<void> => undefined;
-    return { appendAuditRecords: (records) => this.appendAuditRecords(records), ready: done, flush: done, close: done };
+    return this.#audit.openAuditWriter();
+  }
+
+  auditJournalBacklog(): Promise<AuditJournalBacklog> {
+    return this.#audit.auditJournalBacklog();
   }
 
   listAuditRecords(filter: AuditRecordFilter): Promise<AuditRecordRow[]> {
-    return listAuditRecords(this.#driver, filter);
+    return this.#audit.listAuditRecords(filter);
   }
 
   listAuditChains(filter?: { readonly chainId?: string }): Promise<AuditChainSummary[]> {
-    return listAuditChains(this.#driver, filter);
+    return this.#audit.listAuditChains(filter);
   }
 
-  listAuditChainHeads(): Promise<{ chainId: string; lastSeq: number }[]> {
-    return listAuditChainHeads(this.#driver);
+  listAuditChainHeads(): Promise<{ readonly chainId: string; readonly lastSeq: number }[]> {
+    return this.#audit.listAuditChainHeads();
   }
 
   listAuditCheckpoints(filter?: { readonly chainId?: string }): Promise<AuditCheckpointRow[]> {
-    return listAuditCheckpoints(this.#driver, filter);
+    return this.#audit.listAuditCheckpoints(filter);
   }
 
   pruneAuditChain(checkpoint: AuditCheckpointRow, previousSeq: number): Promise<void> {
-    return pruneAuditChain(this.#driver, checkpoint, previousSeq);
+    return this.#audit.pruneAuditChain(checkpoint, previousSeq);
   }
 
   putAuditAnchor(anchor: AuditAnchorRow): Promise<void> {
-    return putAuditAnchor(this.#driver, anchor);
+    return this.#audit.putAuditAnchor(anchor);
   }
 
   listAuditAnchors(filter?: { readonly chainId?: string }): Promise<AuditAnchorRow[]> {
-    return listAuditAnchors(this.#driver, filter);
+    return this.#audit.listAuditAnchors(filter);
   }
 
-  async getStoreId(): Promise<string> {
-    const [row] = await this.#driver.all('SELECT id FROM store_identity');
-    if (row === undefined) throw new GatewayError('MCPGATE_ERR_STORE_UNAVAILABLE', 'the store has no identity row; run the migrations');
-    return String(row.id);
+  getStoreId(): Promise<string> {
+    return this.#audit.getStoreId();
   }
 
   putReceipt(input: PutReceiptInput): Promise<SessionReceiptRecord> {
-    return putReceipt(this.#driver, input);
+    return this.#receipts.putReceipt(input);
   }
 
   getReceipt(sessionId: string): Promise<SessionReceiptRecord | undefined> {
-    return getReceipt(this.#driver, sessionId);
+    return this.#receipts.getReceipt(sessionId);
   }
 
   pruneReceipts(before: Date, limit: number): Promise<number> {
-    return pruneReceipts(this.#driver, before, limit);
+    return this.#receipts.pruneReceipts(before, limit);
   }
 
   putCatalogApprovals(input: PutCatalogApprovalsInput): Promise<CatalogApprovalsRecord> {
-    return putCatalogApprovals(this.#driver, input);
+    return this.#catalog.putCatalogApprovals(input);
   }
 
   getCatalogApprovals(): Promise<CatalogApprovalsRecord | undefined> {
-    return getCatalogApprovals(this.#driver);
+    return this.#catalog.getCatalogApprovals();
   }
 
   getCatalogApprovalsVersion(): Promise<number> {
-    return getCatalogApprovalsVersion(this.#driver);
+    return this.#catalog.getCatalogApprovalsVersion();
   }
 
   listCatalogApprovals(options?: { readonly limit?: number }): Promise<Omit<CatalogApprovalsRecord, 'document'>[]> {
-    return listCatalogApprovals(this.#driver, options);
-  }
-
-  async #mustGetKey(id: string): Promise<ApiKeyRecord> {
-    const key = await this.getKey(id);
-    if (key === undefined) throw notFound('key', id);
-    return key;
-  }
-
-  async #requireTeamInOrg(teamId: string, orgId: string): Promise<void> {
-    const team = await this.getTeam(checkId(teamId, 'teamId'));
-    if (team === undefined) throw notFound('team', teamId);
-    // A team from another org would let a key escape its org's ceiling (issue 5 §3).
-    if (team.orgId !== orgId) throw invalid(`team "${teamId}" belongs to another org`, { teamId, orgId });
-  }
-
-  async #requireSubject(level: PermissionLevel, id: string): Promise<void> {
-    const found =
-      level === 'org'
-        ? await this.getOrg(id)
-        : level === 'team'
-          ? await this.getTeam(id)
-          : level === 'key'
-            ? await this.getKey(id)
-            : await this.getPrincipal(id);
-    if (found === undefined) throw notFound(level, id);
-    if ((level === 'user' || level === 'agent') && (found as Principal).kind !== level) {
-      throw invalid(`principal "${id}" is not a ${level}`, { level, id });
-    }
+    return this.#catalog.listCatalogApprovals(options);
   }
 }

@@ -1,7 +1,7 @@
 import { GatewayError } from '../../errors/gateway-error.js';
 import { AUDIT_COLUMNS, auditRowValues } from '../sql/audit-sql.js';
 import type { SqlValue } from '../sql/driver.js';
-import type { AuditRecordRow } from '../store.js';
+import type { AuditRecordRow } from '../audit-chain-store.js';
 
 /**
  * One line of the audit journal per record: `<hash> TAB <args> TAB <body> LF`. The body is the record as a JSON

@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { GatewayError } from '../../errors/gateway-error.js';
 import { auditRowsValues } from '../sql/audit-sql.js';
 import type { SqlValue } from '../sql/driver.js';
-import type { AuditRecordRow, AuditRecordWriter, AuditWriterOptions } from '../store.js';
+import type { AuditRecordRow, AuditRecordWriter, AuditWriterOptions } from '../audit-chain-store.js';
 import { invalid } from '../validate.js';
 import { journalText, parseJournal } from './audit-journal-format.js';
 import type { JournalRange } from './audit-writer-protocol.js';

@@ -7,7 +7,7 @@ import { GatewayError } from '../../errors/gateway-error.js';
 import type { SqlDriver, SqlExecutor, SqlRow, SqlStatement, SqlValue } from '../sql/driver.js';
 import { batchConflict, mapStoreError } from '../sql/map-error.js';
 import { SqlStore } from '../sql/sql-store.js';
-import type { AuditJournalBacklog, AuditRecordWriter, AuditWriterOptions } from '../store.js';
+import type { AuditJournalBacklog, AuditRecordWriter, AuditWriterOptions } from '../audit-chain-store.js';
 import { waitAtMost } from '../../util/wait-at-most.js';
 import { JournaledAuditWriter, stoppedJournalRows } from './audit-journal.js';
 import { SqliteAuditWriter } from './audit-writer.js';
