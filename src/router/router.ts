@@ -30,14 +30,14 @@ import type { DownstreamSession, RequestStream } from '../session/downstream-ses
 import type { SessionManager, SessionSlot } from '../session/session-manager.js';
 import { CancelScope } from '../session/cancel-scope.js';
 import type { UpstreamClient, UpstreamReply } from '../upstream/upstream-client.js';
-import { mayRetry } from '../upstream/delivery.js';
 import type { UpstreamRegistry } from '../upstream/upstream-registry.js';
 import type { CatalogView } from './catalog.js';
-import type { CatalogScope, ListFetcher, ListKind } from './catalog-scope.js';
+import type { CatalogScope, ListKind } from './catalog-scope.js';
 import { AdvertisedTools, type Advertised } from './advertised-tools.js';
-import { type CallContext, createUpstreamHandlers, deliver } from './client-bridge.js';
+import { type CallContext, deliver } from './client-bridge.js';
 import { ListViews } from './list-views.js';
 import { METHODS, type MethodEntry } from './method-table.js';
+import { UpstreamCalls } from './upstream-calls.js';
 import type { Naming, ToolFilter } from './naming.js';
 import { splitPrefixed } from './naming.js';
 import { errorMessage } from '../errors/error-message.js';
@@ -100,6 +100,8 @@ export class Router {
    * request whose upstream sessions agree with the merged list costs map lookups only.
    */
   private readonly agreement = new WeakMap<Advertised, WeakMap<ReadonlyMap<string, JsonObject>, boolean>>();
+  /** Every upstream exchange the router makes goes through here (issue 24 §4). */
+  private readonly upstreams: UpstreamCalls;
 
   constructor(options: RouterOptions) {
     this.options = options;
@@ -115,6 +117,16 @@ export class Router {
       logger: options.logger,
     });
     if (options.catalog?.mode === 'pinned') this.advertised = new AdvertisedTools({ ttlMs: options.listCacheTtlMs });
+    this.upstreams = new UpstreamCalls({
+      registry: options.registry,
+      credentials: options.credentials,
+      sharedServers: options.sharedServers,
+      serverTimeouts: options.serverTimeouts,
+      callTimeoutMs: options.callTimeoutMs,
+      advertised: this.advertised,
+      events: this.events,
+      logger: options.logger,
+    });
   }
 
   /**
@@ -303,7 +315,7 @@ export class Router {
           throw invalidParams(problem);
         }
         const view = this.lists.viewFor(session);
-        const route = await view.resolve(kind, name, this.fetcher(session, context), scope);
+        const route = await view.resolve(kind, name, this.upstreams.fetcher(session, context), scope);
         if (route === undefined) {
           const named = this.namedTarget(kind, name);
           state.facts = this.factsOf(context, action, named?.server, named?.name ?? name, name, params.arguments);
@@ -331,7 +343,7 @@ export class Router {
         const problem = paramsProblem(params) ?? completionProblem(params);
         if (problem !== undefined) throw invalidParams(problem);
         if (ref?.type === 'ref/prompt' && typeof ref.name === 'string') {
-          const route = await this.lists.viewFor(session).resolve('prompts', ref.name, this.fetcher(session, context), scope);
+          const route = await this.lists.viewFor(session).resolve('prompts', ref.name, this.upstreams.fetcher(session, context), scope);
           if (route === undefined) throw this.unknownName('prompts', ref.name, scope, session);
           state.facts = { ...state.facts, server: route.server, name: route.name };
           state.upstreamParams = { ...params, ref: { ...ref, name: route.name } };
@@ -409,7 +421,7 @@ export class Router {
         const kind = LIST_KINDS[request.method] as ListKind;
         let listed = state.listed as CatalogScope;
         if (kind === 'tools' && this.advertised !== undefined) listed = await this.upstreamSessionScope(session, context, listed);
-        state.response = await this.lists.answer(session, request, kind, this.fetcher(session, context), listed);
+        state.response = await this.lists.answer(session, request, kind, this.upstreams.fetcher(session, context), listed);
         return;
       }
       case 'fanout':
@@ -465,35 +477,10 @@ export class Router {
     if (GatewayError.is(error)) await governance.record(facts, { kind: 'refused', error, decision: 'deny' }, 0, []);
   }
 
-  /**
-   * `checked`: the upstream session whose definition of the called tool was checked against its approval; the
-   * call goes to that one, or fails if it closed meanwhile, never to a successor nobody checked.
-   */
+  /** The request's upstream exchange, as a JSON-RPC response to the client's own id. */
   private async forward(context: RequestContext, server: string, params: JsonObject, checked?: UpstreamClient<CallContext>): Promise<JsonRpcResponse> {
-    const session = sessionOf(context);
-    const request = context.request;
-    const signal = context.signal;
-    const timeoutMs = this.timeoutFor(server);
-    context.deadline = context.startedAt + timeoutMs;
-    // Opening the upstream session and the call itself both run under the server's bulkhead and breakers.
-    return this.options.registry.run(
-      server,
-      async () => {
-        // The context is the request's CallContext and whom it acts for (its own credentials, issue 24).
-        const options = { timeoutMs, signal, context, onBehalf: context };
-        const send = async (client: UpstreamClient<CallContext>): Promise<JsonRpcResponse> => toResponse(request, await client.request(request.method, params, options));
-        const client = checked ?? (await this.client(session, server, context));
-        // A dead upstream session (the upstream restarted) is re-opened and the call sent once more, where that
-        // is safe (issue 23 §3). A checked session has no successor: nobody checked the tool on it.
-        return send(client).catch(async (error: unknown) => {
-          if (checked !== undefined || signal.aborted || !mayRetry(request.method, error)) throw error;
-          this.options.registry.forget(server, session.id, client);
-          return send(await this.client(session, server, context));
-        });
-      },
-      signal,
-      session.owner ?? session.id,
-    );
+    context.deadline = context.startedAt + this.upstreams.timeoutFor(server);
+    return toResponse(context.request, await this.upstreams.request(context, server, context.method, params, { checked }));
   }
 
   private factsOf(context: RequestContext, action: CallFacts['action'], server: string | undefined, name: string, exposed: string, args: unknown): CallFacts {
@@ -521,7 +508,7 @@ export class Router {
   }
 
   private async resourceOwner(session: DownstreamSession, context: RequestContext, uri: string, scope: CatalogScope): Promise<string> {
-    const owner = await this.lists.viewFor(session).resolveResource(uri, this.fetcher(session, context), scope);
+    const owner = await this.lists.viewFor(session).resolveResource(uri, this.upstreams.fetcher(session, context), scope);
     if (owner !== undefined) return owner;
     // A URI no list mentions can still be valid (dynamic resources); with one server there is only one place to
     // ask, if the caller may ask it. A forbidden server's URI gets the same answer as an unknown one.
@@ -540,96 +527,13 @@ export class Router {
     await Promise.all(
       servers.map(async (server) => {
         try {
-          await this.options.registry.run(server, async () => {
-            const client = await this.client(session, server, context);
-            if ('logging' in client.serverCapabilities) {
-              await client.request('logging/setLevel', { level }, { timeoutMs: this.timeoutFor(server), onBehalf: context });
-            }
-          });
+          await this.upstreams.setLevel(context, server, level);
         } catch (error) {
           this.options.logger.warn({ server, err: errorMessage(error) }, 'logging/setLevel not delivered');
         }
       }),
     );
     return makeResult(context.request.id, {});
-  }
-
-  /**
-   * The session's upstream session of `server`, opened if need be. One opened now acts for `context`'s
-   * request in its own traffic (initialize, GET stream); every forwarded request carries its own credentials.
-   */
-  private client(session: DownstreamSession, server: string, context: RequestContext): Promise<UpstreamClient<CallContext>> {
-    const open = this.options.registry.peek(server, session.id);
-    if (open !== undefined) return Promise.resolve(open);
-    const shared = this.options.sharedServers.has(server);
-    return this.options.registry.acquire(server, {
-      key: session.id,
-      capabilities: session.clientCapabilities,
-      credentials: this.options.credentials.forSession(server, {
-        principalId: session.principalId,
-        principalKey: session.owner,
-        opener: context.inbound,
-      }),
-      handlers: createUpstreamHandlers(server, shared ? undefined : session, this.events, this.options.logger),
-      onOpen: async (client) => {
-        if (session.logLevel !== undefined && 'logging' in client.serverCapabilities) {
-          await client.request('logging/setLevel', { level: session.logLevel }, { timeoutMs: this.timeoutFor(server), onBehalf: context }).catch(() => undefined);
-        }
-      },
-    });
-  }
-
-  /** Lists and capabilities of `session`'s upstream sessions, fetched on behalf of `context`'s request. */
-  private fetcher(session: DownstreamSession, context: RequestContext): ListFetcher {
-    return {
-      capabilities: async (server) => {
-        // An open session needs no upstream exchange, so it takes no slot: a saturated server still lists.
-        const open = this.options.registry.peek(server, session.id);
-        if (open !== undefined) return open.serverCapabilities;
-        try {
-          return await this.options.registry.run(server, async () => (await this.client(session, server, context)).serverCapabilities);
-        } catch {
-          return undefined;
-        }
-      },
-      list: async (server, method, params) => {
-        if (this.advertised !== undefined && method === 'tools/list') {
-          // Pinned: the merged list is filled from this session's own listing, so that what it shows and what
-          // this session's calls are checked against come from one tools/list per upstream session.
-          const listing = await this.listingOf(server, await this.openClient(session, server, context), context);
-          const page = listing.pages.get(typeof params?.cursor === 'string' ? params.cursor : '');
-          if (page !== undefined) return page;
-        }
-        return this.options.registry.run(
-          server,
-          async () => {
-            const send = (client: UpstreamClient<CallContext>): Promise<UpstreamReply> => client.request(method, params, { timeoutMs: this.timeoutFor(server), onBehalf: context });
-            const client = await this.client(session, server, context);
-            return send(client).catch(async (error: unknown) => {
-              if (!mayRetry(method, error)) throw error;
-              this.options.registry.forget(server, session.id, client);
-              return send(await this.client(session, server, context));
-            });
-          },
-          undefined,
-          session.owner ?? session.id,
-        );
-      },
-    };
-  }
-
-  /** The session's open upstream session of `server`, else one opened under the server's bulkhead. */
-  private async openClient(session: DownstreamSession, server: string, context: RequestContext): Promise<UpstreamClient<CallContext>> {
-    return this.options.registry.peek(server, session.id) ?? (await this.options.registry.run(server, () => this.client(session, server, context), context.signal));
-  }
-
-  /** What this upstream session advertises (pinned catalog only), each page fetched under the server's bulkhead. */
-  private listingOf(server: string, client: UpstreamClient<CallContext>, context: RequestContext): Promise<Advertised> {
-    const advertised = this.advertised;
-    if (advertised === undefined) throw new GatewayError('MCPGATE_ERR_INTERNAL', 'upstream listings are kept only for a pinned catalog');
-    return advertised.of(server, client, (params) =>
-      this.options.registry.run(server, () => client.request('tools/list', params, { timeoutMs: this.timeoutFor(server), onBehalf: context })),
-    );
   }
 
   private readonly events = {
@@ -659,10 +563,6 @@ export class Router {
     });
   }
 
-  private timeoutFor(server: string): number {
-    return this.options.serverTimeouts.get(server) ?? this.options.callTimeoutMs;
-  }
-
   /**
    * Refuses a call to a quarantined tool (issue 7 §2). Pinned: the definition checked is the one advertised by
    * the very upstream session the call will reach (issue 22 A2), listed first if that session has not listed
@@ -686,8 +586,8 @@ export class Router {
       if (definition !== undefined) guard.check(server, definition);
       return undefined;
     }
-    const client = await this.openClient(session, server, context);
-    const listing = await this.listingOf(server, client, context);
+    const client = await this.upstreams.open(session, server, context);
+    const listing = await this.upstreams.listing(server, client, context);
     const definitions = listing.tools.get(upstreamName);
     if (definitions === undefined) {
       if (listing.failed !== undefined) throw unlisted(server, exposed, listing.failed);
@@ -713,7 +613,7 @@ export class Router {
     await Promise.all(
       scope.servers.map(async (server) => {
         try {
-          listings.set(server, await this.listingOf(server, await this.openClient(session, server, context), context));
+          listings.set(server, await this.upstreams.listing(server, await this.upstreams.open(session, server, context), context));
         } catch (error) {
           this.options.logger.debug({ server, err: errorMessage(error) }, 'upstream session not listed; its tools are hidden from this session');
         }

@@ -1,0 +1,180 @@
+import type { CredentialBroker } from '../credentials/credential-broker.js';
+import { GatewayError } from '../errors/gateway-error.js';
+import type { JsonObject } from '../jsonrpc/message.js';
+import type { Logger } from '../observability/logger.js';
+import type { RequestContext } from '../pipeline/request-context.js';
+import type { DownstreamSession } from '../session/downstream-session.js';
+import { mayRetry } from '../upstream/delivery.js';
+import type { UpstreamClient, UpstreamReply } from '../upstream/upstream-client.js';
+import type { UpstreamRegistry } from '../upstream/upstream-registry.js';
+import type { Advertised, AdvertisedTools } from './advertised-tools.js';
+import type { ListFetcher } from './catalog-scope.js';
+import { type CallContext, type ClientBridgeEvents, createUpstreamHandlers } from './client-bridge.js';
+
+export interface UpstreamCallsOptions {
+  registry: UpstreamRegistry<CallContext>;
+  credentials: CredentialBroker;
+  sharedServers: ReadonlySet<string>;
+  /** Per-server call timeout; servers not listed use `callTimeoutMs`. */
+  serverTimeouts: ReadonlyMap<string, number>;
+  callTimeoutMs: number;
+  /** Pinned catalog only: each upstream session's own tools/list. */
+  advertised: AdvertisedTools | undefined;
+  /** Where upstream notifications and server→client requests go (the router's). */
+  events: ClientBridgeEvents;
+  logger: Logger;
+}
+
+export interface CallOptions {
+  /**
+   * The upstream session a pinned tool call was checked on: the call goes to that one, or fails if it closed
+   * meanwhile, never to a successor nobody checked (decision 0014).
+   */
+  checked?: UpstreamClient<CallContext> | undefined;
+}
+
+/**
+ * The one way the router reaches upstreams (issue 24 §4). Every exchange made for a request runs under the
+ * server's bulkhead and breakers (the caller's key counted apart, decision 0016), on the upstream session its
+ * binding names, opened on first use, acting for the request's own credentials (its context is the
+ * `onBehalf`); a dead upstream session is re-opened and the exchange sent once more where that is safe (issue 23
+ * §3). The binding is the downstream session's own upstream session: the legacy era's; a session-less request
+ * binds to none and is refused until the 2026-07-28 era gives it one.
+ */
+export class UpstreamCalls {
+  private readonly options: UpstreamCallsOptions;
+
+  constructor(options: UpstreamCallsOptions) {
+    this.options = options;
+  }
+
+  timeoutFor(server: string): number {
+    return this.options.serverTimeouts.get(server) ?? this.options.callTimeoutMs;
+  }
+
+  /**
+   * Sends `method` to `server` for `context`'s request and resolves with the upstream's reply (a result or its
+   * JSON-RPC error); rejects with a GatewayError on timeout, cancellation, refusal by a guard, or a transport
+   * failure. Related messages (progress, sampling) reach the request's stream through the context.
+   */
+  request(context: RequestContext, server: string, method: string, params: JsonObject | undefined, options: CallOptions = {}): Promise<UpstreamReply> {
+    const session = bound(context);
+    const signal = context.signal;
+    const timeoutMs = this.timeoutFor(server);
+    const checked = options.checked;
+    // The options are the request's own: its CallContext and whom it acts for are the context itself.
+    const requestOptions = { timeoutMs, signal, context, onBehalf: context };
+    // Opening the upstream session and the exchange itself both run under the server's bulkhead and breakers.
+    return this.options.registry.run(
+      server,
+      async () => {
+        const client = checked ?? (await this.client(session, server, context));
+        return client.request(method, params, requestOptions).catch(async (error: unknown) => {
+          // A checked session has no successor: nobody checked the tool on it.
+          if (checked !== undefined || signal.aborted || !mayRetry(method, error)) throw error;
+          this.options.registry.forget(server, session.id, client);
+          return (await this.client(session, server, context)).request(method, params, requestOptions);
+        });
+      },
+      signal,
+      session.owner ?? session.id,
+    );
+  }
+
+  /**
+   * logging/setLevel to `server` if it declares logging, under its bulkhead; a server that does not is told
+   * nothing. Resolves once delivered; rejects as {@link request} does.
+   */
+  async setLevel(context: RequestContext, server: string, level: string): Promise<void> {
+    const session = bound(context);
+    await this.options.registry.run(server, async () => {
+      const client = await this.client(session, server, context);
+      if ('logging' in client.serverCapabilities) await client.request('logging/setLevel', { level }, { timeoutMs: this.timeoutFor(server), onBehalf: context });
+    });
+  }
+
+  /** The session's open upstream session of `server`, else one opened under the server's bulkhead. */
+  async open(session: DownstreamSession, server: string, context: RequestContext): Promise<UpstreamClient<CallContext>> {
+    return this.options.registry.peek(server, session.id) ?? (await this.options.registry.run(server, () => this.client(session, server, context), context.signal));
+  }
+
+  /** What this upstream session advertises (pinned catalog only), each page fetched under the server's bulkhead. */
+  listing(server: string, client: UpstreamClient<CallContext>, context: RequestContext): Promise<Advertised> {
+    const advertised = this.options.advertised;
+    if (advertised === undefined) throw new GatewayError('MCPGATE_ERR_INTERNAL', 'upstream listings are kept only for a pinned catalog');
+    return advertised.of(server, client, (params) =>
+      this.options.registry.run(server, () => client.request('tools/list', params, { timeoutMs: this.timeoutFor(server), onBehalf: context })),
+    );
+  }
+
+  /** Lists and capabilities of `session`'s upstream sessions, fetched on behalf of `context`'s request. */
+  fetcher(session: DownstreamSession, context: RequestContext): ListFetcher {
+    return {
+      capabilities: async (server) => {
+        // An open session needs no upstream exchange, so it takes no slot: a saturated server still lists.
+        const open = this.options.registry.peek(server, session.id);
+        if (open !== undefined) return open.serverCapabilities;
+        try {
+          return await this.options.registry.run(server, async () => (await this.client(session, server, context)).serverCapabilities);
+        } catch {
+          return undefined;
+        }
+      },
+      list: async (server, method, params) => {
+        if (this.options.advertised !== undefined && method === 'tools/list') {
+          // Pinned: the merged list is filled from this session's own listing, so that what it shows and what
+          // this session's calls are checked against come from one tools/list per upstream session.
+          const listing = await this.listing(server, await this.open(session, server, context), context);
+          const page = listing.pages.get(typeof params?.cursor === 'string' ? params.cursor : '');
+          if (page !== undefined) return page;
+        }
+        return this.options.registry.run(
+          server,
+          async () => {
+            const send = (client: UpstreamClient<CallContext>): Promise<UpstreamReply> => client.request(method, params, { timeoutMs: this.timeoutFor(server), onBehalf: context });
+            const client = await this.client(session, server, context);
+            return send(client).catch(async (error: unknown) => {
+              if (!mayRetry(method, error)) throw error;
+              this.options.registry.forget(server, session.id, client);
+              return send(await this.client(session, server, context));
+            });
+          },
+          undefined,
+          session.owner ?? session.id,
+        );
+      },
+    };
+  }
+
+  /**
+   * The session's upstream session of `server`, opened if need be. One opened now acts for `context`'s
+   * request in its own traffic (initialize, GET stream); every forwarded request carries its own credentials.
+   */
+  private client(session: DownstreamSession, server: string, context: RequestContext): Promise<UpstreamClient<CallContext>> {
+    const open = this.options.registry.peek(server, session.id);
+    if (open !== undefined) return Promise.resolve(open);
+    const shared = this.options.sharedServers.has(server);
+    return this.options.registry.acquire(server, {
+      key: session.id,
+      capabilities: session.clientCapabilities,
+      credentials: this.options.credentials.forSession(server, {
+        principalId: session.principalId,
+        principalKey: session.owner,
+        opener: context.inbound,
+      }),
+      handlers: createUpstreamHandlers(server, shared ? undefined : session, this.options.events, this.options.logger),
+      onOpen: async (client) => {
+        if (session.logLevel !== undefined && 'logging' in client.serverCapabilities) {
+          await client.request('logging/setLevel', { level: session.logLevel }, { timeoutMs: this.timeoutFor(server), onBehalf: context }).catch(() => undefined);
+        }
+      },
+    });
+  }
+}
+
+/** The upstream session binding of a request: its downstream session's (the legacy era). */
+function bound(context: RequestContext): DownstreamSession {
+  const session = context.session;
+  if (session === undefined) throw new GatewayError('MCPGATE_ERR_SESSION_REQUIRED', 'Bad Request: this method needs a session');
+  return session;
+}
