@@ -15,7 +15,7 @@ import {
 } from '../jsonrpc/message.js';
 import { completionProblem, paramsProblem } from '../jsonrpc/params-bounds.js';
 import { negotiateVersion } from '../jsonrpc/protocol-versions.js';
-import { quarantinedError, type CatalogGuard } from '../approvals/catalog-guard.js';
+import type { CatalogGuard } from '../approvals/catalog-guard.js';
 import type { CredentialBroker } from '../credentials/credential-broker.js';
 import type { CallFacts, CallGovernor, ListFacts } from '../governance/call-governor.js';
 import type { Logger } from '../observability/logger.js';
@@ -24,20 +24,21 @@ import type { Caller } from '../model/caller.js';
 import type { TransportKind } from '../model/transport-kind.js';
 import type { AccessDecision } from '../policy/decision.js';
 import { RequestContext, type RequestOrigin } from '../pipeline/request-context.js';
-import { STEPS, type StepName } from '../pipeline/steps.js';
+import type { StepName } from '../pipeline/steps.js';
 import { traced } from '../pipeline/tracing.js';
 import type { DownstreamSession, RequestStream } from '../session/downstream-session.js';
 import type { SessionManager, SessionSlot } from '../session/session-manager.js';
 import { CancelScope } from '../session/cancel-scope.js';
 import type { UpstreamClient, UpstreamReply } from '../upstream/upstream-client.js';
 import type { UpstreamRegistry } from '../upstream/upstream-registry.js';
-import type { CatalogView } from './catalog.js';
 import type { CatalogScope, ListKind } from './catalog-scope.js';
-import { AdvertisedTools, type Advertised } from './advertised-tools.js';
+import { AdvertisedTools } from './advertised-tools.js';
 import { type CallContext, deliver } from './client-bridge.js';
 import { ListViews } from './list-views.js';
-import { METHODS, type MethodEntry } from './method-table.js';
+import { METHODS } from './method-table.js';
 import { UpstreamCalls } from './upstream-calls.js';
+import { CallState, GOVERNED_STEPS, respond } from './call-state.js';
+import { ApprovalChecks } from './approval-checks.js';
 import type { Naming, ToolFilter } from './naming.js';
 import { splitPrefixed } from './naming.js';
 import { errorMessage } from '../errors/error-message.js';
@@ -95,13 +96,9 @@ export class Router {
   private readonly scopes = new WeakMap<AccessDecision, CatalogScope>();
   /** Pinned catalog only: each upstream session's own tools/list, which its calls are checked against. */
   private readonly advertised: AdvertisedTools | undefined;
-  /**
-   * Per listing, the merged tool maps it agrees with (same definition for every merged tool), so that a list
-   * request whose upstream sessions agree with the merged list costs map lookups only.
-   */
-  private readonly agreement = new WeakMap<Advertised, WeakMap<ReadonlyMap<string, JsonObject>, boolean>>();
   /** Every upstream exchange the router makes goes through here (issue 24 §4). */
   private readonly upstreams: UpstreamCalls;
+  private readonly approvals: ApprovalChecks;
 
   constructor(options: RouterOptions) {
     this.options = options;
@@ -127,6 +124,7 @@ export class Router {
       events: this.events,
       logger: options.logger,
     });
+    this.approvals = new ApprovalChecks({ guard: options.catalog, upstreams: this.upstreams, logger: options.logger });
   }
 
   /**
@@ -373,7 +371,7 @@ export class Router {
   private async admit(context: RequestContext, state: CallState): Promise<void> {
     const facts = state.facts as CallFacts & { readonly server: string };
     const session = sessionOf(context);
-    state.checked = await this.checkApproved(this.lists.viewFor(session), session, context, facts.server, facts.name, facts.exposed);
+    state.checked = await this.approvals.check(this.lists.viewFor(session), session, context, facts.server, facts.name, facts.exposed);
   }
 
   /**
@@ -420,7 +418,7 @@ export class Router {
       case 'list': {
         const kind = LIST_KINDS[request.method] as ListKind;
         let listed = state.listed as CatalogScope;
-        if (kind === 'tools' && this.advertised !== undefined) listed = await this.upstreamSessionScope(session, context, listed);
+        if (kind === 'tools' && this.advertised !== undefined) listed = await this.approvals.sessionScope(this.lists.viewFor(session), session, context, listed);
         state.response = await this.lists.answer(session, request, kind, this.upstreams.fetcher(session, context), listed);
         return;
       }
@@ -564,93 +562,6 @@ export class Router {
   }
 
   /**
-   * Refuses a call to a quarantined tool (issue 7 §2). Pinned: the definition checked is the one advertised by
-   * the very upstream session the call will reach (issue 22 A2), listed first if that session has not listed
-   * yet; the call then goes to that session, which is returned. An upstream session that cannot be opened
-   * fails with its own cause (a missing per-user secret, a vault key mismatch, a digest mismatch): that is the
-   * caller's problem, not the tool's definition. `observe` checks only a cached list, so its calls never wait
-   * on a listing.
-   */
-  private async checkApproved(
-    view: CatalogView,
-    session: DownstreamSession,
-    context: RequestContext,
-    server: string,
-    upstreamName: string,
-    exposed: string,
-  ): Promise<UpstreamClient<CallContext> | undefined> {
-    const guard = this.options.catalog;
-    if (guard === undefined || guard.mode === 'off') return undefined;
-    if (guard.mode === 'observe') {
-      const definition = view.cachedTool(server, upstreamName);
-      if (definition !== undefined) guard.check(server, definition);
-      return undefined;
-    }
-    const client = await this.upstreams.open(session, server, context);
-    const listing = await this.upstreams.listing(server, client, context);
-    const definitions = listing.tools.get(upstreamName);
-    if (definitions === undefined) {
-      if (listing.failed !== undefined) throw unlisted(server, exposed, listing.failed);
-      // This upstream session does not offer the tool, whatever another session's list said.
-      throw new GatewayError('MCPGATE_ERR_UNKNOWN_TOOL', `Unknown tool: ${exposed}`);
-    }
-    for (const definition of definitions) if (guard.check(server, definition) === 'quarantined') throw quarantinedError(server, exposed);
-    return client;
-  }
-
-  /**
-   * Pinned: a tools/list shows only what a call from this session could reach (DESIGN.md invariant 10), so each
-   * tool must be advertised, with an approved definition, by this session's own upstream session, whatever the
-   * merged list (filled by any session) holds. Each upstream session is listed once ({@link AdvertisedTools});
-   * one that cannot be opened hides its server's tools, as its calls would fail. When every upstream session
-   * agrees with the merged list, the shared scope (and its ready-to-send first page) is used unchanged; otherwise
-   * a private scope lists this session's own listings (already held, no upstream exchange), for this request only.
-   */
-  private async upstreamSessionScope(session: DownstreamSession, context: RequestContext, scope: CatalogScope): Promise<CatalogScope> {
-    const guard = this.options.catalog;
-    if (guard === undefined) return scope;
-    const listings = new Map<string, Advertised>();
-    await Promise.all(
-      scope.servers.map(async (server) => {
-        try {
-          listings.set(server, await this.upstreams.listing(server, await this.upstreams.open(session, server, context), context));
-        } catch (error) {
-          this.options.logger.debug({ server, err: errorMessage(error) }, 'upstream session not listed; its tools are hidden from this session');
-        }
-      }),
-    );
-    const admits = (server: string, tool: string): boolean => {
-      const definitions = listings.get(server)?.tools.get(tool);
-      return definitions !== undefined && definitions.every((definition) => guard.check(server, definition) === 'ok');
-    };
-    const view = this.lists.viewFor(session);
-    const agrees = scope.servers.every((server) => {
-      const listing = listings.get(server);
-      const merged = view.listedTools(server);
-      if (listing === undefined || merged === undefined) return false;
-      let known = this.agreement.get(listing);
-      if (known === undefined) this.agreement.set(listing, (known = new WeakMap()));
-      let same = known.get(merged);
-      if (same === undefined) {
-        // The same definitions get the same admission, under any approvals: nothing to filter for this session.
-        same = [...merged].every(([tool, item]) => {
-          const own = listing.tools.get(tool);
-          return own?.length === 1 && (own[0] === item || guard.definitionHash(own[0] as JsonObject) === guard.definitionHash(item));
-        });
-        known.set(merged, same);
-      }
-      return same;
-    });
-    if (agrees) return scope;
-    return {
-      servers: scope.servers,
-      key: `${scope.key}|upstream-session:${session.id}`,
-      private: true,
-      allowsTool: (server, tool) => scope.allowsTool(server, tool) && admits(server, tool),
-    };
-  }
-
-  /**
    * The scope of a list request: the servers the policies' `list` action hides drop out, under a key of its own
    * so that no cached page of the wider scope answers it. Calls keep the wider scope; `call_tool` decides them.
    */
@@ -702,67 +613,11 @@ export class Router {
   }
 }
 
-/** The steps every request that reaches an upstream may run before `record`, in order. */
-const GOVERNED_STEPS: readonly StepName[] = STEPS.filter((step) => step !== 'authenticate' && step !== 'record' && step !== 'respond');
-
-const NOTHING: readonly string[] = [];
-
-/** What the steps of one request hand each other (the request itself is the context's). */
-class CallState {
-  readonly entry: MethodEntry;
-  readonly params: JsonObject;
-  /** The params as sent upstream, when the gateway rewrote a name. */
-  upstreamParams: JsonObject | undefined;
-  /** `authorize`: the servers and tools the caller may reach. */
-  scope: CatalogScope | undefined;
-  /** `ingress` of a list: the scope with the servers the `list` policies hide left out. */
-  listed: CatalogScope | undefined;
-  /** `resolve`: what the request names, for its policies and its record. */
-  facts: CallFacts | undefined;
-  /** `resolve` of logging/setLevel: its servers, then at ingress those its policies allow. */
-  targets: readonly string[] = NOTHING;
-  /** `admit`: the upstream session a pinned tool call was checked on. */
-  checked: UpstreamClient<CallContext> | undefined;
-  /** Ingress has begun: a failure from here on is the request's outcome, before it a refusal. */
-  governed = false;
-  startedAt = 0;
-  advisory: readonly string[] = NOTHING;
-  response: JsonRpcResponse | undefined;
-  bytes: number | undefined;
-  hash: string | undefined;
-  failed = false;
-  error: unknown;
-
-  constructor(entry: MethodEntry, params: JsonObject) {
-    this.entry = entry;
-    this.params = params;
-  }
-
-  fail(error: unknown): void {
-    this.failed = true;
-    this.error = error;
-  }
-}
-
-function respond(_step: StepName, context: RequestContext, state: CallState): JsonRpcResponse {
-  return state.response ?? makeResult(context.request.id, {});
-}
-
 /** The session of a request; every method the router serves needs one until the 2026-07-28 era lands. */
 function sessionOf(context: RequestContext): DownstreamSession {
   const session = context.session;
   if (session === undefined) throw new GatewayError('MCPGATE_ERR_SESSION_REQUIRED', 'Bad Request: this method needs a session');
   return session;
-}
-
-/** A pinned call whose tool's definition is unknown because the upstream session's tools/list failed. */
-function unlisted(server: string, tool: string, failed: UpstreamReply): GatewayError {
-  const code = failed.ok ? undefined : failed.error.code;
-  return new GatewayError(
-    'MCPGATE_ERR_UPSTREAM_UNAVAILABLE',
-    `tool "${tool}" of server "${server}" was not called: the server did not list its tools (error ${String(code)}), so its definition cannot be checked against its approval`,
-    { data: { server, tool } },
-  );
 }
 
 /** Params the gateway will not forward (`paramsProblem`): the caller's own fault, answered with -32602. */
