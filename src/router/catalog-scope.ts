@@ -1,3 +1,4 @@
+import type { RequestContext } from '../pipeline/request-context.js';
 import type { JsonObject } from '../jsonrpc/message.js';
 import type { UpstreamReply } from '../upstream/upstream-client.js';
 
@@ -15,11 +16,14 @@ export const LIST_METHOD: Record<ListKind, string> = {
   resourceTemplates: 'resources/templates/list',
 };
 
-/** How the catalogue reaches one server on behalf of the current caller. */
+/**
+ * How the catalogue reaches one server on behalf of a request. One object serves every request (issue 24 §4: no
+ * fetcher per call): the request is passed in, and its session and credentials say which upstream session answers.
+ */
 export interface ListFetcher {
   /** Capabilities of the server as it declared them, or undefined when it cannot be reached. */
-  capabilities(server: string): Promise<JsonObject | undefined>;
-  list(server: string, method: string, params: JsonObject | undefined): Promise<UpstreamReply>;
+  capabilities(server: string, requester: RequestContext): Promise<JsonObject | undefined>;
+  list(server: string, method: string, params: JsonObject | undefined, requester: RequestContext): Promise<UpstreamReply>;
 }
 
 /**

@@ -1,3 +1,4 @@
+import type { RequestContext } from '../pipeline/request-context.js';
 import type { JsonObject } from '../jsonrpc/message.js';
 import type { CatalogScope, ListFetcher, ListKind } from './catalog-scope.js';
 import { ListPageCache, type ListPageCacheOptions } from './list-page-cache.js';
@@ -26,17 +27,17 @@ export class CatalogView {
   /** One page of the merged list for `kind`: every server in `cursors` (first page: every server). */
   async page(
     kind: ListKind,
-    fetcher: ListFetcher,
+    fetcher: ListFetcher, requester: RequestContext,
     cursors: Record<string, string> | undefined,
     scope: CatalogScope,
   ): Promise<{ items: JsonObject[]; next: Record<string, string> }> {
     // A cursor minted for another caller may name servers outside this scope: they are skipped, never fetched.
     const servers = cursors === undefined ? scope.servers : scope.servers.filter((server) => server in cursors);
-    const pages = await Promise.all(servers.map((server) => this.pages.fetch(kind, server, fetcher, cursors?.[server], scope)));
+    const pages = await Promise.all(servers.map((server) => this.pages.fetch(kind, server, fetcher, requester, cursors?.[server], scope)));
     // Collisions decide names in `conditional` and `never` modes, and owners decide resources: those need
     // every permitted server's full list. `always` names tools and prompts from the server alone.
     const owners =
-      kind === 'resources' || this.options.naming.mode !== 'always' ? await this.names.completeOwners(kind, fetcher, scope) : undefined;
+      kind === 'resources' || this.options.naming.mode !== 'always' ? await this.names.completeOwners(kind, fetcher, requester, scope) : undefined;
     const items: JsonObject[] = [];
     const next: Record<string, string> = {};
     servers.forEach((server, index) => {
@@ -52,8 +53,8 @@ export class CatalogView {
   }
 
   /** See {@link NameResolver.resolve}. */
-  resolve(kind: 'tools' | 'prompts', exposed: string, fetcher: ListFetcher, scope: CatalogScope): Promise<Route | undefined> {
-    return this.names.resolve(kind, exposed, fetcher, scope);
+  resolve(kind: 'tools' | 'prompts', exposed: string, fetcher: ListFetcher, requester: RequestContext, scope: CatalogScope): Promise<Route | undefined> {
+    return this.names.resolve(kind, exposed, fetcher, requester, scope);
   }
 
   /** See {@link NameResolver.listedTools}. */
@@ -67,8 +68,8 @@ export class CatalogView {
   }
 
   /** See {@link NameResolver.resolveResource}. */
-  resolveResource(uri: string, fetcher: ListFetcher, scope: CatalogScope): Promise<string | undefined> {
-    return this.names.resolveResource(uri, fetcher, scope);
+  resolveResource(uri: string, fetcher: ListFetcher, requester: RequestContext, scope: CatalogScope): Promise<string | undefined> {
+    return this.names.resolveResource(uri, fetcher, requester, scope);
   }
 
   /** See {@link ListPageCache.cachedFirstPage}. */

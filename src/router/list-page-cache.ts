@@ -1,3 +1,4 @@
+import type { RequestContext } from '../pipeline/request-context.js';
 import { errorMessage } from '../errors/error-message.js';
 import type { JsonObject } from '../jsonrpc/message.js';
 import type { Logger } from '../observability/logger.js';
@@ -118,27 +119,27 @@ export class ListPageCache {
    * One page of `server`'s list (`cursor` undefined: the first), from the cache while fresh, one fetch in flight
    * per page; undefined when the server cannot be listed.
    */
-  fetch(kind: ListKind, server: string, fetcher: ListFetcher, cursor: string | undefined, scope: CatalogScope): Promise<Page | undefined> {
+  fetch(kind: ListKind, server: string, fetcher: ListFetcher, requester: RequestContext, cursor: string | undefined, scope: CatalogScope): Promise<Page | undefined> {
     const key = pageKey(server, kind, cursor);
     // Unshared, or a private scope: this caller's own upstream session answers (the fetcher may hold what it
     // listed), and nothing is kept for anyone else.
-    if (!this.isShared(server) || scope.private === true) return this.load(kind, server, fetcher, cursor, undefined);
+    if (!this.isShared(server) || scope.private === true) return this.load(kind, server, fetcher, requester, cursor, undefined);
     const cached = this.pages.get(key);
     if (cached !== undefined && cached.expires > this.now()) return Promise.resolve(cached);
     const running = this.fetching.get(key);
     if (running !== undefined) return running;
-    const promise = this.load(kind, server, fetcher, cursor, key).finally(() => this.fetching.delete(key));
+    const promise = this.load(kind, server, fetcher, requester, cursor, key).finally(() => this.fetching.delete(key));
     this.fetching.set(key, promise);
     return promise;
   }
 
   /** Every page of `server`'s list of `kind`, fetched as {@link ListPageCache.fetch} does. */
-  async fetchAll(kind: ListKind, server: string, fetcher: ListFetcher, scope: CatalogScope): Promise<JsonObject[]> {
+  async fetchAll(kind: ListKind, server: string, fetcher: ListFetcher, requester: RequestContext, scope: CatalogScope): Promise<JsonObject[]> {
     const items: JsonObject[] = [];
     let cursor: string | undefined;
     // An upstream that pages forever must not hold the gateway: 1000 pages is far past any real server.
     for (let guard = 0; guard < 1000; guard++) {
-      const page = await this.fetch(kind, server, fetcher, cursor, scope);
+      const page = await this.fetch(kind, server, fetcher, requester, cursor, scope);
       if (page === undefined) break;
       items.push(...page.items);
       if (page.nextCursor === undefined || page.nextCursor === cursor) break;
@@ -157,14 +158,14 @@ export class ListPageCache {
     return this.options.admissionVersion?.() ?? 0;
   }
 
-  private async load(kind: ListKind, server: string, fetcher: ListFetcher, cursor: string | undefined, key: string | undefined): Promise<Page | undefined> {
+  private async load(kind: ListKind, server: string, fetcher: ListFetcher, requester: RequestContext, cursor: string | undefined, key: string | undefined): Promise<Page | undefined> {
     try {
-      const capabilities = await fetcher.capabilities(server);
+      const capabilities = await fetcher.capabilities(server, requester);
       if (capabilities === undefined) return undefined;
       if (!(CAPABILITY[kind] in capabilities)) {
         return this.store(key, { items: [], nextCursor: undefined, expires: Number.POSITIVE_INFINITY });
       }
-      const reply = await fetcher.list(server, LIST_METHOD[kind], cursor === undefined ? undefined : { cursor });
+      const reply = await fetcher.list(server, LIST_METHOD[kind], cursor === undefined ? undefined : { cursor }, requester);
       if (!reply.ok) {
         this.options.logger.warn({ server, method: LIST_METHOD[kind], err: reply.error.message }, 'upstream list failed');
         return undefined;

@@ -1,3 +1,4 @@
+import type { RequestContext } from '../pipeline/request-context.js';
 import { makeResult, type JsonObject, type JsonRpcRequest, type JsonRpcResponse } from '../jsonrpc/message.js';
 import { rawResult } from '../jsonrpc/serialize.js';
 import type { Logger } from '../observability/logger.js';
@@ -55,7 +56,7 @@ export class ListViews {
    * Answers `<kind>/list` as `scope` may see it, first pages from the cache (per capability signature and
    * effective permission) when nothing changed since they were built.
    */
-  async answer(session: DownstreamSession, request: JsonRpcRequest, kind: ListKind, fetcher: ListFetcher, scope: CatalogScope): Promise<JsonRpcResponse> {
+  async answer(session: DownstreamSession, request: JsonRpcRequest, kind: ListKind, fetcher: ListFetcher, requester: RequestContext, scope: CatalogScope): Promise<JsonRpcResponse> {
     const cursor = request.params?.cursor;
     const cursors = cursor === undefined ? undefined : this.cursors.decode(cursor, kind).upstreams;
     const view = this.viewFor(session);
@@ -64,7 +65,7 @@ export class ListViews {
       if (cached !== undefined) return makeResult(request.id, rawResult(cached));
     }
     const built = view.currentGeneration;
-    const { items, next } = await view.page(kind, fetcher, cursors, scope);
+    const { items, next } = await view.page(kind, fetcher, requester, cursors, scope);
     const result: JsonObject = { [kind]: items };
     if (Object.keys(next).length > 0) result.nextCursor = this.cursors.encode({ kind, upstreams: next });
     if (cursors !== undefined) return makeResult(request.id, result);

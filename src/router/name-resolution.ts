@@ -1,3 +1,4 @@
+import type { RequestContext } from '../pipeline/request-context.js';
 import type { JsonObject } from '../jsonrpc/message.js';
 import type { Logger } from '../observability/logger.js';
 import { boundedSet, scopedKey, type CatalogScope, type ListFetcher, type ListKind } from './catalog-scope.js';
@@ -43,19 +44,19 @@ export class NameResolver {
    * Maps an exposed tool or prompt name to its server and upstream name, as listing would show it to this
    * scope. A name outside the scope resolves to nothing, exactly like a name no server offers.
    */
-  async resolve(kind: 'tools' | 'prompts', exposed: string, fetcher: ListFetcher, scope: CatalogScope): Promise<Route | undefined> {
+  async resolve(kind: 'tools' | 'prompts', exposed: string, fetcher: ListFetcher, requester: RequestContext, scope: CatalogScope): Promise<Route | undefined> {
     const { naming } = this.options;
     if (naming.mode !== 'never') {
       const split = splitPrefixed(naming, scope.servers, exposed);
       if (split !== undefined) {
         const name = this.upstreamName(kind, split.server, split.local, scope);
-        if (name !== undefined && (naming.mode === 'always' || (await this.ownersOf(kind, split.local, fetcher, scope)).length > 1)) {
+        if (name !== undefined && (naming.mode === 'always' || (await this.ownersOf(kind, split.local, fetcher, requester, scope)).length > 1)) {
           return { server: split.server, name };
         }
       }
       if (naming.mode === 'always') return undefined;
     }
-    const owners = await this.ownersOf(kind, exposed, fetcher, scope);
+    const owners = await this.ownersOf(kind, exposed, fetcher, requester, scope);
     if (owners.length === 0 || (naming.mode === 'conditional' && owners.length > 1)) return undefined;
     const server = owners[0] as string;
     const name = this.upstreamName(kind, server, exposed, scope);
@@ -77,10 +78,10 @@ export class NameResolver {
   }
 
   /** The server that lists `uri` as a resource, else the first whose template matches it. */
-  async resolveResource(uri: string, fetcher: ListFetcher, scope: CatalogScope): Promise<string | undefined> {
-    const owner = (await this.completeOwners('resources', fetcher, scope)).get(uri)?.[0];
+  async resolveResource(uri: string, fetcher: ListFetcher, requester: RequestContext, scope: CatalogScope): Promise<string | undefined> {
+    const owner = (await this.completeOwners('resources', fetcher, requester, scope)).get(uri)?.[0];
     if (owner !== undefined) return owner;
-    await this.completeOwners('resourceTemplates', fetcher, scope);
+    await this.completeOwners('resourceTemplates', fetcher, requester, scope);
     for (const server of scope.servers) {
       for (const template of this.pages.cachedItems('resourceTemplates', server)) {
         if (typeof template.uriTemplate === 'string' && compileTemplate(template.uriTemplate).test(uri)) return server;
@@ -140,12 +141,12 @@ export class NameResolver {
    * The owner index of `kind` over every permitted server's full list (all pages), in configuration order.
    * Built per scope: whether two tools collide depends on what the caller may see.
    */
-  async completeOwners(kind: ListKind, fetcher: ListFetcher, scope: CatalogScope): Promise<ReadonlyMap<string, string[]>> {
+  async completeOwners(kind: ListKind, fetcher: ListFetcher, requester: RequestContext, scope: CatalogScope): Promise<ReadonlyMap<string, string[]>> {
     const cacheKey = scopedKey(kind, scope);
     const shared = this.pages.sharedScope(scope);
     const cached = shared ? this.owners.get(cacheKey) : undefined;
     if (cached !== undefined && this.pages.allFresh(kind, scope.servers)) return cached;
-    const perServer = await Promise.all(scope.servers.map((server) => this.pages.fetchAll(kind, server, fetcher, scope)));
+    const perServer = await Promise.all(scope.servers.map((server) => this.pages.fetchAll(kind, server, fetcher, requester, scope)));
     const index = new Map<string, string[]>();
     scope.servers.forEach((server, position) => {
       for (const item of perServer[position] ?? []) {
@@ -174,8 +175,8 @@ export class NameResolver {
     return name;
   }
 
-  private async ownersOf(kind: ListKind, local: string, fetcher: ListFetcher, scope: CatalogScope): Promise<string[]> {
-    return (await this.completeOwners(kind, fetcher, scope)).get(local) ?? [];
+  private async ownersOf(kind: ListKind, local: string, fetcher: ListFetcher, requester: RequestContext, scope: CatalogScope): Promise<string[]> {
+    return (await this.completeOwners(kind, fetcher, requester, scope)).get(local) ?? [];
   }
 
   private ownerKey(kind: ListKind, server: string, item: JsonObject, scope: CatalogScope): string | undefined {

@@ -313,7 +313,7 @@ export class Router {
           throw invalidParams(problem);
         }
         const view = this.lists.viewFor(session);
-        const route = await view.resolve(kind, name, this.upstreams.fetcher(session, context), scope);
+        const route = await view.resolve(kind, name, this.upstreams.fetcher, context, scope);
         if (route === undefined) {
           const named = this.namedTarget(kind, name);
           state.facts = this.factsOf(context, action, named?.server, named?.name ?? name, name, params.arguments);
@@ -341,7 +341,7 @@ export class Router {
         const problem = paramsProblem(params) ?? completionProblem(params);
         if (problem !== undefined) throw invalidParams(problem);
         if (ref?.type === 'ref/prompt' && typeof ref.name === 'string') {
-          const route = await this.lists.viewFor(session).resolve('prompts', ref.name, this.upstreams.fetcher(session, context), scope);
+          const route = await this.lists.viewFor(session).resolve('prompts', ref.name, this.upstreams.fetcher, context, scope);
           if (route === undefined) throw this.unknownName('prompts', ref.name, scope, session);
           state.facts = { ...state.facts, server: route.server, name: route.name };
           state.upstreamParams = { ...params, ref: { ...ref, name: route.name } };
@@ -419,7 +419,7 @@ export class Router {
         const kind = LIST_KINDS[request.method] as ListKind;
         let listed = state.listed as CatalogScope;
         if (kind === 'tools' && this.advertised !== undefined) listed = await this.approvals.sessionScope(this.lists.viewFor(session), session, context, listed);
-        state.response = await this.lists.answer(session, request, kind, this.upstreams.fetcher(session, context), listed);
+        state.response = await this.lists.answer(session, request, kind, this.upstreams.fetcher, context, listed);
         return;
       }
       case 'fanout':
@@ -506,7 +506,7 @@ export class Router {
   }
 
   private async resourceOwner(session: DownstreamSession, context: RequestContext, uri: string, scope: CatalogScope): Promise<string> {
-    const owner = await this.lists.viewFor(session).resolveResource(uri, this.upstreams.fetcher(session, context), scope);
+    const owner = await this.lists.viewFor(session).resolveResource(uri, this.upstreams.fetcher, context, scope);
     if (owner !== undefined) return owner;
     // A URI no list mentions can still be valid (dynamic resources); with one server there is only one place to
     // ask, if the caller may ask it. A forbidden server's URI gets the same answer as an unknown one.

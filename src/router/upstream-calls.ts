@@ -107,44 +107,47 @@ export class UpstreamCalls {
     );
   }
 
-  /** Lists and capabilities of `session`'s upstream sessions, fetched on behalf of `context`'s request. */
-  fetcher(session: DownstreamSession, context: RequestContext): ListFetcher {
-    return {
-      capabilities: async (server) => {
-        // An open session needs no upstream exchange, so it takes no slot: a saturated server still lists.
-        const open = this.options.registry.peek(server, session.id);
-        if (open !== undefined) return open.serverCapabilities;
-        try {
-          return await this.options.registry.run(server, async () => (await this.client(session, server, context)).serverCapabilities);
-        } catch {
-          return undefined;
-        }
-      },
-      list: async (server, method, params) => {
-        if (this.options.advertised !== undefined && method === 'tools/list') {
-          // Pinned: the merged list is filled from this session's own listing, so that what it shows and what
-          // this session's calls are checked against come from one tools/list per upstream session.
-          const listing = await this.listing(server, await this.open(session, server, context), context);
-          const page = listing.pages.get(typeof params?.cursor === 'string' ? params.cursor : '');
-          if (page !== undefined) return page;
-        }
-        return this.options.registry.run(
-          server,
-          async () => {
-            const send = (client: UpstreamClient<CallContext>): Promise<UpstreamReply> => client.request(method, params, { timeoutMs: this.timeoutFor(server), onBehalf: context });
-            const client = await this.client(session, server, context);
-            return send(client).catch(async (error: unknown) => {
-              if (!mayRetry(method, error)) throw error;
-              this.options.registry.forget(server, session.id, client);
-              return send(await this.client(session, server, context));
-            });
-          },
-          undefined,
-          session.owner ?? session.id,
-        );
-      },
-    };
-  }
+  /**
+   * Lists and capabilities of a request's upstream sessions, fetched on its behalf: one object for every request,
+   * each call naming its request (issue 24 §4).
+   */
+  readonly fetcher: ListFetcher = {
+    capabilities: async (server, context) => {
+      const session = bound(context);
+      // An open session needs no upstream exchange, so it takes no slot: a saturated server still lists.
+      const open = this.options.registry.peek(server, session.id);
+      if (open !== undefined) return open.serverCapabilities;
+      try {
+        return await this.options.registry.run(server, async () => (await this.client(session, server, context)).serverCapabilities);
+      } catch {
+        return undefined;
+      }
+    },
+    list: async (server, method, params, context) => {
+      const session = bound(context);
+      if (this.options.advertised !== undefined && method === 'tools/list') {
+        // Pinned: the merged list is filled from this session's own listing, so that what it shows and what
+        // this session's calls are checked against come from one tools/list per upstream session.
+        const listing = await this.listing(server, await this.open(session, server, context), context);
+        const page = listing.pages.get(typeof params?.cursor === 'string' ? params.cursor : '');
+        if (page !== undefined) return page;
+      }
+      return this.options.registry.run(
+        server,
+        async () => {
+          const send = (client: UpstreamClient<CallContext>): Promise<UpstreamReply> => client.request(method, params, { timeoutMs: this.timeoutFor(server), onBehalf: context });
+          const client = await this.client(session, server, context);
+          return send(client).catch(async (error: unknown) => {
+            if (!mayRetry(method, error)) throw error;
+            this.options.registry.forget(server, session.id, client);
+            return send(await this.client(session, server, context));
+          });
+        },
+        undefined,
+        session.owner ?? session.id,
+      );
+    },
+  };
 
   /**
    * The session's upstream session of `server`, opened if need be. One opened now acts for `context`'s
