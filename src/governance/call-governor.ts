@@ -166,12 +166,26 @@ export class CallGovernor {
   }
 
   /**
-   * The one record of a list request the caller was answered (issue 24): kind `list`, decided `allow`, with the
-   * method as `exposed`. Servers hidden by policy have their own records from {@link listable}.
+   * A list's ingress before its policies (issue 24): refused at once while the audit log is late, as calls are,
+   * since the list's record could not become durable in time either (decision 0009).
    */
-  async recordListed(facts: ListFacts, method: string): Promise<void> {
+  listIngress(): void {
+    if (this.#audit?.late === true) throw auditLateError(this.#audit.chainId);
+  }
+
+  /**
+   * The one record of a list request (issue 24): kind `list`, with the method as `exposed`; decided `allow` when it
+   * was answered, `refused` when {@link listIngress} refused it. Servers hidden by policy have their own records
+   * from {@link listable}. A refusal's record resolves once it has its place in the chain, as a call's does.
+   */
+  async recordListed(facts: ListFacts, method: string, refused?: GatewayError): Promise<void> {
     if (this.#audit === undefined) return;
-    await this.#audit.append({ kind: 'list', decision: 'allow', ...this.#subject(facts, undefined), exposed: method });
+    const subject = { ...this.#subject(facts, undefined), exposed: method };
+    if (refused === undefined) {
+      await this.#audit.append({ kind: 'list', decision: 'allow', ...subject });
+      return;
+    }
+    await this.#audit.append({ kind: 'list', decision: 'refused', reason: errorReason(refused), ...subject }, { placed: true });
   }
 
   async #recordList(facts: ListFacts, server: string, decision: 'deny' | 'advisory-deny', reason: string): Promise<void> {

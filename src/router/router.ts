@@ -385,6 +385,7 @@ export class Router {
     const governance = this.options.governance;
     const family = state.entry.family;
     if (family === 'list') {
+      governance.listIngress();
       state.listed = await this.listScope(context, state.scope as CatalogScope);
       return;
     }
@@ -457,6 +458,8 @@ export class Router {
     if (state.entry.family === 'list') {
       if (!state.failed && (state.listed === state.scope || (state.listed as CatalogScope).servers.length > 0)) {
         await governance.recordListed(this.listFacts(context), context.method);
+      } else if (state.failed && GatewayError.is(state.error) && state.error.code === 'MCPGATE_ERR_AUDIT_UNAVAILABLE') {
+        await governance.recordListed(this.listFacts(context), context.method, state.error);
       }
       return;
     }

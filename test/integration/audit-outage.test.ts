@@ -80,6 +80,11 @@ describe('a stuck audit store under a running gateway', () => {
       assert.equal(files.requests(), before, 'the refused call did not reach the upstream');
       // Its record cannot be durable in time either: the refusal does not wait out maxWaitMs for it.
       assert.ok(performance.now() - refusedAt < MAX_WAIT_MS * 0.7, `refused after ${Math.round(performance.now() - refusedAt)} ms`);
+      // A list has a record too since issue 24, so it is refused at once as well, not after maxWaitMs.
+      const listRefusedAt = performance.now();
+      const listRefused = await rejectsUnavailable(client.listTools());
+      assert.match(listRefused.message, /before they reach an upstream/);
+      assert.ok(performance.now() - listRefusedAt < MAX_WAIT_MS * 0.7, `list refused after ${Math.round(performance.now() - listRefusedAt)} ms`);
 
       // Late is not failed: the instance cannot serve now, so it leaves the load balancer (issue 23 §7), but it
       // heals by itself, so it is not reported dead for a restart.
@@ -101,14 +106,15 @@ describe('a stuck audit store under a running gateway', () => {
 
     const store = await createStore(url);
     try {
-      const rows = (await store.listAuditRecords({ order: 'chain', limit: 100 })).filter((row) => row.kind === 'call');
+      const rows = (await store.listAuditRecords({ order: 'chain', limit: 100 })).filter((row) => row.kind === 'call' || row.decision === 'refused');
       assert.deepEqual(
-        rows.map((row) => [row.decision, row.reason?.split(':')[0]]),
+        rows.map((row) => [row.kind, row.decision, row.reason?.split(':')[0]]),
         [
-          ['allow', undefined],
-          ['allow', undefined],
-          ['refused', 'MCPGATE_ERR_AUDIT_UNAVAILABLE'],
-          ['allow', undefined],
+          ['call', 'allow', undefined],
+          ['call', 'allow', undefined],
+          ['call', 'refused', 'MCPGATE_ERR_AUDIT_UNAVAILABLE'],
+          ['list', 'refused', 'MCPGATE_ERR_AUDIT_UNAVAILABLE'],
+          ['call', 'allow', undefined],
         ],
       );
     } finally {
