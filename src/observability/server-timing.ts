@@ -20,20 +20,14 @@ export function subscribeServerTiming(): () => void {
 }
 
 let users = 0;
-const started = new WeakMap<StepMessage, number>();
 
 
 function stop(message: StepMessage): void {
-  const from = started.get(message);
-  if (from === undefined) return;
-  started.delete(message);
-  message.context.stream?.recordUpstreamTime?.(performance.now() - from);
+  message.context.stream?.recordUpstreamTime?.(performance.now() - message.startedAt);
 }
 
 const handlers = {
-  start: (message: StepMessage): void => {
-    started.set(message, performance.now());
-  },
+  start: (): void => undefined,
   // A step that threw before it returned a promise ends here; one that returned a promise at asyncEnd.
   end: (message: StepMessage): void => {
     if (message.error !== undefined) stop(message);

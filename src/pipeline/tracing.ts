@@ -10,6 +10,8 @@ import { STEPS, type StepName } from './steps.js';
 export interface StepMessage {
   readonly step: StepName;
   readonly context: RequestContext;
+  /** performance.now() when the step started: every subscriber that times a step needs it, so it is here once. */
+  readonly startedAt: number;
   error?: unknown;
   result?: unknown;
 }
@@ -39,7 +41,7 @@ export type StepRun<S, T> = (step: StepName, context: RequestContext, state: S) 
 export function traced<S, T>(step: StepName, context: RequestContext, run: StepRun<S, T>, state: S): T {
   const channel = CHANNELS.get(step) as TracingChannel<unknown, StepMessage>;
   if (!channel.hasSubscribers) return run(step, context, state);
-  const message: StepMessage = { step, context };
+  const message: StepMessage = { step, context, startedAt: performance.now() };
   const value = channel.traceSync(run, message, undefined, step, context, state);
   if (!(value instanceof Promise)) return value;
   // The synchronous part already published start and end; the settled promise publishes the async events.

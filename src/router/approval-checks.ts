@@ -40,16 +40,16 @@ export class ApprovalChecks {
    * yet; the call then goes to that session, which is returned. An upstream session that cannot be opened
    * fails with its own cause (a missing per-user secret, a vault key mismatch, a digest mismatch): that is the
    * caller's problem, not the tool's definition. `observe` checks only a cached list, so its calls never wait
-   * on a listing.
+   * on a listing. Only a pinned catalog returns a promise: off and observe cost a call no promise or tick.
    */
-  async check(
+  check(
     view: CatalogView,
     session: DownstreamSession,
     context: RequestContext,
     server: string,
     upstreamName: string,
     exposed: string,
-  ): Promise<UpstreamClient<CallContext> | undefined> {
+  ): Promise<UpstreamClient<CallContext>> | undefined {
     const guard = this.options.guard;
     if (guard === undefined || guard.mode === 'off') return undefined;
     if (guard.mode === 'observe') {
@@ -57,6 +57,17 @@ export class ApprovalChecks {
       if (definition !== undefined) guard.check(server, definition);
       return undefined;
     }
+    return this.pinned(guard, session, context, server, upstreamName, exposed);
+  }
+
+  private async pinned(
+    guard: CatalogGuard,
+    session: DownstreamSession,
+    context: RequestContext,
+    server: string,
+    upstreamName: string,
+    exposed: string,
+  ): Promise<UpstreamClient<CallContext>> {
     const client = await this.options.upstreams.open(session, server, context);
     const listing = await this.options.upstreams.listing(server, client, context);
     const definitions = listing.tools.get(upstreamName);

@@ -368,26 +368,31 @@ export class Router {
   }
 
   /** A tool call's definition checked against its approval; the call then goes to the upstream session checked. */
-  private async admit(context: RequestContext, state: CallState): Promise<void> {
+  private admit(context: RequestContext, state: CallState): Promise<void> | undefined {
     const facts = state.facts as CallFacts & { readonly server: string };
     const session = sessionOf(context);
-    state.checked = await this.approvals.check(this.lists.viewFor(session), session, context, facts.server, facts.name, facts.exposed);
+    const checking = this.approvals.check(this.lists.viewFor(session), session, context, facts.server, facts.name, facts.exposed);
+    if (checking === undefined) return undefined;
+    return checking.then((client) => {
+      state.checked = client;
+    });
   }
 
   /**
    * Cedar ingress (and the audit log's lateness). A single-server request is refused whole; logging/setLevel is
    * decided per server, and goes only to those allowed; a list hides the servers the `list` policies forbid.
-   * From here on a failure is recorded as the request's outcome, not as a refusal.
+   * From here on a failure is recorded as the request's outcome, not as a refusal. Only a list's is asynchronous.
    */
-  private async ingress(context: RequestContext, state: CallState): Promise<void> {
+  private ingress(context: RequestContext, state: CallState): Promise<void> | undefined {
     state.governed = true;
     state.startedAt = performance.now();
     const governance = this.options.governance;
     const family = state.entry.family;
     if (family === 'list') {
       governance.listIngress();
-      state.listed = await this.listScope(context, state.scope as CatalogScope);
-      return;
+      return this.listScope(context, state.scope as CatalogScope).then((listed) => {
+        state.listed = listed;
+      });
     }
     const facts = state.facts as CallFacts;
     if (family === 'fanout') {
@@ -407,9 +412,10 @@ export class Router {
       if (allowed.length === 0 && denied !== undefined) throw denied;
       state.targets = allowed;
       state.advisory = advisory;
-      return;
+      return undefined;
     }
     state.advisory = governance.ingress(facts as CallFacts & { readonly server: string });
+    return undefined;
   }
 
   private async upstream(context: RequestContext, state: CallState): Promise<void> {
