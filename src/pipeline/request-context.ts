@@ -1,3 +1,4 @@
+import { GatewayError } from '../errors/gateway-error.js';
 import type { InboundCredentials } from '../model/inbound-credentials.js';
 import type { OnBehalf } from '../model/upstream-credentials.js';
 import type { JsonObject, JsonRpcRequest } from '../jsonrpc/message.js';
@@ -84,6 +85,13 @@ export class RequestContext implements OnBehalf {
 
   get method(): string {
     return this.request.method;
+  }
+
+  /** The session, for the steps that need one; until the 2026-07-28 era, every method the router serves does. */
+  requireSession(): DownstreamSession {
+    const session = this.session;
+    if (session === undefined) throw new GatewayError('MCPGATE_ERR_SESSION_REQUIRED', 'Bad Request: this method needs a session');
+    return session;
   }
 
   /** A context for a request of a legacy (2025-era) session: the protocol facts are the session's. */

@@ -296,7 +296,7 @@ export class Router {
    * refusal is recorded.
    */
   private async resolve(context: RequestContext, state: CallState): Promise<void> {
-    const session = sessionOf(context);
+    const session = context.requireSession();
     const params = state.params;
     const scope = state.scope as CatalogScope;
     const action = state.entry.action as CallFacts['action'];
@@ -370,7 +370,7 @@ export class Router {
   /** A tool call's definition checked against its approval; the call then goes to the upstream session checked. */
   private admit(context: RequestContext, state: CallState): Promise<void> | undefined {
     const facts = state.facts as CallFacts & { readonly server: string };
-    const session = sessionOf(context);
+    const session = context.requireSession();
     const checking = this.approvals.check(this.lists.viewFor(session), session, context, facts.server, facts.name, facts.exposed);
     if (checking === undefined) return undefined;
     return checking.then((client) => {
@@ -420,7 +420,7 @@ export class Router {
 
   private async upstream(context: RequestContext, state: CallState): Promise<void> {
     const request = context.request;
-    const session = sessionOf(context);
+    const session = context.requireSession();
     switch (state.entry.family) {
       case 'list': {
         const kind = LIST_KINDS[request.method] as ListKind;
@@ -491,12 +491,12 @@ export class Router {
   }
 
   private factsOf(context: RequestContext, action: CallFacts['action'], server: string | undefined, name: string, exposed: string, args: unknown): CallFacts {
-    const session = sessionOf(context);
+    const session = context.requireSession();
     return { sessionId: session.id, sessionSensitivity: session.sensitivity, caller: context.caller, action, server, name, exposed, args };
   }
 
   private listFacts(context: RequestContext): ListFacts {
-    const session = sessionOf(context);
+    const session = context.requireSession();
     return { sessionId: session.id, sessionSensitivity: session.sensitivity, caller: context.caller };
   }
 
@@ -529,7 +529,7 @@ export class Router {
    * later (which the caller was permitted to open).
    */
   private async setLevel(context: RequestContext, level: string, servers: readonly string[]): Promise<JsonRpcResponse> {
-    const session = sessionOf(context);
+    const session = context.requireSession();
     session.logLevel = level;
     await Promise.all(
       servers.map(async (server) => {
@@ -620,13 +620,6 @@ export class Router {
       ? new GatewayError('MCPGATE_ERR_UNKNOWN_TOOL', `Unknown tool: ${name}`)
       : new GatewayError('MCPGATE_ERR_UNKNOWN_PROMPT', `Unknown prompt: ${name}`);
   }
-}
-
-/** The session of a request; every method the router serves needs one until the 2026-07-28 era lands. */
-function sessionOf(context: RequestContext): DownstreamSession {
-  const session = context.session;
-  if (session === undefined) throw new GatewayError('MCPGATE_ERR_SESSION_REQUIRED', 'Bad Request: this method needs a session');
-  return session;
 }
 
 /** Params the gateway will not forward (`paramsProblem`): the caller's own fault, answered with -32602. */
