@@ -79,6 +79,17 @@ export const ErrorCatalogue = {
   MCPGATE_ERR_SESSION_LIMIT_PER_KEY: { http: 429, rpc: RpcCode.ServerError },
   MCPGATE_ERR_CHILD_LIMIT: { http: 503, rpc: RpcCode.ServerError },
   MCPGATE_ERR_REPEATED_HEADER: { http: 400, rpc: RpcCode.InvalidRequest },
+  MCPGATE_ERR_HEADER_MISMATCH: { http: 400, rpc: RpcCode.HeaderMismatch },
+  MCPGATE_ERR_UNSUPPORTED_PROTOCOL_VERSION: { http: 400, rpc: RpcCode.UnsupportedProtocolVersion },
+  MCPGATE_ERR_MISSING_META: { http: 400, rpc: RpcCode.InvalidParams },
+  MCPGATE_ERR_MISSING_CLIENT_CAPABILITY: { http: 400, rpc: RpcCode.MissingRequiredClientCapability },
+  MCPGATE_ERR_MODERN_METHOD_NOT_FOUND: { http: 404, rpc: RpcCode.MethodNotFound },
+  MCPGATE_ERR_MODERN_HTTP_METHOD: { http: 405, rpc: RpcCode.InvalidRequest },
+  MCPGATE_ERR_REQUEST_STATE: { http: 400, rpc: RpcCode.InvalidParams },
+  MCPGATE_ERR_INPUT_RESPONSES: { http: 400, rpc: RpcCode.InvalidParams },
+  MCPGATE_ERR_MRTR_ROUNDS: { http: 400, rpc: RpcCode.InvalidParams },
+  MCPGATE_ERR_HELD_CALL_ELSEWHERE: { http: 409, rpc: RpcCode.InvalidParams },
+  MCPGATE_ERR_LISTEN_LIMIT: { http: 429, rpc: RpcCode.ServerError },
 } as const;
 
 export type ErrorCode = keyof typeof ErrorCatalogue;

@@ -54,6 +54,10 @@ export const RpcCode = {
   ServerError: -32000,
   RequestTimeout: -32001,
   ResourceNotFound: -32002,
+  /** 2026-07-28 basic/index §error codes: the sub-range -32020..-32099 is the specification's own. */
+  HeaderMismatch: -32020,
+  MissingRequiredClientCapability: -32021,
+  UnsupportedProtocolVersion: -32022,
 } as const;
 
 function isObject(value: unknown): value is JsonObject {
