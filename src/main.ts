@@ -25,6 +25,7 @@ import { PermissionEngine } from './policy/permission-engine.js';
 import type { CallContext } from './router/client-bridge.js';
 import { ToolFilter } from './router/naming.js';
 import { Router } from './router/router.js';
+import { PrincipalBindings } from './session/principal-bindings.js';
 import { SessionManager } from './session/session-manager.js';
 import { createStore } from './store/create-store.js';
 import type { Store } from './store/store.js';
@@ -220,6 +221,12 @@ export function buildCore(config: GatewayConfig, logger: Logger, deps: CoreDeps)
     idleTimeoutMs: gateway.limits.sessionIdleTimeoutMs,
     logger,
   });
+  // What the gateway declares to legacy upstreams for 2026-07-28 clients: every feature it can turn into an
+  // InputRequiredResult; each request's own capabilities are checked before it does (docs/decisions/0018).
+  const bindings = new PrincipalBindings({
+    idleTimeoutMs: gateway.limits.sessionIdleTimeoutMs,
+    capabilities: { sampling: {}, elicitation: { form: {}, url: {} }, roots: {} },
+  });
   const filters = new Map(Object.entries(servers).map(([name, server]) => [name, new ToolFilter(server.tools)]));
   const serverTimeouts = new Map<string, number>();
   const sharedServers = new Set<string>();
@@ -235,6 +242,7 @@ export function buildCore(config: GatewayConfig, logger: Logger, deps: CoreDeps)
     governance: governance.governor,
     onSessionEnd: (session) => governance.sessionEnded(session),
     sessions,
+    bindings,
     naming: { mode: gateway.prefix, separator: gateway.separator },
     filters,
     serverTimeouts,
@@ -251,6 +259,7 @@ export function buildCore(config: GatewayConfig, logger: Logger, deps: CoreDeps)
     dispatcherFor: (server) => upstreams.dispatcherFor(server),
     async close() {
       sessions.closeAll();
+      bindings.closeAll();
       await upstreams.close();
     },
   };

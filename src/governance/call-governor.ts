@@ -36,7 +36,8 @@ const RECORD_KINDS: Readonly<Record<Exclude<CedarAction, 'list'>, AuditKind>> = 
  * subscription change, or a log level (issue 24: every method that reaches an upstream).
  */
 export interface CallFacts {
-  readonly sessionId: string;
+  /** Undefined for a 2026-07-28 request, which has no session. */
+  readonly sessionId: string | undefined;
   /** The session's sensitivity before this call (issue 7 §4). */
   readonly sessionSensitivity: SensitivityLabel;
   readonly caller: Caller | undefined;
@@ -217,7 +218,7 @@ export class CallGovernor {
    */
   async record(facts: CallFacts, end: CallEnd, latencyMs: number, advisory: readonly string[]): Promise<void> {
     if (this.#audit === undefined) {
-      if (this.#counts !== undefined) this.#count(facts.sessionId, recordKind(facts, end), describe(end, advisory).decision);
+      if (this.#counts !== undefined && facts.sessionId !== undefined) this.#count(facts.sessionId, recordKind(facts, end), describe(end, advisory).decision);
       return;
     }
     const { decision, reason } = describe(end, advisory);

@@ -16,6 +16,11 @@ export function rawResult(json: string): JsonObject {
   return raw as unknown as JsonObject;
 }
 
+/** The text of a result made by {@link rawResult}, or undefined for an ordinary one. */
+export function rawJsonOf(result: JsonObject): string | undefined {
+  return (result as Partial<RawResult>)[RAW];
+}
+
 /** JSON text of one message, splicing in a raw result where there is one. */
 export function serializeMessage(message: JsonRpcMessage): string {
   if ('result' in message) {

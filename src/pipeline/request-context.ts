@@ -1,7 +1,7 @@
-import { GatewayError } from '../errors/gateway-error.js';
 import type { InboundCredentials } from '../model/inbound-credentials.js';
 import type { OnBehalf } from '../model/upstream-credentials.js';
 import type { JsonObject, JsonRpcRequest } from '../jsonrpc/message.js';
+import type { ModernMeta } from '../jsonrpc/modern-meta.js';
 import type { Caller } from '../model/caller.js';
 import type { AccessDecision } from '../policy/decision.js';
 import type { CancelScope } from '../session/cancel-scope.js';
@@ -25,6 +25,8 @@ export interface RequestOrigin {
   readonly inbound: InboundCredentials | undefined;
   readonly clientIp?: string | undefined;
   readonly trace?: TraceContext | undefined;
+  /** A 2026-07-28 request's `Mcp-Param-*` headers, forwarded to its upstream as they came (streamable-http §custom headers). */
+  readonly paramHeaders?: Readonly<Record<string, string>> | undefined;
 }
 
 /**
@@ -40,6 +42,7 @@ export class RequestContext implements OnBehalf {
   readonly inbound: InboundCredentials | undefined;
   readonly clientIp: string | undefined;
   readonly trace: TraceContext | undefined;
+  readonly paramHeaders: Readonly<Record<string, string>> | undefined;
   readonly era: Era;
   readonly protocolVersion: string;
   readonly clientCapabilities: JsonObject;
@@ -49,6 +52,11 @@ export class RequestContext implements OnBehalf {
   readonly signal: CancelScope;
   /** Undefined for a request without a session (the 2026-07-28 era). */
   readonly session: DownstreamSession | undefined;
+  /**
+   * What the request's upstream sessions, list views and sensitivity belong to: the legacy session itself, or,
+   * for a 2026-07-28 request, its principal's binding (session/principal-bindings.ts), never a client session.
+   */
+  readonly binding: DownstreamSession;
   readonly stream: RequestStream | undefined;
   /** performance.now() when the request reached the router. */
   readonly startedAt: number;
@@ -61,6 +69,7 @@ export class RequestContext implements OnBehalf {
     request: JsonRpcRequest,
     origin: RequestOrigin,
     session: DownstreamSession | undefined,
+    binding: DownstreamSession,
     stream: RequestStream | undefined,
     signal: CancelScope,
     protocol: { era: Era; protocolVersion: string; clientCapabilities: JsonObject; clientInfo: JsonObject; logLevel: string | undefined },
@@ -70,6 +79,7 @@ export class RequestContext implements OnBehalf {
     this.inbound = origin.inbound;
     this.clientIp = origin.clientIp;
     this.trace = origin.trace;
+    this.paramHeaders = origin.paramHeaders;
     this.era = protocol.era;
     this.protocolVersion = protocol.protocolVersion;
     this.clientCapabilities = protocol.clientCapabilities;
@@ -77,6 +87,7 @@ export class RequestContext implements OnBehalf {
     this.logLevel = protocol.logLevel;
     this.signal = signal;
     this.session = session;
+    this.binding = binding;
     this.stream = stream;
     this.startedAt = performance.now();
     this.deadline = undefined;
@@ -87,21 +98,26 @@ export class RequestContext implements OnBehalf {
     return this.request.method;
   }
 
-  /** The session, for the steps that need one; until the 2026-07-28 era, every method the router serves does. */
-  requireSession(): DownstreamSession {
-    const session = this.session;
-    if (session === undefined) throw new GatewayError('MCPGATE_ERR_SESSION_REQUIRED', 'Bad Request: this method needs a session');
-    return session;
-  }
-
   /** A context for a request of a legacy (2025-era) session: the protocol facts are the session's. */
   static ofSession(request: JsonRpcRequest, origin: RequestOrigin, session: DownstreamSession, stream: RequestStream | undefined, signal: CancelScope): RequestContext {
-    return new RequestContext(request, origin, session, stream, signal, {
+    return new RequestContext(request, origin, session, session, stream, signal, {
       era: 'legacy',
       protocolVersion: session.protocolVersion,
       clientCapabilities: session.clientCapabilities,
       clientInfo: session.clientInfo,
       logLevel: session.logLevel,
+    });
+  }
+
+  /** A context for a 2026-07-28 request: the protocol facts are its own `_meta`; its binding is its principal's. */
+  static ofModern(request: JsonRpcRequest, origin: RequestOrigin, binding: DownstreamSession, stream: RequestStream | undefined, signal: CancelScope, meta: ModernMeta): RequestContext {
+    const trace = meta.traceparent === undefined ? origin.trace : { traceparent: meta.traceparent, tracestate: meta.tracestate, baggage: meta.baggage };
+    return new RequestContext(request, { ...origin, trace }, undefined, binding, stream, signal, {
+      era: 'modern',
+      protocolVersion: meta.protocolVersion,
+      clientCapabilities: meta.clientCapabilities,
+      clientInfo: meta.clientInfo ?? {},
+      logLevel: meta.logLevel,
     });
   }
 }

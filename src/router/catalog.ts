@@ -49,6 +49,8 @@ export class CatalogView {
       }
       if (page.nextCursor !== undefined) next[server] = page.nextCursor;
     });
+    // Spec 2026-07-28 tools/list: a deterministic order, so that clients and prompt caches see one list.
+    if (kind === 'tools') items.sort(byName);
     return { items, next };
   }
 
@@ -92,4 +94,10 @@ export class CatalogView {
     this.pages.invalidate(server, kind);
     this.names.invalidate(kind);
   }
+}
+
+function byName(a: JsonObject, b: JsonObject): number {
+  const x = typeof a.name === 'string' ? a.name : '';
+  const y = typeof b.name === 'string' ? b.name : '';
+  return x < y ? -1 : x > y ? 1 : 0;
 }

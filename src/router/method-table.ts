@@ -46,3 +46,14 @@ export const METHODS: ReadonlyMap<string, MethodEntry> = new Map<string, MethodE
   ['resources/templates/list', { action: 'list', family: 'list', steps: LIST }],
   ['ping', { action: undefined, family: 'local', steps: steps() }],
 ]);
+
+/** What 2026-07-28 removed (changelog §major 2, 4, 5): a modern request for one is method-not-found. */
+const REMOVED_IN_MODERN: ReadonlySet<string> = new Set(['ping', 'logging/setLevel', 'resources/subscribe', 'resources/unsubscribe']);
+
+/** The methods the 2026-07-28 era adds, which the router answers itself. */
+export const MODERN_ONLY: ReadonlySet<string> = new Set(['server/discover', 'subscriptions/listen']);
+
+/** Whether the gateway serves `method` to a 2026-07-28 client; anything else is HTTP 404 with -32601. */
+export function servesModern(method: string): boolean {
+  return MODERN_ONLY.has(method) || (METHODS.has(method) && !REMOVED_IN_MODERN.has(method));
+}

@@ -28,6 +28,10 @@ import type { StepName } from '../pipeline/steps.js';
 import { traced } from '../pipeline/tracing.js';
 import type { DownstreamSession, RequestStream } from '../session/downstream-session.js';
 import type { SessionManager, SessionSlot } from '../session/session-manager.js';
+import type { PrincipalBindings } from '../session/principal-bindings.js';
+import type { ModernMeta } from '../jsonrpc/modern-meta.js';
+import { MODERN_PROTOCOL_VERSIONS } from '../jsonrpc/modern-meta.js';
+import { SUPPORTED_PROTOCOL_VERSIONS } from '../jsonrpc/protocol-versions.js';
 import { CancelScope } from '../session/cancel-scope.js';
 import type { UpstreamClient, UpstreamReply } from '../upstream/upstream-client.js';
 import type { UpstreamRegistry } from '../upstream/upstream-registry.js';
@@ -35,7 +39,9 @@ import type { CatalogScope, ListKind } from './catalog-scope.js';
 import { AdvertisedTools } from './advertised-tools.js';
 import { type CallContext, deliver } from './client-bridge.js';
 import { ListViews } from './list-views.js';
-import { METHODS } from './method-table.js';
+import { METHODS, MODERN_ONLY } from './method-table.js';
+import { shapeModern, type ModernShape } from './modern-results.js';
+import { discoverCapabilities } from './discover.js';
 import { UpstreamCalls } from './upstream-calls.js';
 import { CallState, GOVERNED_STEPS, respond } from './call-state.js';
 import { ApprovalChecks } from './approval-checks.js';
@@ -56,6 +62,8 @@ export interface RouterOptions {
   /** Called once when a session ends, after its upstream sessions are released (session receipts). */
   onSessionEnd?: (session: DownstreamSession) => void;
   sessions: SessionManager;
+  /** What 2026-07-28 requests' upstream state belongs to: their principal (issue 25 §9). */
+  bindings: PrincipalBindings;
   naming: Naming;
   filters: ReadonlyMap<string, ToolFilter>;
   /** Per-server call timeout; servers not listed use `callTimeoutMs`. */
@@ -64,6 +72,8 @@ export interface RouterOptions {
   callTimeoutMs: number;
   listCacheTtlMs: number;
   serverInfo: { name: string; version: string };
+  /** `instructions` of the gateway's own `server/discover` answer. */
+  instructions?: string | undefined;
   logger: Logger;
 }
 
@@ -99,9 +109,11 @@ export class Router {
   /** Every upstream exchange the router makes goes through here (issue 24 §4). */
   private readonly upstreams: UpstreamCalls;
   private readonly approvals: ApprovalChecks;
+  private readonly modernShape: ModernShape;
 
   constructor(options: RouterOptions) {
     this.options = options;
+    this.modernShape = { serverInfo: options.serverInfo, listTtlMs: options.listCacheTtlMs };
     this.lists = new ListViews({
       filters: options.filters,
       // Lists reached with the caller's own credential are that caller's alone (issue 6).
@@ -183,6 +195,44 @@ export class Router {
     } finally {
       if (session.inflight.get(request.id) === signal) session.inflight.delete(request.id);
     }
+  }
+
+  /**
+   * Answers one 2026-07-28 request (issue 25): no session, its protocol facts from its own `_meta` (already read
+   * and checked by the transport, with its headers), its upstream state its principal's binding. Never throws;
+   * undefined when `signal` cancelled it (the client closed its stream), which then gets no answer.
+   */
+  async handleModern(request: JsonRpcRequest, meta: ModernMeta, stream: RequestStream | undefined, origin: RequestOrigin, signal: CancelScope): Promise<JsonRpcResponse | undefined> {
+    const binding = this.options.bindings.acquire(origin.caller, (opened) => opened.onClose(() => this.options.registry.release(opened.id)));
+    const context = RequestContext.ofModern(request, origin, binding, stream, signal, meta);
+    let response: JsonRpcResponse;
+    try {
+      response = MODERN_ONLY.has(request.method) ? await this.modernOnly(context) : await this.run(context);
+    } catch (error) {
+      if (signal.aborted && GatewayError.is(error) && error.code === 'MCPGATE_ERR_CANCELLED') return undefined;
+      if (!GatewayError.is(error)) this.options.logger.error({ err: error, method: request.method }, 'request failed');
+      response = toJsonRpcError(request.id, error);
+    } finally {
+      this.options.bindings.release(binding);
+    }
+    return shapeModern(request.method, response, this.modernShape);
+  }
+
+
+  /** `server/discover` (and, later, `subscriptions/listen`): the gateway answers for itself. */
+  private async modernOnly(context: RequestContext): Promise<JsonRpcResponse> {
+    if (context.method !== 'server/discover') return makeError(context.request.id, RpcCode.MethodNotFound, `Method not found: ${context.method}`);
+    const decision = await this.options.access.decide(context.caller);
+    context.decision = decision;
+    const scope = this.scopeOf(decision);
+    const capabilities = await discoverCapabilities(scope.servers, (server) => this.upstreams.fetcher.capabilities(server, context));
+    const result: JsonObject = {
+      supportedVersions: [...MODERN_PROTOCOL_VERSIONS, ...SUPPORTED_PROTOCOL_VERSIONS],
+      capabilities,
+      ttlMs: this.options.listCacheTtlMs,
+    };
+    if (this.options.instructions !== undefined) result.instructions = this.options.instructions;
+    return makeResult(context.request.id, result);
   }
 
   handleNotification(session: DownstreamSession, notification: JsonRpcNotification): void {
@@ -296,7 +346,7 @@ export class Router {
    * refusal is recorded.
    */
   private async resolve(context: RequestContext, state: CallState): Promise<void> {
-    const session = context.requireSession();
+    const session = context.binding;
     const params = state.params;
     const scope = state.scope as CatalogScope;
     const action = state.entry.action as CallFacts['action'];
@@ -370,7 +420,7 @@ export class Router {
   /** A tool call's definition checked against its approval; the call then goes to the upstream session checked. */
   private admit(context: RequestContext, state: CallState): Promise<void> | undefined {
     const facts = state.facts as CallFacts & { readonly server: string };
-    const session = context.requireSession();
+    const session = context.binding;
     const checking = this.approvals.check(this.lists.viewFor(session), session, context, facts.server, facts.name, facts.exposed);
     if (checking === undefined) return undefined;
     return checking.then((client) => {
@@ -420,7 +470,7 @@ export class Router {
 
   private async upstream(context: RequestContext, state: CallState): Promise<void> {
     const request = context.request;
-    const session = context.requireSession();
+    const session = context.binding;
     switch (state.entry.family) {
       case 'list': {
         const kind = LIST_KINDS[request.method] as ListKind;
@@ -450,8 +500,8 @@ export class Router {
     state.bytes = egress.bytes;
     state.hash = egress.hash;
     if (egress.advisory.length > 0) state.advisory = [...state.advisory, ...egress.advisory];
-    const session = context.session;
-    if (session !== undefined && 'result' in egress.response) session.sensitivity = governance.raisedSensitivity(session.sensitivity, facts.server);
+    const session = context.binding;
+    if ('result' in egress.response) session.sensitivity = governance.raisedSensitivity(session.sensitivity, facts.server);
   }
 
   /**
@@ -491,13 +541,11 @@ export class Router {
   }
 
   private factsOf(context: RequestContext, action: CallFacts['action'], server: string | undefined, name: string, exposed: string, args: unknown): CallFacts {
-    const session = context.requireSession();
-    return { sessionId: session.id, sessionSensitivity: session.sensitivity, caller: context.caller, action, server, name, exposed, args };
+    return { sessionId: context.session?.id, sessionSensitivity: context.binding.sensitivity, caller: context.caller, action, server, name, exposed, args };
   }
 
   private listFacts(context: RequestContext): ListFacts {
-    const session = context.requireSession();
-    return { sessionId: session.id, sessionSensitivity: session.sensitivity, caller: context.caller };
+    return { sessionId: context.session?.id, sessionSensitivity: context.binding.sensitivity, caller: context.caller };
   }
 
   /**
@@ -529,7 +577,7 @@ export class Router {
    * later (which the caller was permitted to open).
    */
   private async setLevel(context: RequestContext, level: string, servers: readonly string[]): Promise<JsonRpcResponse> {
-    const session = context.requireSession();
+    const session = context.binding;
     session.logLevel = level;
     await Promise.all(
       servers.map(async (server) => {

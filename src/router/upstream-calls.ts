@@ -58,7 +58,7 @@ export class UpstreamCalls {
    * failure. Related messages (progress, sampling) reach the request's stream through the context.
    */
   request(context: RequestContext, server: string, method: string, params: JsonObject | undefined, options: CallOptions = {}): Promise<UpstreamReply> {
-    const session = context.requireSession();
+    const session = context.binding;
     const signal = context.signal;
     const timeoutMs = this.timeoutFor(server);
     const checked = options.checked;
@@ -86,7 +86,7 @@ export class UpstreamCalls {
    * nothing. Resolves once delivered; rejects as {@link request} does.
    */
   async setLevel(context: RequestContext, server: string, level: string): Promise<void> {
-    const session = context.requireSession();
+    const session = context.binding;
     await this.options.registry.run(server, async () => {
       const client = await this.client(session, server, context);
       if ('logging' in client.serverCapabilities) await client.request('logging/setLevel', { level }, { timeoutMs: this.timeoutFor(server), onBehalf: context });
@@ -113,7 +113,7 @@ export class UpstreamCalls {
    */
   readonly fetcher: ListFetcher = {
     capabilities: async (server, context) => {
-      const session = context.requireSession();
+      const session = context.binding;
       // An open session needs no upstream exchange, so it takes no slot: a saturated server still lists.
       const open = this.options.registry.peek(server, session.id);
       if (open !== undefined) return open.serverCapabilities;
@@ -124,7 +124,7 @@ export class UpstreamCalls {
       }
     },
     list: async (server, method, params, context) => {
-      const session = context.requireSession();
+      const session = context.binding;
       if (this.options.advertised !== undefined && method === 'tools/list') {
         // Pinned: the merged list is filled from this session's own listing, so that what it shows and what
         // this session's calls are checked against come from one tools/list per upstream session.

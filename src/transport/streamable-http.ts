@@ -2,6 +2,10 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { GatewayError, toJsonRpcError } from '../errors/gateway-error.js';
 import { isNotification, isRequest, makeError, RpcCode, type JsonRpcRequest } from '../jsonrpc/message.js';
 import { allowsBatches, isSupportedVersion } from '../jsonrpc/protocol-versions.js';
+import { declaresModernEra, MODERN_PROTOCOL_VERSIONS, readModernMeta, type ModernMeta } from '../jsonrpc/modern-meta.js';
+import { servesModern } from '../router/method-table.js';
+import { CancelScope } from '../session/cancel-scope.js';
+import { checkStandardHeaders, paramHeadersToForward } from './modern-headers.js';
 import { logCall } from '../observability/access-log.js';
 import type { Logger } from '../observability/logger.js';
 import type { RequestIdentity } from './http-auth.js';
@@ -23,6 +27,21 @@ export interface StreamableHttpOptions {
 
 const SESSION_HEADER = 'mcp-session-id';
 const VERSION_HEADER = 'mcp-protocol-version';
+const NO_HEADERS: Record<string, string> = {};
+
+/**
+ * GET and DELETE exist only for legacy sessions: without a session id, or from a client that declares
+ * 2026-07-28, they get 405 (2026-07-28 transports §backward compatibility).
+ */
+function isModernHttpMethod(request: IncomingMessage): boolean {
+  const session = headerValue(request, SESSION_HEADER);
+  const version = headerValue(request, VERSION_HEADER);
+  return session === undefined || session === '' || (version !== undefined && MODERN_PROTOCOL_VERSIONS.includes(version));
+}
+
+function refuseModernHttpMethod(): never {
+  throw new GatewayError('MCPGATE_ERR_MODERN_HTTP_METHOD', 'Method Not Allowed: GET and DELETE need a legacy session (Mcp-Session-Id); 2026-07-28 clients only POST');
+}
 
 /**
  * The Streamable HTTP endpoint (spec 2025-11-25 transports; also 2025-06-18 and 2025-03-26 clients):
@@ -43,8 +62,10 @@ export class StreamableHttpEndpoint {
       case 'POST':
         return this.post(request, response, identity);
       case 'GET':
+        if (isModernHttpMethod(request)) return refuseModernHttpMethod();
         return this.get(request, response, identity);
       case 'DELETE':
+        if (isModernHttpMethod(request)) return refuseModernHttpMethod();
         return this.delete(request, response, identity);
       default:
         response.writeHead(405, { Allow: 'GET, POST, DELETE' }).end();
@@ -62,6 +83,18 @@ export class StreamableHttpEndpoint {
     const { messages, batch } = decodeBody(await this.options.bodies.read(request, response, identity.caller?.keyId));
 
     const first = messages[0];
+    if (!batch && first !== undefined && !('invalid' in first)) {
+      const headerVersion = headerValue(request, VERSION_HEADER);
+      if (isRequest(first) && declaresModernEra(first, headerVersion)) {
+        await this.modern(first, request, response, identity, started);
+        return;
+      }
+      if (isNotification(first) && headerVersion !== undefined && MODERN_PROTOCOL_VERSIONS.includes(headerVersion) && headerValue(request, SESSION_HEADER) === undefined) {
+        // 2026-07-28 defines no client notification over HTTP (closing a stream cancels); accepted, as the spec says.
+        response.writeHead(202).end();
+        return;
+      }
+    }
     if (!batch && first !== undefined && !('invalid' in first) && isRequest(first) && first.method === 'initialize') {
       this.initialize(first, response, identity, started);
       return;
@@ -95,6 +128,34 @@ export class StreamableHttpEndpoint {
         logCall(this.options.logger, 'streamable-http', message, answer, identity.caller, started);
       }),
     );
+  }
+
+  /**
+   * One 2026-07-28 request (issue 25): stateless, so no session is looked up or minted, and a stray
+   * Mcp-Session-Id is ignored. Its `_meta` and standard headers are checked before anything else happens: a
+   * request that fails them reaches no upstream. Closing the response stream cancels it (2026-07-28
+   * transports §cancellation).
+   */
+  private async modern(message: JsonRpcRequest, request: IncomingMessage, response: ServerResponse, identity: RequestIdentity, started: number): Promise<void> {
+    let meta: ModernMeta;
+    try {
+      meta = readModernMeta(message);
+      checkStandardHeaders(request.headers, message, meta.protocolVersion);
+      if (!servesModern(message.method)) throw new GatewayError('MCPGATE_ERR_MODERN_METHOD_NOT_FOUND', `Method not found: ${message.method}`);
+    } catch (error) {
+      if (!GatewayError.is(error)) throw error;
+      sendError(response, error, message.id);
+      logCall(this.options.logger, 'streamable-http', message, toJsonRpcError(message.id, error), identity.caller, started);
+      return;
+    }
+    const signal = new CancelScope();
+    response.once('close', () => {
+      if (!response.writableFinished) signal.abort();
+    });
+    const responder = new PostResponder(response, 1, false, NO_HEADERS, started);
+    const answer = await this.options.router.handleModern(message, meta, responder, { ...identity, paramHeaders: paramHeadersToForward(request.headers) }, signal);
+    responder.complete(answer);
+    logCall(this.options.logger, 'streamable-http', message, answer, identity.caller, started);
   }
 
   private initialize(message: JsonRpcRequest, response: ServerResponse, identity: RequestIdentity, started: number): void {

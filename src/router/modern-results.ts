@@ -1,0 +1,57 @@
+import { RpcCode, type JsonObject, type JsonRpcResponse } from '../jsonrpc/message.js';
+import { rawJsonOf, rawResult } from '../jsonrpc/serialize.js';
+
+/** Results that carry caching hints (2026-07-28 server/utilities/caching §cacheable results). */
+const CACHEABLE: ReadonlySet<string> = new Set(['server/discover', 'tools/list', 'prompts/list', 'resources/list', 'resources/templates/list', 'resources/read']);
+
+export interface ModernShape {
+  /** The gateway's own identity, on every result's `_meta` (basic/index §per-response fields). */
+  readonly serverInfo: { readonly name: string; readonly version: string };
+  /** The longest a merged list may be fresh: the gateway's own list TTL. */
+  readonly listTtlMs: number;
+}
+
+/**
+ * Shapes one answer for a 2026-07-28 client (issue 25 §4, §5):
+ * - every result has `resultType`; a legacy upstream's, which has none, is `"complete"`;
+ * - a complete cacheable result has `ttlMs`, the smaller of the upstream's hint and the gateway's list TTL, and
+ *   `cacheScope: "private"`: the gateway filters every answer by principal, so no upstream's `"public"` survives,
+ *   and every page of a list gets the same scope;
+ * - `_meta` names the gateway as the server;
+ * - a resource that is not found is -32602, not the legacy -32002 (changelog §minor 6).
+ * Interim `input_required` results carry no caching hints (caching.mdx).
+ */
+export function shapeModern(method: string, response: JsonRpcResponse, shape: ModernShape): JsonRpcResponse {
+  if ('error' in response) {
+    if (response.error.code !== RpcCode.ResourceNotFound) return response;
+    return { jsonrpc: '2.0', id: response.id, error: { ...response.error, code: RpcCode.InvalidParams } };
+  }
+  const cacheable = CACHEABLE.has(method);
+  const raw = rawJsonOf(response.result);
+  if (raw !== undefined) {
+    // A merged list cached as bytes: the hints go in front of its members, so the cached text is not re-parsed.
+    const hints = cacheable ? `,"ttlMs":${shape.listTtlMs},"cacheScope":"private"` : '';
+    const head = `{"resultType":"complete"${hints},"_meta":${JSON.stringify(metaOf(undefined, shape))}`;
+    return { jsonrpc: '2.0', id: response.id, result: rawResult(raw.length > 2 ? `${head},${raw.slice(1)}` : `${head}}`) };
+  }
+  const result: JsonObject = { ...response.result };
+  const type = typeof result.resultType === 'string' ? result.resultType : 'complete';
+  result.resultType = type;
+  if (cacheable && type === 'complete') {
+    const hinted = result.ttlMs;
+    result.ttlMs = typeof hinted === 'number' && Number.isFinite(hinted) && hinted >= 0 ? Math.min(Math.floor(hinted), shape.listTtlMs) : 0;
+    result.cacheScope = 'private';
+  } else if (type !== 'complete') {
+    delete result.ttlMs;
+    delete result.cacheScope;
+  }
+  result._meta = metaOf(result._meta, shape);
+  return { jsonrpc: '2.0', id: response.id, result };
+}
+
+/** The result's own `_meta` with the gateway as `serverInfo`: an upstream's identity is not the client's server. */
+function metaOf(existing: unknown, shape: ModernShape): JsonObject {
+  const meta: JsonObject = typeof existing === 'object' && existing !== null && !Array.isArray(existing) ? { ...(existing as JsonObject) } : {};
+  meta['io.modelcontextprotocol/serverInfo'] = shape.serverInfo;
+  return meta;
+}
