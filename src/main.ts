@@ -249,6 +249,7 @@ export function buildCore(config: GatewayConfig, logger: Logger, deps: CoreDeps)
     sharedServers,
     callTimeoutMs: gateway.limits.callTimeoutMs,
     listCacheTtlMs: gateway.listCacheTtlMs,
+    maxListenStreamsPerKey: gateway.limits.maxListenStreamsPerKey,
     serverInfo: { name: gateway.name, version: VERSION },
     logger,
   });

@@ -123,6 +123,12 @@ const limitsSchema = z.strictObject({
    */
   maxSessionsPerKey: integer(z.number().int().positive()).default(64),
   /**
+   * `subscriptions/listen` streams (2026-07-28) one caller may hold open at once (issue 25 §6). Each is an open
+   * response and a set of upstream subscriptions; a client needs one, or a few, so 8 bounds a caller that opens
+   * them in a loop without getting in an honest client's way.
+   */
+  maxListenStreamsPerKey: integer(z.number().int().positive()).default(8),
+  /**
    * Live stdio children one `scope: session` server may have, when the server sets no `maxChildren` (issue 22
    * A4). Each child is a process (tens of MB for a Node or Python server), so this bounds the host's memory:
    * a call or list that would spawn one more fails with MCPGATE_ERR_CHILD_LIMIT. Twice `maxSessionsPerKey`, so

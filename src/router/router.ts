@@ -42,6 +42,7 @@ import { ListViews } from './list-views.js';
 import { METHODS, MODERN_ONLY } from './method-table.js';
 import { shapeModern, type ModernShape } from './modern-results.js';
 import { discoverCapabilities } from './discover.js';
+import { ListenStreams, readListenFilter, tagged, type ListenFilter } from './listen-streams.js';
 import { UpstreamCalls } from './upstream-calls.js';
 import { CallState, GOVERNED_STEPS, respond } from './call-state.js';
 import { ApprovalChecks } from './approval-checks.js';
@@ -71,6 +72,8 @@ export interface RouterOptions {
   sharedServers: ReadonlySet<string>;
   callTimeoutMs: number;
   listCacheTtlMs: number;
+  /** `gateway.limits.maxListenStreamsPerKey`: open `subscriptions/listen` streams per credential. */
+  maxListenStreamsPerKey: number;
   serverInfo: { name: string; version: string };
   /** `instructions` of the gateway's own `server/discover` answer. */
   instructions?: string | undefined;
@@ -110,10 +113,13 @@ export class Router {
   private readonly upstreams: UpstreamCalls;
   private readonly approvals: ApprovalChecks;
   private readonly modernShape: ModernShape;
+  private readonly listenStreams: ListenStreams;
+  private readonly listenEnds = new Set<() => void>();
 
   constructor(options: RouterOptions) {
     this.options = options;
     this.modernShape = { serverInfo: options.serverInfo, listTtlMs: options.listCacheTtlMs };
+    this.listenStreams = new ListenStreams(options.maxListenStreamsPerKey);
     this.lists = new ListViews({
       filters: options.filters,
       // Lists reached with the caller's own credential are that caller's alone (issue 6).
@@ -203,7 +209,17 @@ export class Router {
    * undefined when `signal` cancelled it (the client closed its stream), which then gets no answer.
    */
   async handleModern(request: JsonRpcRequest, meta: ModernMeta, stream: RequestStream | undefined, origin: RequestOrigin, signal: CancelScope): Promise<JsonRpcResponse | undefined> {
-    const binding = this.options.bindings.acquire(origin.caller, (opened) => opened.onClose(() => this.options.registry.release(opened.id)));
+    const binding = this.options.bindings.acquire(origin.caller, (opened) => {
+      // A binding has no client channel of its own: what its upstream sessions send outside a request (resource
+      // updates) goes to its principal's listen streams.
+      opened.channel = {
+        send: (message) => {
+          if ('method' in message && !('id' in message)) this.listenStreams.resourceUpdated(opened.id, message);
+          return true;
+        },
+      };
+      opened.onClose(() => this.options.registry.release(opened.id));
+    });
     const context = RequestContext.ofModern(request, origin, binding, stream, signal, meta);
     let response: JsonRpcResponse;
     try {
@@ -219,13 +235,13 @@ export class Router {
   }
 
 
-  /** `server/discover` (and, later, `subscriptions/listen`): the gateway answers for itself. */
+  /** `server/discover` and `subscriptions/listen`: the gateway answers for itself. */
   private async modernOnly(context: RequestContext): Promise<JsonRpcResponse> {
-    if (context.method !== 'server/discover') return makeError(context.request.id, RpcCode.MethodNotFound, `Method not found: ${context.method}`);
     const decision = await this.options.access.decide(context.caller);
     context.decision = decision;
     const scope = this.scopeOf(decision);
     const capabilities = await discoverCapabilities(scope.servers, (server) => this.upstreams.fetcher.capabilities(server, context));
+    if (context.method === 'subscriptions/listen') return this.listen(context, scope, capabilities);
     const result: JsonObject = {
       supportedVersions: [...MODERN_PROTOCOL_VERSIONS, ...SUPPORTED_PROTOCOL_VERSIONS],
       capabilities,
@@ -233,6 +249,60 @@ export class Router {
     };
     if (this.options.instructions !== undefined) result.instructions = this.options.instructions;
     return makeResult(context.request.id, result);
+  }
+
+  /**
+   * A `subscriptions/listen` stream (issue 25 §6): acknowledged with the part of its filter the caller's permitted
+   * upstreams can honour, then held open until the client closes it or the gateway shuts down (which ends it
+   * with a result, the spec's graceful closure). Resource subscriptions are made upstream on the caller's binding,
+   * only for URIs of servers the caller may use.
+   */
+  private async listen(context: RequestContext, scope: CatalogScope, capabilities: JsonObject): Promise<JsonRpcResponse> {
+    const stream = context.stream;
+    const id = context.request.id;
+    if (stream === undefined) throw new GatewayError('MCPGATE_ERR_INVALID_REQUEST', 'subscriptions/listen needs a response stream');
+    const filter = readListenFilter(context.request.params ?? {}, MAX_LISTEN_URIS);
+    const has = (feature: string): boolean => feature in capabilities;
+    const uris: string[] = [];
+    if (has('resources')) {
+      for (const uri of filter.resourceSubscriptions) {
+        try {
+          const owner = await this.resourceOwner(context.binding, context, uri, scope);
+          const reply = await this.upstreams.request(context, owner, 'resources/subscribe', { uri });
+          if (reply.ok) uris.push(uri);
+        } catch (error) {
+          this.options.logger.debug({ uri, err: errorMessage(error) }, 'listen: resource subscription not made');
+        }
+      }
+    }
+    const acknowledged: ListenFilter = {
+      toolsListChanged: filter.toolsListChanged && has('tools'),
+      promptsListChanged: filter.promptsListChanged && has('prompts'),
+      resourcesListChanged: filter.resourcesListChanged && has('resources'),
+      resourceSubscriptions: uris,
+    };
+    const close = this.listenStreams.open({ id, owner: context.binding.id, filter: acknowledged, servers: new Set(scope.servers), stream });
+    try {
+      const notifications: JsonObject = {};
+      for (const [key, value] of Object.entries(acknowledged)) if (value === true || (Array.isArray(value) && value.length > 0)) notifications[key] = value;
+      stream.send(tagged({ jsonrpc: '2.0', method: 'notifications/subscriptions/acknowledged', params: { notifications } }, id));
+      stream.keepAlive?.();
+      await new Promise<void>((resolve) => {
+        if (context.signal.aborted) return resolve();
+        context.signal.subscribe(resolve);
+        this.listenEnds.add(resolve);
+      });
+    } finally {
+      close();
+    }
+    if (context.signal.aborted) throw new GatewayError('MCPGATE_ERR_CANCELLED', 'Request cancelled');
+    return makeResult(id, { _meta: { 'io.modelcontextprotocol/subscriptionId': id } });
+  }
+
+  /** Ends every `subscriptions/listen` stream with its result (the spec's graceful closure), at shutdown. */
+  endListenStreams(): void {
+    for (const end of this.listenEnds) end();
+    this.listenEnds.clear();
   }
 
   handleNotification(session: DownstreamSession, notification: JsonRpcNotification): void {
@@ -595,6 +665,7 @@ export class Router {
     onListChanged: (server: string, method: string): void => {
       if (method === 'notifications/tools/list_changed') this.advertised?.invalidate(server);
       this.lists.invalidate(server, method);
+      this.listenStreams.listChanged(server, method);
       this.broadcast(method);
     },
     onResourceUpdated: (notification: JsonRpcNotification, owner: DownstreamSession | undefined): void => {
@@ -669,6 +740,9 @@ export class Router {
       : new GatewayError('MCPGATE_ERR_UNKNOWN_PROMPT', `Unknown prompt: ${name}`);
   }
 }
+
+/** Resource URIs one `subscriptions/listen` request may name. */
+const MAX_LISTEN_URIS = 64;
 
 /** Params the gateway will not forward (`paramsProblem`): the caller's own fault, answered with -32602. */
 function invalidParams(problem: string): GatewayError {

@@ -20,6 +20,8 @@ export interface RequestStream {
   send(message: JsonRpcMessage): boolean;
   /** Adds time spent waiting on an upstream, for the Server-Timing header. */
   recordUpstreamTime?(milliseconds: number): void;
+  /** Keeps a long-lived answer (a `subscriptions/listen` stream) open through idle intermediaries. */
+  keepAlive?(): void;
 }
 
 /** DELETE (or the client going away), the idle reaper, or the gateway shutting down. */

@@ -147,6 +147,7 @@ export class GatewayHttpServer {
     this.closing = true;
     this.legacy.closeAll();
     this.streamable.closeStreams();
+    this.options.router.endListenStreams();
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     if (graceMs > 0) {
       // A keep-alive connection goes idle once its answer is sent; closing idle ones as they appear lets the

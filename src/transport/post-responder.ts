@@ -34,6 +34,10 @@ export class PostResponder implements RequestStream {
     this.upstreamMs += milliseconds;
   }
 
+  keepAlive(): void {
+    this.sse?.keepAlive();
+  }
+
   send(message: JsonRpcMessage): boolean {
     if (this.remaining === 0 || this.response.destroyed) return false;
     if (this.sse === undefined) {

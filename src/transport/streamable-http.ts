@@ -28,6 +28,12 @@ export interface StreamableHttpOptions {
 const SESSION_HEADER = 'mcp-session-id';
 const VERSION_HEADER = 'mcp-protocol-version';
 const NO_HEADERS: Record<string, string> = {};
+/** JSON-RPC errors of the 2026-07-28 era that the specification sends with an HTTP status of their own. */
+const MODERN_ERROR_STATUS: ReadonlyMap<number, number> = new Map([
+  [RpcCode.HeaderMismatch, 400],
+  [RpcCode.MissingRequiredClientCapability, 400],
+  [RpcCode.UnsupportedProtocolVersion, 400],
+]);
 
 /**
  * GET and DELETE exist only for legacy sessions: without a session id, or from a client that declares
@@ -154,7 +160,14 @@ export class StreamableHttpEndpoint {
     });
     const responder = new PostResponder(response, 1, false, NO_HEADERS, started);
     const answer = await this.options.router.handleModern(message, meta, responder, { ...identity, paramHeaders: paramHeadersToForward(request.headers) }, signal);
-    responder.complete(answer);
+    const status = answer !== undefined && 'error' in answer ? MODERN_ERROR_STATUS.get(answer.error.code) : undefined;
+    if (status !== undefined && !response.headersSent) {
+      // 2026-07-28 basic/index: these errors are HTTP 400 too, so that an HTTP client learns it from the status.
+      const body = JSON.stringify(answer);
+      response.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) }).end(body);
+    } else {
+      responder.complete(answer);
+    }
     logCall(this.options.logger, 'streamable-http', message, answer, identity.caller, started);
   }
 
