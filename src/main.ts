@@ -25,6 +25,7 @@ import { PermissionEngine } from './policy/permission-engine.js';
 import type { CallContext } from './router/client-bridge.js';
 import { ToolFilter } from './router/naming.js';
 import { Router } from './router/router.js';
+import { RequestStateSealer } from './router/request-state.js';
 import { PrincipalBindings } from './session/principal-bindings.js';
 import { SessionManager } from './session/session-manager.js';
 import { createStore } from './store/create-store.js';
@@ -250,6 +251,8 @@ export function buildCore(config: GatewayConfig, logger: Logger, deps: CoreDeps)
     callTimeoutMs: gateway.limits.callTimeoutMs,
     listCacheTtlMs: gateway.listCacheTtlMs,
     maxListenStreamsPerKey: gateway.limits.maxListenStreamsPerKey,
+    mrtr: gateway.mrtr,
+    sealer: gateway.mrtr.stateKey === undefined ? RequestStateSealer.withRandomKey(gateway.mrtr.stateTtlMs) : new RequestStateSealer(gateway.mrtr.stateKey, gateway.mrtr.stateTtlMs),
     serverInfo: { name: gateway.name, version: VERSION },
     logger,
   });

@@ -204,6 +204,19 @@ const gatewaySchema = z.strictObject({
   prefix: z.enum(['always', 'conditional', 'never']).default('always'),
   limits: limitsSchema.prefault({}),
   security: securitySchema.prefault({}),
+  /**
+   * Multi round-trip requests (2026-07-28, issue 25 §10-11). `stateKey` seals the `requestState` the gateway hands
+   * to clients; set the same value (≥ 32 characters, e.g. `${MCPGATE_STATE_KEY}`) on every replica so that a retry
+   * may land on any of them. Unset, each process draws its own key, which is right for one replica and warned about.
+   */
+  mrtr: z
+    .strictObject({
+      stateKey: z.string().min(32).optional(),
+      stateTtlMs: integer(z.number().int().positive()).default(10 * 60_000),
+      maxRounds: integer(z.number().int().positive().max(100)).default(8),
+      maxInputResponsesBytes: integer(z.number().int().positive()).default(256 * 1024),
+    })
+    .prefault({}),
   /** How long an upstream's list stays cached when it sends no list_changed. */
   listCacheTtlMs: integer(z.number().int().nonnegative()).default(60_000),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

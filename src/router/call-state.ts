@@ -18,6 +18,8 @@ export class CallState {
   readonly params: JsonObject;
   /** The params as sent upstream, when the gateway rewrote a name. */
   upstreamParams: JsonObject | undefined;
+  /** Multi round-trip rounds before this request (from its sealed `requestState`); 0 for a first request. */
+  rounds = 0;
   /** `authorize`: the servers and tools the caller may reach. */
   scope: CatalogScope | undefined;
   /** `ingress` of a list: the scope with the servers the `list` policies hide left out. */

@@ -83,7 +83,7 @@ export function createUpstreamHandlers(
  * Relays a server→client request (sampling, elicitation, roots) under a gateway id, and resolves with the
  * client's answer. Cancellation by the upstream is passed on as notifications/cancelled.
  */
-function forwardToClient(
+export function forwardToClient(
   session: DownstreamSession,
   stream: RequestStream | undefined,
   request: JsonRpcRequest,

@@ -42,6 +42,8 @@ import { ListViews } from './list-views.js';
 import { METHODS, MODERN_ONLY } from './method-table.js';
 import { shapeModern, type ModernShape } from './modern-results.js';
 import { discoverCapabilities } from './discover.js';
+import type { RequestStateSealer } from './request-state.js';
+import { answerInputRequests, checkInputResponses } from './input-requests.js';
 import { ListenStreams, readListenFilter, tagged, type ListenFilter } from './listen-streams.js';
 import { UpstreamCalls } from './upstream-calls.js';
 import { CallState, GOVERNED_STEPS, respond } from './call-state.js';
@@ -72,6 +74,10 @@ export interface RouterOptions {
   sharedServers: ReadonlySet<string>;
   callTimeoutMs: number;
   listCacheTtlMs: number;
+  /** Multi round-trip requests (issue 25 §10, §11). */
+  mrtr: { readonly maxRounds: number; readonly maxInputResponsesBytes: number };
+  /** Seals the `requestState` handed to 2026-07-28 clients; one key for every replica. */
+  sealer: RequestStateSealer;
   /** `gateway.limits.maxListenStreamsPerKey`: open `subscriptions/listen` streams per credential. */
   maxListenStreamsPerKey: number;
   serverInfo: { name: string; version: string };
@@ -115,11 +121,13 @@ export class Router {
   private readonly modernShape: ModernShape;
   private readonly listenStreams: ListenStreams;
   private readonly listenEnds = new Set<() => void>();
+  private readonly sealer: RequestStateSealer;
 
   constructor(options: RouterOptions) {
     this.options = options;
     this.modernShape = { serverInfo: options.serverInfo, listTtlMs: options.listCacheTtlMs };
     this.listenStreams = new ListenStreams(options.maxListenStreamsPerKey);
+    this.sealer = options.sealer;
     this.lists = new ListViews({
       filters: options.filters,
       // Lists reached with the caller's own credential are that caller's alone (issue 6).
@@ -385,7 +393,8 @@ export class Router {
       case 'authorize':
         return this.authorize(context, state);
       case 'resolve':
-        return state.entry.family === 'fanout' ? this.resolveFanout(context, state) : this.resolve(context, state);
+        if (state.entry.family === 'fanout') return this.resolveFanout(context, state);
+        return context.era === 'modern' && MRTR_METHODS.has(context.method) ? this.resolve(context, state).then(() => this.admitRetry(context, state)) : this.resolve(context, state);
       case 'admit':
         return this.admit(context, state);
       case 'ingress':
@@ -557,7 +566,60 @@ export class Router {
         if (request.method === 'resources/subscribe') session.subscribe(state.params.uri as string);
         if (request.method === 'resources/unsubscribe') session.unsubscribe(state.params.uri as string);
         state.response = await this.forward(context, facts.server, state.upstreamParams ?? state.params, state.checked);
+        if (MRTR_METHODS.has(request.method)) state.response = await this.inputRequired(context, state, facts);
       }
+    }
+  }
+
+  /**
+   * A 2026-07-28 retry (issue 25 §10): its `inputResponses` are checked, and its `requestState`, which the gateway
+   * sealed, is opened and must match the request, principal and server it was issued for; the upstream then gets
+   * its own state back. A state that fails is refused (-32602), recorded, and never forwarded.
+   */
+  private admitRetry(context: RequestContext, state: CallState): void {
+    const params = state.params;
+    const facts = state.facts as CallFacts & { readonly server: string };
+    if (params.inputResponses !== undefined) checkInputResponses(params.inputResponses, this.options.mrtr.maxInputResponsesBytes);
+    if (params.requestState === undefined) return;
+    const sealed = this.sealer.open(params.requestState, { principal: context.caller?.keyId ?? '', method: context.method, name: facts.exposed });
+    if (sealed.server !== facts.server) throw new GatewayError('MCPGATE_ERR_REQUEST_STATE', 'Invalid params: requestState belongs to another server');
+    if (sealed.rounds >= this.options.mrtr.maxRounds) {
+      throw new GatewayError('MCPGATE_ERR_MRTR_ROUNDS', `Invalid params: more than ${this.options.mrtr.maxRounds} rounds of input (gateway.mrtr.maxRounds)`, {
+        data: { maxRounds: this.options.mrtr.maxRounds },
+      });
+    }
+    state.rounds = sealed.rounds;
+    const upstreamParams: JsonObject = { ...(state.upstreamParams ?? params) };
+    if (sealed.upstreamState === undefined) delete upstreamParams.requestState;
+    else upstreamParams.requestState = sealed.upstreamState;
+    state.upstreamParams = upstreamParams;
+  }
+
+  /**
+   * An upstream's `input_required` answer. To a 2026-07-28 client it goes on with its state sealed by the gateway
+   * (the upstream's own state inside). A legacy client cannot retry, so the gateway asks it over its session,
+   * with the server→client requests it declared, and retries upstream itself, for at most `mrtr.maxRounds`.
+   */
+  private async inputRequired(context: RequestContext, state: CallState, facts: CallFacts & { readonly server: string }): Promise<JsonRpcResponse> {
+    let response = state.response as JsonRpcResponse;
+    for (let round = state.rounds; ; round += 1) {
+      if (!('result' in response) || response.result.resultType !== 'input_required') return response;
+      const result = response.result;
+      const upstreamState = typeof result.requestState === 'string' ? result.requestState : undefined;
+      if (context.era === 'modern') {
+        const requestState = this.sealer.seal({ server: facts.server, upstreamState, principal: context.caller?.keyId ?? '', method: context.method, name: facts.exposed, rounds: round + 1 });
+        return { jsonrpc: '2.0', id: response.id, result: { ...result, requestState } };
+      }
+      if (round + 1 > this.options.mrtr.maxRounds) {
+        throw new GatewayError('MCPGATE_ERR_MRTR_ROUNDS', `server "${facts.server}" asked for input more than ${this.options.mrtr.maxRounds} times (gateway.mrtr.maxRounds)`, {
+          data: { server: facts.server, maxRounds: this.options.mrtr.maxRounds },
+        });
+      }
+      const inputResponses = await answerInputRequests(context, result.inputRequests);
+      const params: JsonObject = { ...(state.upstreamParams ?? state.params), inputResponses };
+      if (upstreamState === undefined) delete params.requestState;
+      else params.requestState = upstreamState;
+      response = await this.forward(context, facts.server, params, state.checked);
     }
   }
 
@@ -740,6 +802,9 @@ export class Router {
       : new GatewayError('MCPGATE_ERR_UNKNOWN_PROMPT', `Unknown prompt: ${name}`);
   }
 }
+
+/** The requests that may answer `input_required` (basic/patterns/mrtr §supported requests). */
+const MRTR_METHODS: ReadonlySet<string> = new Set(['tools/call', 'prompts/get', 'resources/read']);
 
 /** Resource URIs one `subscriptions/listen` request may name. */
 const MAX_LISTEN_URIS = 64;
