@@ -30,8 +30,7 @@ import type { DownstreamSession, RequestStream } from '../session/downstream-ses
 import type { SessionManager, SessionSlot } from '../session/session-manager.js';
 import type { PrincipalBindings } from '../session/principal-bindings.js';
 import type { ModernMeta } from '../jsonrpc/modern-meta.js';
-import { MODERN_PROTOCOL_VERSIONS } from '../jsonrpc/modern-meta.js';
-import { SUPPORTED_PROTOCOL_VERSIONS } from '../jsonrpc/protocol-versions.js';
+import { ALL_PROTOCOL_VERSIONS } from '../jsonrpc/modern-meta.js';
 import { CancelScope } from '../session/cancel-scope.js';
 import type { UpstreamClient, UpstreamReply } from '../upstream/upstream-client.js';
 import type { UpstreamRegistry } from '../upstream/upstream-registry.js';
@@ -251,7 +250,7 @@ export class Router {
     const capabilities = await discoverCapabilities(scope.servers, (server) => this.upstreams.fetcher.capabilities(server, context));
     if (context.method === 'subscriptions/listen') return this.listen(context, scope, capabilities);
     const result: JsonObject = {
-      supportedVersions: [...MODERN_PROTOCOL_VERSIONS, ...SUPPORTED_PROTOCOL_VERSIONS],
+      supportedVersions: ALL_PROTOCOL_VERSIONS,
       capabilities,
       ttlMs: this.options.listCacheTtlMs,
     };

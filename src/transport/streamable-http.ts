@@ -2,10 +2,10 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { GatewayError, toJsonRpcError } from '../errors/gateway-error.js';
 import { isNotification, isRequest, makeError, RpcCode, type JsonRpcRequest } from '../jsonrpc/message.js';
 import { allowsBatches, isSupportedVersion } from '../jsonrpc/protocol-versions.js';
-import { declaresModernEra, MODERN_PROTOCOL_VERSIONS, readModernMeta, type ModernMeta } from '../jsonrpc/modern-meta.js';
+import { declaresModernEra, MODERN_PROTOCOL_VERSIONS, type ModernMeta } from '../jsonrpc/modern-meta.js';
 import { servesModern } from '../router/method-table.js';
 import { CancelScope } from '../session/cancel-scope.js';
-import { checkStandardHeaders, paramHeadersToForward } from './modern-headers.js';
+import { paramHeadersToForward, readModernMeta } from './modern-headers.js';
 import { logCall } from '../observability/access-log.js';
 import type { Logger } from '../observability/logger.js';
 import type { RequestIdentity } from './http-auth.js';
@@ -145,8 +145,7 @@ export class StreamableHttpEndpoint {
   private async modern(message: JsonRpcRequest, request: IncomingMessage, response: ServerResponse, identity: RequestIdentity, started: number): Promise<void> {
     let meta: ModernMeta;
     try {
-      meta = readModernMeta(message);
-      checkStandardHeaders(request.headers, message, meta.protocolVersion);
+      meta = readModernMeta(request.headersDistinct, message);
       if (!servesModern(message.method)) throw new GatewayError('MCPGATE_ERR_MODERN_METHOD_NOT_FOUND', `Method not found: ${message.method}`);
     } catch (error) {
       if (!GatewayError.is(error)) throw error;
@@ -159,7 +158,7 @@ export class StreamableHttpEndpoint {
       if (!response.writableFinished) signal.abort();
     });
     const responder = new PostResponder(response, 1, false, NO_HEADERS, started);
-    const answer = await this.options.router.handleModern(message, meta, responder, { ...identity, paramHeaders: paramHeadersToForward(request.headers) }, signal);
+    const answer = await this.options.router.handleModern(message, meta, responder, { ...identity, paramHeaders: paramHeadersToForward(request.headersDistinct) }, signal);
     const status = answer !== undefined && 'error' in answer ? MODERN_ERROR_STATUS.get(answer.error.code) : undefined;
     if (status !== undefined && !response.headersSent) {
       // 2026-07-28 basic/index: these errors are HTTP 400 too, so that an HTTP client learns it from the status.
