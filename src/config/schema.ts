@@ -40,8 +40,24 @@ const toolFilterSchema = z.strictObject({
   descriptions: z.record(z.string().min(1), z.string()).default({}),
 });
 
+/**
+ * Which MCP protocol era the gateway speaks to a server (issue 25; spec 2026-07-28 basic/versioning §backward
+ * compatibility):
+ * - `auto` (default): probe with `server/discover`; a DiscoverResult or a recognized modern error
+ *   (-32020/-32021/-32022, or over HTTP -32601 with status 404) means the 2026-07-28 era, anything else (over
+ *   HTTP a 4xx without such a body; over stdio any other error or no answer within a short bound) means the
+ *   legacy era and the `initialize` handshake. The verdict is cached per execution identity and re-probed
+ *   when it later proves wrong.
+ * - `2026-07-28`: the modern era only: `server/discover`, then `_meta` on every request; no `initialize`.
+ * - `legacy`: the `initialize` handshake (2025-11-25 and earlier), never a probe.
+ */
+export const UPSTREAM_PROTOCOL_MODES = ['auto', '2026-07-28', 'legacy'] as const;
+export type UpstreamProtocolMode = (typeof UPSTREAM_PROTOCOL_MODES)[number];
+
 const serverCommon = {
   enabled: z.boolean().default(true),
+  /** `auto` | `2026-07-28` | `legacy`: the protocol era spoken to this server (UPSTREAM_PROTOCOL_MODES above). */
+  protocol: z.enum(UPSTREAM_PROTOCOL_MODES).default('auto'),
   /** Per-call timeout for this server; falls back to gateway.limits.callTimeoutMs. */
   timeoutMs: integer(z.number().int().positive()).optional(),
   /** Time allowed for connecting and the initialize handshake. */

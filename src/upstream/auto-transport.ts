@@ -1,5 +1,6 @@
 import { GatewayError } from '../errors/gateway-error.js';
-import type { JsonRpcMessage } from '../jsonrpc/message.js';
+import type { JsonRpcId, JsonRpcMessage } from '../jsonrpc/message.js';
+import { modernVersionOf } from './modern-era.js';
 import { SseTransport } from './sse-transport.js';
 import { StreamableHttpTransport } from './streamable-http-transport.js';
 import type { HttpTransportOptions } from './http-support.js';
@@ -13,6 +14,7 @@ const LEGACY_STATUSES = new Set([400, 404, 405]);
 /**
  * Streamable HTTP first, legacy HTTP+SSE if the first POST (the initialize request) is refused with 400, 404 or
  * 405; the initialize request is then re-sent on the SSE transport. After that choice every call is delegated.
+ * 2026-07-28 messages (the era probe) always go to Streamable HTTP and never make the choice.
  */
 export class AutoTransport implements UpstreamTransport {
   onmessage?: (message: JsonRpcMessage, context: InboundContext) => void;
@@ -52,6 +54,12 @@ export class AutoTransport implements UpstreamTransport {
   }
 
   async send(message: JsonRpcMessage, options?: SendOptions): Promise<void> {
+    // A 2026-07-28 message (the server/discover probe included) exists only on Streamable HTTP: it chooses
+    // nothing, and its refusal is the era probe's business, never a reason to try HTTP+SSE.
+    if (this.#kind !== 'sse' && modernVersionOf(message) !== undefined) {
+      if (this.#choice !== undefined) await this.#choice.catch(() => undefined);
+      return this.#inner.send(message, options);
+    }
     if (this.#choice === undefined) {
       this.#choice = this.#choose(message, options);
       return this.#choice;
@@ -63,6 +71,10 @@ export class AutoTransport implements UpstreamTransport {
       return this.send(message, options);
     }
     return this.#inner.send(message, options);
+  }
+
+  cancelRequest(id: JsonRpcId): boolean {
+    return this.#inner.cancelRequest?.(id) ?? false;
   }
 
   async close(): Promise<void> {

@@ -2,14 +2,15 @@ import { setMaxListeners } from 'node:events';
 import type { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { GatewayError } from '../errors/gateway-error.js';
-import { isNotification, isRequest, isResponse, type JsonRpcId, type JsonRpcMessage } from '../jsonrpc/message.js';
+import { isFailure, isNotification, isRequest, isResponse, type JsonRpcFailure, type JsonRpcId, type JsonRpcMessage } from '../jsonrpc/message.js';
 import type { OnBehalf, UpstreamCredentials } from '../model/upstream-credentials.js';
 import type { Logger } from '../observability/logger.js';
 import { encodeMessage, isConnectError, undeliveredError } from './delivery.js';
 import { SseParser, type SseEvent } from './sse-parser.js';
 import type { InboundContext, SendOptions, UpstreamTransport } from './transport.js';
-import { buildHeaders, closedError, deleteSession, discardBody, headerValue, httpStatusError, mediaTypeOf, type HttpTransportOptions } from './http-support.js';
+import { abortBody, buildHeaders, closedError, deleteSession, discardBody, headerValue, httpStatusError, mediaTypeOf, type HttpTransportOptions } from './http-support.js';
 import { parseEventData, pause, protocolError, pumpSse, readJsonBody, toMessages, unavailableError, withCredentials } from './http-support.js';
+import { forwardableHeaders, modernRequestHeaders, modernVersionOf } from './modern-era.js';
 
 export type StreamableHttpTransportOptions = HttpTransportOptions;
 
@@ -28,6 +29,12 @@ type StreamOpen = Readable | 'unsupported' | 'failed';
  * SEP-1699 stream resumption. Every message is a POST; responses come back as JSON or as an SSE stream whose
  * messages are delivered with the POSTed request's id as `relatedRequestId`. After `notifications/initialized`
  * a standalone GET stream carries unrelated server messages.
+ *
+ * A request whose `params._meta` declares a 2026-07-28 protocol version goes the modern way (spec 2026-07-28
+ * basic/transports/streamable-http): MCP-Protocol-Version from the body, Mcp-Method, Mcp-Name (base64 sentinel
+ * when not plain ASCII), the caller's `Mcp-Param-*`; never a session id, never resumed; a 4xx whose body is a
+ * JSON-RPC error is that request's answer (with `httpStatus` in its context), and closing its response stream is
+ * its cancellation ({@link cancelRequest}). Such requests open no GET stream and end with no DELETE.
  */
 export class StreamableHttpTransport implements UpstreamTransport {
   onmessage?: (message: JsonRpcMessage, context: InboundContext) => void;
@@ -57,6 +64,11 @@ export class StreamableHttpTransport implements UpstreamTransport {
   #standaloneOpened = false;
   /** The upstream answered 404 to the session id: nothing more is sent with it, not even the DELETE. */
   #expired = false;
+  /**
+   * 2026-07-28 requests in flight → their response stream once it is being read: cancelRequest() closes it. An id
+   * is removed when its answer came, its stream ended, or it was cancelled.
+   */
+  readonly #modern = new Map<JsonRpcId, Readable | undefined>();
 
   constructor(options: StreamableHttpTransportOptions) {
     if (!Number.isInteger(options.maxMessageBytes) || options.maxMessageBytes <= 0) {
@@ -87,6 +99,8 @@ export class StreamableHttpTransport implements UpstreamTransport {
 
   async send(message: JsonRpcMessage, options?: SendOptions): Promise<void> {
     if (this.#closing || this.#expired) throw undeliveredError(closedError(this.#server, 'transport is closed'));
+    const modernVersion = modernVersionOf(message);
+    if (modernVersion !== undefined) return this.#sendModern(message, modernVersion, options);
     const requestId = isRequest(message) ? message.id : undefined;
     const accept = 'application/json, text/event-stream';
     const { statusCode, headers, body } = await this.#request('POST', { accept, 'content-type': 'application/json' }, encodeMessage(message), options?.onBehalf);
@@ -121,6 +135,98 @@ export class StreamableHttpTransport implements UpstreamTransport {
     }
   }
 
+  cancelRequest(id: JsonRpcId): boolean {
+    if (!this.#modern.has(id)) return false;
+    const stream = this.#modern.get(id);
+    this.#modern.delete(id);
+    if (stream !== undefined) {
+      this.#streams.delete(stream);
+      stream.destroy();
+    }
+    return true;
+  }
+
+  /** One 2026-07-28 message: stateless, its headers mirrored from its body (spec 2026-07-28 §request metadata). */
+  async #sendModern(message: JsonRpcMessage, version: string, options: SendOptions | undefined): Promise<void> {
+    const requestId = isRequest(message) ? message.id : undefined;
+    const extra: Record<string, string | undefined> = {};
+    if (options?.headers !== undefined) {
+      const { kept, refused } = forwardableHeaders(options.headers);
+      if (refused.length > 0) this.#logger.warn({ server: this.#server, headers: refused }, 'headers not forwarded upstream (only Mcp-Param-* with safe values are)');
+      Object.assign(extra, kept);
+    }
+    Object.assign(extra, { accept: 'application/json, text/event-stream', 'content-type': 'application/json' }, modernRequestHeaders(message, version));
+    if (requestId !== undefined) this.#modern.set(requestId, undefined);
+    try {
+      const { statusCode, headers, body } = await this.#request('POST', extra, encodeMessage(message), options?.onBehalf, true);
+      if (statusCode < 200 || statusCode >= 300) {
+        const refusal = await this.#modernRefusal(statusCode, headers, body, requestId);
+        if (refusal === undefined || requestId === undefined) {
+          this.#logger.debug({ server: this.#server, status: statusCode }, 'upstream POST refused');
+          throw httpStatusError(this.#server, statusCode);
+        }
+        this.#deliver(refusal, requestId, statusCode);
+        return;
+      }
+      const mediaType = mediaTypeOf(headers);
+      if (statusCode === 202 || (requestId === undefined && mediaType !== 'text/event-stream')) {
+        await discardBody(body);
+      } else if (mediaType === 'text/event-stream') {
+        if (requestId !== undefined) {
+          // Cancelled while the POST was on its way: the stream is closed unread, which is the cancellation.
+          if (!this.#modern.has(requestId)) return abortBody(body);
+          this.#modern.set(requestId, body);
+        }
+        void this.#consumeRequestStream(body, requestId, false);
+        return;
+      } else if (mediaType === 'application/json') {
+        const value = await this.#guard(readJsonBody(this.#server, body, headers, this.#maxBytes));
+        for (const inbound of toMessages(this.#server, value)) this.#deliver(inbound, requestId);
+      } else {
+        await discardBody(body);
+        throw protocolError(this.#server, `unexpected content type "${mediaType}" for a request`);
+      }
+    } catch (error) {
+      if (requestId !== undefined) this.#modern.delete(requestId);
+      throw error;
+    }
+    if (requestId !== undefined) this.#modern.delete(requestId);
+  }
+
+  /**
+   * The JSON-RPC error a modern server put in the body of its 4xx, as this request's answer; undefined for a 401
+   * or 403 (invariant 6: those stay HTTP statuses), a 5xx, or a body that is no JSON-RPC error for this request.
+   * The body is read bounded either way.
+   */
+  async #modernRefusal(
+    statusCode: number,
+    headers: Dispatcher.ResponseData['headers'],
+    body: Dispatcher.ResponseData['body'],
+    requestId: JsonRpcId | undefined,
+  ): Promise<JsonRpcFailure | undefined> {
+    if (statusCode < 400 || statusCode >= 500 || statusCode === 401 || statusCode === 403 || requestId === undefined || mediaTypeOf(headers) !== 'application/json') {
+      await discardBody(body);
+      return undefined;
+    }
+    let value: unknown;
+    try {
+      value = await readJsonBody(this.#server, body, headers, Math.min(this.#maxBytes, 64 * 1024));
+    } catch {
+      abortBody(body);
+      return undefined;
+    }
+    let messages: JsonRpcMessage[];
+    try {
+      messages = toMessages(this.#server, value);
+    } catch {
+      return undefined;
+    }
+    const [only] = messages;
+    if (messages.length !== 1 || only === undefined || !isResponse(only) || !isFailure(only)) return undefined;
+    if (only.id !== null && only.id !== requestId) return undefined;
+    return { jsonrpc: '2.0', id: requestId, error: only.error };
+  }
+
   /** Aborts every body and the GET stream, ends the upstream session with DELETE, then fires onclose once. */
   close(): Promise<void> {
     return this.#shutdown(true);
@@ -146,12 +252,18 @@ export class StreamableHttpTransport implements UpstreamTransport {
     return this.#closing;
   }
 
-  #request(method: 'GET' | 'POST', extra: Record<string, string | undefined>, body?: string, onBehalf?: OnBehalf): Promise<Dispatcher.ResponseData> {
+  #request(
+    method: 'GET' | 'POST',
+    extra: Record<string, string | undefined>,
+    body?: string,
+    onBehalf?: OnBehalf,
+    modern = false,
+  ): Promise<Dispatcher.ResponseData> {
     return withCredentials(this.#credentials, onBehalf, (credential) => {
       // The DELETE at close is the upstream session's own traffic: it goes with the session's credential, never
       // with whatever the last forwarded request happened to carry.
       if (onBehalf === undefined) this.#sessionCredential = credential;
-      return this.#send(method, extra, credential, body);
+      return this.#send(method, extra, credential, body, modern);
     });
   }
 
@@ -160,8 +272,11 @@ export class StreamableHttpTransport implements UpstreamTransport {
     extra: Record<string, string | undefined>,
     credential: Readonly<Record<string, string>>,
     body: string | undefined,
+    modern: boolean,
   ): Promise<Dispatcher.ResponseData> {
-    const headers = buildHeaders(this.#headers, { ...extra, 'mcp-session-id': this.#sessionId, 'mcp-protocol-version': this.#protocolVersion }, credential);
+    // A modern request carries its own MCP-Protocol-Version and never a session id (spec 2026-07-28: no sessions).
+    const protocol = modern ? extra : { ...extra, 'mcp-session-id': this.#sessionId, 'mcp-protocol-version': this.#protocolVersion };
+    const headers = buildHeaders(this.#headers, protocol, credential);
     try {
       // No body timeout: SSE streams may legitimately idle for as long as a tool runs; close() aborts them.
       // POSTs carry no abort signal: an EventTarget listener per call is a measurable share of the hot path
@@ -193,9 +308,10 @@ export class StreamableHttpTransport implements UpstreamTransport {
     }
   }
 
-  #deliver(message: JsonRpcMessage, relatedRequestId: JsonRpcId | undefined): void {
+  #deliver(message: JsonRpcMessage, relatedRequestId: JsonRpcId | undefined, httpStatus?: number): void {
     try {
-      this.onmessage?.(message, relatedRequestId === undefined ? {} : { relatedRequestId });
+      const context = relatedRequestId === undefined ? {} : httpStatus === undefined ? { relatedRequestId } : { relatedRequestId, httpStatus };
+      this.onmessage?.(message, context);
     } catch (error) {
       // A throwing handler is a caller bug; it must not look like a broken upstream stream.
       this.#logger.error({ server: this.#server, err: error }, 'upstream message handler threw');
@@ -225,9 +341,10 @@ export class StreamableHttpTransport implements UpstreamTransport {
 
   /**
    * Reads the SSE stream of one POST. If it ends before the request's response and an event id was seen,
-   * resumes it with GET + Last-Event-ID after the server's `retry` delay (SEP-1699).
+   * resumes it with GET + Last-Event-ID after the server's `retry` delay (SEP-1699). A 2026-07-28 stream
+   * (`resumable` false) is never resumed, and one closed by cancelRequest() reports nothing.
    */
-  async #consumeRequestStream(first: Readable, requestId: JsonRpcId | undefined): Promise<void> {
+  async #consumeRequestStream(first: Readable, requestId: JsonRpcId | undefined, resumable = true): Promise<void> {
     let answered = false;
     const parser = new SseParser({
       maxEventBytes: this.#maxBytes,
@@ -242,12 +359,17 @@ export class StreamableHttpTransport implements UpstreamTransport {
         const dropped = await pumpSse(this.#server, body, parser).then(() => undefined, (error: unknown) => error);
         this.#streams.delete(body);
         if (this.#closing) return;
+        if (!resumable && requestId !== undefined) {
+          // Cancelled: the stream was closed on purpose and the request is no longer anyone's.
+          if (!this.#modern.has(requestId)) return;
+          this.#modern.delete(requestId);
+        }
         if (GatewayError.is(dropped) && dropped.code === 'MCPGATE_ERR_UPSTREAM_RESPONSE_TOO_LARGE') {
           this.#report(dropped, requestId);
           return;
         }
         if (answered || requestId === undefined) return;
-        if (parser.lastEventId === undefined) {
+        if (!resumable || parser.lastEventId === undefined) {
           this.#report(closedError(this.#server, 'ended a response stream before the response'), requestId);
           return;
         }
@@ -337,3 +459,4 @@ function lifetimeController(): AbortController {
   setMaxListeners(0, controller.signal);
   return controller;
 }
+

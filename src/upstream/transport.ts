@@ -8,6 +8,12 @@ import type { JsonRpcId, JsonRpcMessage } from '../jsonrpc/message.js';
  */
 export interface InboundContext {
   relatedRequestId?: JsonRpcId;
+  /**
+   * Streamable HTTP, a 2026-07-28 request refused with a 4xx whose body is a JSON-RPC error: that status. The
+   * error is delivered as the request's response; the status tells era detection a modern 404 + -32601 from a
+   * 200 + -32601 (upstream/modern-era.ts).
+   */
+  httpStatus?: number;
 }
 
 export interface SendOptions {
@@ -18,6 +24,12 @@ export interface SendOptions {
    * credentials for headers on its behalf. Absent for the upstream session's own traffic.
    */
   onBehalf?: OnBehalf;
+  /**
+   * Streamable HTTP, 2026-07-28 requests only: extra request headers the caller forwards (a client's
+   * `Mcp-Param-*`). Only names matching /^mcp-param-[A-Za-z0-9-]+$/i with header-safe values are sent; the
+   * protocol headers always win. Ignored by stdio and by legacy-era messages.
+   */
+  headers?: Readonly<Record<string, string>> | undefined;
 }
 
 /**
@@ -28,7 +40,8 @@ export interface SendOptions {
  * Contract:
  * - `start()` opens what must be open before the first send (spawns the child, opens the legacy SSE stream).
  *   It rejects with a GatewayError (MCPGATE_ERR_UPSTREAM_UNAVAILABLE) when that fails.
- * - `send()` resolves once the message is handed over. For HTTP it rejects with a GatewayError carrying
+ * - `send()` resolves once the message is handed over. A request whose `params._meta` declares a 2026-07-28
+ *   protocol version is sent the modern way (HTTP: MCP-Protocol-Version, Mcp-Method, Mcp-Name, no session id). For HTTP it rejects with a GatewayError carrying
  *   MCPGATE_ERR_UPSTREAM_HTTP and `data.status` when the upstream answers 4xx/5xx, so that the caller can
  *   fail the request it carried.
  * - `onmessage` receives every decoded message from the upstream, in order.
@@ -44,6 +57,12 @@ export interface UpstreamTransport {
   onmessage?: (message: JsonRpcMessage, context: InboundContext) => void;
   onerror?: (error: Error, context?: InboundContext) => void;
   onclose?: () => void;
+  /**
+   * Cancels a 2026-07-28 request the transport carries by its own means, and says whether it did: Streamable
+   * HTTP closes the request's response stream, which is the cancellation there (no notifications/cancelled).
+   * Absent or false: the client sends notifications/cancelled (stdio, and every legacy-era request).
+   */
+  cancelRequest?(id: JsonRpcId): boolean;
   /** Set by UpstreamClient after initialize; HTTP transports send it as MCP-Protocol-Version. */
   setProtocolVersion?(version: string): void;
   /** Streamable HTTP session id, once the upstream assigned one. */

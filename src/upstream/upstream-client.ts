@@ -15,12 +15,30 @@ import {
   type JsonRpcResponse,
 } from '../jsonrpc/message.js';
 import type { Logger } from '../observability/logger.js';
+import type { UpstreamProtocolMode } from '../config/schema.js';
 import { undeliveredError } from './delivery.js';
 import type { OnBehalf } from '../model/upstream-credentials.js';
+import type { EraCache } from './era-cache.js';
+import {
+  isRecognizedModernError,
+  META_CLIENT_CAPABILITIES,
+  META_CLIENT_INFO,
+  META_SERVER_INFO,
+  MODERN_PROTOCOL_VERSION,
+  MODERN_PROTOCOL_VERSIONS,
+  supportedVersionsOf,
+  withModernMeta,
+  withTraceMeta,
+  type ProtocolEra,
+} from './modern-era.js';
+import { StdioTransport } from './stdio-transport.js';
 import type { InboundContext, UpstreamTransport } from './transport.js';
 
-/** What a forwarded request came back with: the upstream's result or its JSON-RPC error, never its id. */
-export type UpstreamReply = { ok: true; result: JsonObject } | { ok: false; error: JsonRpcErrorObject };
+/**
+ * What a forwarded request came back with: the upstream's result or its JSON-RPC error, never its id. A 2026-07-28
+ * Streamable HTTP upstream may send its error in a 4xx body: `httpStatus` is then that status.
+ */
+export type UpstreamReply = { ok: true; result: JsonObject } | { ok: false; error: JsonRpcErrorObject; httpStatus?: number };
 
 /**
  * Callbacks into the layer that owns the downstream side. `C` is that layer's per-request context, handed
@@ -40,8 +58,24 @@ export interface UpstreamClientOptions<C> {
   clientInfo: { name: string; version: string };
   /** Client capabilities to declare upstream: mirrored from the downstream client. */
   capabilities: JsonObject;
+  /** The legacy revision offered in `initialize`. */
   protocolVersion: string;
   connectTimeoutMs: number;
+  /**
+   * Which era to speak (the server's config `protocol`; issue 25). `legacy`: the initialize handshake.
+   * `2026-07-28`: server/discover, then `_meta` on every request. `auto`: probe with server/discover, fall back to
+   * initialize per the spec's backward-compatibility rules. Default `legacy`.
+   */
+  protocol?: UpstreamProtocolMode;
+  /** `auto` only: where the era verdict of this upstream is kept, under its execution identity hash. */
+  eraCache?: { cache: EraCache; key: string };
+  /**
+   * `auto` over stdio: how long the server/discover probe may go unanswered before the server is taken for a
+   * legacy one (spec 2026-07-28 stdio §backward compatibility). Default min(3000, connectTimeoutMs / 2).
+   */
+  probeTimeoutMs?: number;
+  /** How probe outcomes read: HTTP statuses, or stdio's silence. Default: `stdio` for a StdioTransport, else `http`. */
+  wire?: 'stdio' | 'http';
   logger: Logger;
   handlers: UpstreamHandlers<C>;
   /** Milliseconds, for {@link UpstreamClient.idleSince}; injected so that tests control time. Default `Date.now`. */
@@ -61,6 +95,20 @@ export interface RequestOptions<C> {
   context?: C | undefined;
   /** The downstream request this one serves, whose own credentials it carries (issue 24); also a SendOptions field. */
   onBehalf?: OnBehalf | undefined;
+  /**
+   * Per-request `_meta` fields for this hop (issue 25), built by the router from the downstream request:
+   * `io.modelcontextprotocol/clientCapabilities`, `…/clientInfo`, optionally `…/logLevel`, and the W3C
+   * `traceparent`/`tracestate`/`baggage`. To a 2026-07-28 upstream they are merged into `params._meta` (keys the
+   * params already carry, such as `progressToken`, stay; the protocol version is always the client's); missing
+   * ones default to the client's own clientInfo and construction capabilities. To a legacy upstream only the
+   * trace keys are added (SEP-414).
+   */
+  meta?: JsonObject | undefined;
+  /**
+   * Extra HTTP headers for this request (a client's `Mcp-Param-*`), sent only to a 2026-07-28 Streamable HTTP
+   * upstream and only when their names match /^mcp-param-[A-Za-z0-9-]+$/i; also a SendOptions field.
+   */
+  headers?: Readonly<Record<string, string>> | undefined;
 }
 
 interface Pending<C> {
@@ -80,14 +128,30 @@ interface Pending<C> {
   cleanup: () => void;
 }
 
+/**
+ * What the gateway knows of an upstream once connected, whichever era: from the `initialize` result (legacy) or
+ * the `server/discover` result (modern, where serverInfo is `_meta["io.modelcontextprotocol/serverInfo"]`).
+ */
 export interface InitializeOutcome {
+  era: ProtocolEra;
+  /** The negotiated legacy revision, or the modern revision every request declares. */
   protocolVersion: string;
   capabilities: JsonObject;
   serverInfo: JsonObject;
   instructions: string | undefined;
+  /** Modern only: the DiscoverResult's `supportedVersions`. */
+  supportedVersions?: readonly string[];
 }
 
-const UPSTREAM_PROTOCOL_VERSIONS = new Set(['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05']);
+/** Legacy revisions the gateway speaks upstream, newest first. */
+const LEGACY_VERSIONS: readonly string[] = ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'];
+const UPSTREAM_PROTOCOL_VERSIONS = new Set(LEGACY_VERSIONS);
+
+/** Where the era probe came out (spec 2026-07-28 basic/versioning §backward compatibility). */
+type Verdict = { kind: 'modern'; result: JsonObject } | { kind: 'legacy'; version: string | undefined; why: string } | { kind: 'error'; error: GatewayError };
+
+/** Errors of an `initialize` the upstream itself refused: for a cached legacy verdict, the sign to probe again. */
+const initializeRefusals = new WeakSet<object>();
 
 /**
  * One MCP client session towards one upstream. Owns id correlation, timeouts, progress-token mapping and
@@ -106,6 +170,10 @@ export class UpstreamClient<C = unknown> {
   private nextId = 1;
   private closed = false;
   private initialized: InitializeOutcome | undefined;
+  /** Set once the upstream is known to be modern: the version every request's `_meta` declares. */
+  private modernVersion: string | undefined;
+  /** The client's own per-request fields for a modern upstream, when the caller supplies none. */
+  private readonly defaultMeta: JsonObject;
   private readonly now: () => number;
   /** When a request last started or settled, in either direction. */
   private lastActive: number;
@@ -118,6 +186,7 @@ export class UpstreamClient<C = unknown> {
     this.transport = options.transport;
     this.now = options.now ?? Date.now;
     this.lastActive = this.now();
+    this.defaultMeta = { [META_CLIENT_INFO]: options.clientInfo, [META_CLIENT_CAPABILITIES]: options.capabilities };
     this.transport.onmessage = (message, inbound) => this.dispatch(message, inbound);
     this.transport.onerror = (error, inbound) => {
       this.options.logger.warn({ server: this.serverName, err: error.message }, 'upstream transport error');
@@ -144,6 +213,11 @@ export class UpstreamClient<C = unknown> {
     return this.initialized;
   }
 
+  /** Which era this upstream speaks, once connected: `modern` (2026-07-28) or `legacy` (initialize). */
+  get era(): ProtocolEra | undefined {
+    return this.initialized?.era;
+  }
+
   /**
    * Since when this session has had nothing going on, or undefined while it is in use: a request in flight
    * either way (a call, or the upstream's sampling/elicitation request waiting on the client) or a resource
@@ -154,41 +228,23 @@ export class UpstreamClient<C = unknown> {
     return this.lastActive;
   }
 
-  /** Starts the transport and runs the initialize handshake within connectTimeoutMs. */
+  /**
+   * Starts the transport and learns the upstream's era within connectTimeoutMs: the initialize handshake
+   * (`legacy`), server/discover (`2026-07-28`), or the probe and its fallback (`auto`).
+   */
   async connect(): Promise<InitializeOutcome> {
     const { serverName, connectTimeoutMs } = this.options;
     try {
       await withTimeout(this.transport.start(), connectTimeoutMs, serverName);
-      const reply = await this.request(
-        'initialize',
-        {
-          protocolVersion: this.options.protocolVersion,
-          capabilities: this.options.capabilities,
-          clientInfo: this.options.clientInfo,
-        },
-        { timeoutMs: connectTimeoutMs },
-      );
-      if (!reply.ok) {
-        throw new GatewayError('MCPGATE_ERR_UPSTREAM_UNAVAILABLE', `server "${serverName}" refused initialize: ${reply.error.message}`, {
-          data: { server: serverName },
-        });
+      const mode = this.options.protocol ?? 'legacy';
+      if (mode === 'legacy') return await this.initialize(this.options.protocolVersion);
+      if (mode === MODERN_PROTOCOL_VERSION) {
+        const verdict = this.classify(await this.probe(connectTimeoutMs), false);
+        if (verdict.kind === 'error') throw verdict.error;
+        if (verdict.kind === 'legacy') throw this.notModernError(verdict.why);
+        return this.adoptDiscover(verdict.result);
       }
-      const result = reply.result;
-      const version = typeof result.protocolVersion === 'string' ? result.protocolVersion : '';
-      if (!UPSTREAM_PROTOCOL_VERSIONS.has(version)) {
-        throw new GatewayError('MCPGATE_ERR_UPSTREAM_PROTOCOL', `server "${serverName}" answered with unsupported protocol version "${version}"`, {
-          data: { server: serverName },
-        });
-      }
-      this.transport.setProtocolVersion?.(version);
-      this.initialized = {
-        protocolVersion: version,
-        capabilities: asObject(result.capabilities) ?? {},
-        serverInfo: asObject(result.serverInfo) ?? {},
-        instructions: typeof result.instructions === 'string' ? result.instructions : undefined,
-      };
-      await this.transport.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
-      return this.initialized;
+      return await this.negotiate();
     } catch (error) {
       await this.close();
       // An upstream that closes or goes silent before answering initialize did not start: that is its own
@@ -205,6 +261,194 @@ export class UpstreamClient<C = unknown> {
         cause: error,
       });
     }
+  }
+
+  /** The legacy handshake: initialize with `version`, then notifications/initialized. */
+  private async initialize(version: string): Promise<InitializeOutcome> {
+    const { serverName, connectTimeoutMs } = this.options;
+    const reply = await this.request(
+      'initialize',
+      { protocolVersion: version, capabilities: this.options.capabilities, clientInfo: this.options.clientInfo },
+      { timeoutMs: connectTimeoutMs },
+    );
+    if (!reply.ok) {
+      const refused = new GatewayError('MCPGATE_ERR_UPSTREAM_UNAVAILABLE', `server "${serverName}" refused initialize: ${reply.error.message}`, {
+        data: { server: serverName },
+      });
+      initializeRefusals.add(refused);
+      throw refused;
+    }
+    const result = reply.result;
+    const negotiated = typeof result.protocolVersion === 'string' ? result.protocolVersion : '';
+    if (!UPSTREAM_PROTOCOL_VERSIONS.has(negotiated)) {
+      const unsupported = new GatewayError('MCPGATE_ERR_UPSTREAM_PROTOCOL', `server "${serverName}" answered with unsupported protocol version "${negotiated}"`, {
+        data: { server: serverName },
+      });
+      initializeRefusals.add(unsupported);
+      throw unsupported;
+    }
+    this.transport.setProtocolVersion?.(negotiated);
+    this.initialized = {
+      era: 'legacy',
+      protocolVersion: negotiated,
+      capabilities: asObject(result.capabilities) ?? {},
+      serverInfo: asObject(result.serverInfo) ?? {},
+      instructions: typeof result.instructions === 'string' ? result.instructions : undefined,
+    };
+    await this.transport.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+    return this.initialized;
+  }
+
+  /**
+   * `auto`: the cached verdict of this execution identity if any (a legacy one goes straight to initialize, a
+   * modern one reuses a fresh public DiscoverResult), else the probe. A cached legacy verdict whose initialize the
+   * upstream refuses is dropped and the probe runs at once (spec: re-probe when the cached assumption fails).
+   */
+  private async negotiate(): Promise<InitializeOutcome> {
+    const cache = this.options.eraCache;
+    const cached = cache?.cache.get(cache.key);
+    if (cache !== undefined && cached?.era === 'legacy') {
+      try {
+        return await this.initialize(this.options.protocolVersion);
+      } catch (error) {
+        if (!initializeRefusals.has(error as object) && !isLegacyHttpRefusal(error)) throw error;
+        cache.cache.invalidate(cache.key);
+        this.options.logger.info({ server: this.serverName, err: (error as Error).message }, 'cached legacy era failed; probing the upstream again');
+        return this.probeAndAdopt(cache, error);
+      }
+    }
+    if (cache !== undefined && cached?.era === 'modern') {
+      const fresh = cache.cache.freshDiscover(cache.key);
+      if (fresh !== undefined) {
+        this.modernVersion = fresh.protocolVersion;
+        this.initialized = { ...fresh };
+        return this.initialized;
+      }
+    }
+    return this.probeAndAdopt(cache, undefined);
+  }
+
+  /** Probes and acts on the verdict; after a failed cached-legacy initialize, a second legacy verdict fails with that error. */
+  private async probeAndAdopt(cache: { cache: EraCache; key: string } | undefined, legacyFailure: unknown): Promise<InitializeOutcome> {
+    const wire = this.options.wire ?? (this.transport instanceof StdioTransport ? 'stdio' : 'http');
+    const timeoutMs = wire === 'stdio' ? (this.options.probeTimeoutMs ?? Math.min(3_000, Math.max(1, Math.floor(this.options.connectTimeoutMs / 2)))) : this.options.connectTimeoutMs;
+    const verdict = this.classify(await this.probe(timeoutMs, wire === 'stdio'), true);
+    if (verdict.kind === 'error') throw verdict.error;
+    if (verdict.kind === 'modern') {
+      const outcome = this.adoptDiscover(verdict.result);
+      cache?.cache.setModern(cache.key, outcome, verdict.result.ttlMs, verdict.result.cacheScope);
+      this.options.logger.info({ server: this.serverName, era: 'modern', protocolVersion: outcome.protocolVersion }, 'upstream speaks the 2026-07-28 era');
+      return outcome;
+    }
+    if (legacyFailure !== undefined) throw legacyFailure;
+    if (this.closed) {
+      // A legacy server that hung up on the probe: this connect fails, but the verdict stands, so the next one
+      // (a new child) goes straight to initialize.
+      cache?.cache.setLegacy(cache.key);
+      throw this.closedError();
+    }
+    this.options.logger.info({ server: this.serverName, era: 'legacy', reason: verdict.why }, 'upstream speaks a legacy era; using initialize');
+    const outcome = await this.initialize(verdict.version ?? this.options.protocolVersion);
+    cache?.cache.setLegacy(cache.key);
+    return outcome;
+  }
+
+  /**
+   * Sends server/discover with this client's per-request `_meta`. `quiet`: a stdio probe that goes unanswered is
+   * dropped without notifications/cancelled, since the server may be a legacy one not yet initialized.
+   */
+  private async probe(timeoutMs: number, quiet = false): Promise<{ reply: UpstreamReply } | { failure: unknown }> {
+    const params = withModernMeta(undefined, undefined, this.defaultMeta, MODERN_PROTOCOL_VERSION);
+    try {
+      return { reply: await this.exchange('server/discover', params, { timeoutMs }, quiet) };
+    } catch (failure) {
+      return { failure };
+    }
+  }
+
+  /**
+   * Reads one probe outcome (spec 2026-07-28 basic/versioning, streamable-http and stdio §backward compatibility).
+   * A DiscoverResult naming 2026-07-28 is modern. A recognized modern error is surfaced, never masked by a
+   * fallback: -32022 falls back only to a legacy version its own `supported` list names (auto), else fails naming
+   * the lists. Any other JSON-RPC error, an HTTP 4xx without a modern error body (not 401/403), or stdio's
+   * silence or hang-up means legacy when `fallback` is allowed. Anything else (network, 5xx, auth) is an error.
+   */
+  private classify(probe: { reply: UpstreamReply } | { failure: unknown }, fallback: boolean): Verdict {
+    const server = this.serverName;
+    if ('failure' in probe) {
+      const failure = probe.failure;
+      const status = GatewayError.is(failure) && failure.code === 'MCPGATE_ERR_UPSTREAM_HTTP' ? failure.data?.status : undefined;
+      if (fallback && typeof status === 'number' && status >= 400 && status < 500 && status !== 401 && status !== 403) {
+        return { kind: 'legacy', version: undefined, why: `server/discover answered HTTP ${status} without a modern error` };
+      }
+      const stdio = (this.options.wire ?? (this.transport instanceof StdioTransport ? 'stdio' : 'http')) === 'stdio';
+      if (fallback && stdio && GatewayError.is(failure) && (failure.code === 'MCPGATE_ERR_UPSTREAM_TIMEOUT' || failure.code === 'MCPGATE_ERR_UPSTREAM_CLOSED')) {
+        return { kind: 'legacy', version: undefined, why: failure.code === 'MCPGATE_ERR_UPSTREAM_TIMEOUT' ? 'server/discover went unanswered' : 'the server closed on server/discover' };
+      }
+      return { kind: 'error', error: GatewayError.is(failure) ? failure : unavailableError(server, failure) };
+    }
+    const reply = probe.reply;
+    if (reply.ok) {
+      const supported = reply.result.supportedVersions;
+      const versions = Array.isArray(supported) ? supported.filter((v): v is string => typeof v === 'string') : undefined;
+      if (versions === undefined) {
+        return fallback ? { kind: 'legacy', version: undefined, why: 'server/discover answered no DiscoverResult' } : { kind: 'error', error: this.notModernError('its server/discover result has no supportedVersions') };
+      }
+      if (versions.some((v) => MODERN_PROTOCOL_VERSIONS.includes(v))) return { kind: 'modern', result: reply.result };
+      return this.noModernVersion(versions, fallback);
+    }
+    const { error, httpStatus } = reply;
+    const wire = this.options.wire ?? (this.transport instanceof StdioTransport ? 'stdio' : 'http');
+    if (!isRecognizedModernError(error, wire === 'http' ? httpStatus : undefined)) {
+      if (fallback) return { kind: 'legacy', version: undefined, why: `server/discover answered ${error.code} (${error.message})` };
+      return { kind: 'error', error: this.notModernError(`it refused server/discover: ${error.message} (${error.code})`) };
+    }
+    if (error.code === RpcCode.UnsupportedProtocolVersion) {
+      const versions = supportedVersionsOf(error);
+      if (versions !== undefined && !versions.some((v) => MODERN_PROTOCOL_VERSIONS.includes(v))) return this.noModernVersion(versions, fallback);
+    }
+    return {
+      kind: 'error',
+      error: new GatewayError('MCPGATE_ERR_UPSTREAM_PROTOCOL', `server "${server}" speaks the 2026-07-28 era but refused server/discover: ${error.message} (${error.code})`, {
+        data: { server, upstreamError: { code: error.code, message: error.message, ...(error.data === undefined ? {} : { data: error.data }) } },
+      }),
+    };
+  }
+
+  /** The server names versions, none of them modern ones the gateway speaks: a legacy one it also speaks, or a clear failure. */
+  private noModernVersion(supported: readonly string[], fallback: boolean): Verdict {
+    const mutual = LEGACY_VERSIONS.find((version) => supported.includes(version));
+    if (fallback && mutual !== undefined) return { kind: 'legacy', version: mutual, why: `the server supports ${supported.join(', ')}` };
+    return {
+      kind: 'error',
+      error: new GatewayError(
+        'MCPGATE_ERR_UPSTREAM_PROTOCOL',
+        `server "${this.serverName}" supports protocol versions ${supported.join(', ')}; the gateway speaks ${[...MODERN_PROTOCOL_VERSIONS, ...(fallback ? LEGACY_VERSIONS : [])].join(', ')}`,
+        { data: { server: this.serverName, supported: [...supported], requested: MODERN_PROTOCOL_VERSION } },
+      ),
+    };
+  }
+
+  private notModernError(reason: string): GatewayError {
+    return new GatewayError('MCPGATE_ERR_UPSTREAM_PROTOCOL', `server "${this.serverName}" is configured for protocol 2026-07-28 but ${reason}`, {
+      data: { server: this.serverName },
+    });
+  }
+
+  /** Records a DiscoverResult as the outcome every later request is built from. */
+  private adoptDiscover(result: JsonObject): InitializeOutcome {
+    const supported = Array.isArray(result.supportedVersions) ? result.supportedVersions.filter((v): v is string => typeof v === 'string') : [];
+    const version = MODERN_PROTOCOL_VERSIONS.find((v) => supported.includes(v)) ?? MODERN_PROTOCOL_VERSION;
+    this.modernVersion = version;
+    this.initialized = {
+      era: 'modern',
+      protocolVersion: version,
+      capabilities: asObject(result.capabilities) ?? {},
+      serverInfo: asObject(asObject(result._meta)?.[META_SERVER_INFO]) ?? asObject(result.serverInfo) ?? {},
+      instructions: typeof result.instructions === 'string' ? result.instructions : undefined,
+      supportedVersions: supported,
+    };
+    return this.initialized;
   }
 
   /**
@@ -225,7 +469,7 @@ export class UpstreamClient<C = unknown> {
     });
   }
 
-  private exchange(method: string, params: JsonObject | undefined, options: RequestOptions<C>): Promise<UpstreamReply> {
+  private exchange(method: string, params: JsonObject | undefined, options: RequestOptions<C>, quiet = false): Promise<UpstreamReply> {
     if (this.closed) {
       return Promise.reject(undeliveredError(this.closedError()));
     }
@@ -242,6 +486,8 @@ export class UpstreamClient<C = unknown> {
       // The upstream sees this client's request id as the token: unique per upstream by construction.
       outParams = { ...params, _meta: { ...meta, progressToken: id } };
     }
+    if (this.modernVersion !== undefined) outParams = withModernMeta(outParams, options.meta, this.defaultMeta, this.modernVersion);
+    else if (options.meta !== undefined) outParams = withTraceMeta(outParams, options.meta);
 
     return new Promise<UpstreamReply>((resolve, reject) => {
       const unsubscribe = signal?.subscribe(() => this.abandon(id, 'Cancelled by the client', cancelledError(this.serverName)));
@@ -266,6 +512,7 @@ export class UpstreamClient<C = unknown> {
           new GatewayError('MCPGATE_ERR_UPSTREAM_TIMEOUT', `server "${this.serverName}" did not answer ${method} within ${options.timeoutMs} ms`, {
             data: { server: this.serverName, timeoutMs: options.timeoutMs },
           }),
+          !quiet,
         );
       }, options.timeoutMs);
       this.pending.set(id, entry);
@@ -284,6 +531,7 @@ export class UpstreamClient<C = unknown> {
           }
         },
         (error: unknown) => {
+          if (this.modernVersion !== undefined) this.checkModernAssumption(error, undefined);
           if (this.pending.get(id) !== entry) return;
           this.pending.delete(id);
           entry.cleanup();
@@ -306,13 +554,32 @@ export class UpstreamClient<C = unknown> {
     this.handleClose();
   }
 
-  private abandon(id: number, reason: string, error: GatewayError): void {
+  /**
+   * A modern upstream answered the way a legacy one does (a 4xx without a modern error body, or a JSON-RPC error in
+   * the -32000..-32019 range the 2026-07-28 spec leaves to legacy implementations): the cached era may be wrong,
+   * so it is dropped and the next connect of this identity probes again.
+   */
+  private checkModernAssumption(error: unknown, reply: UpstreamReply | undefined): void {
+    const cache = this.options.eraCache;
+    if (cache === undefined || cache.cache.get(cache.key)?.era !== 'modern') return;
+    const legacyShaped =
+      reply === undefined
+        ? isLegacyHttpRefusal(error)
+        : !reply.ok && reply.httpStatus !== undefined && reply.error.code <= -32000 && reply.error.code >= -32019;
+    if (!legacyShaped) return;
+    cache.cache.invalidate(cache.key);
+    this.options.logger.warn({ server: this.serverName }, 'a 2026-07-28 upstream answered like a legacy one; its era will be probed again');
+  }
+
+  private abandon(id: number, reason: string, error: GatewayError, notify = true): void {
     const entry = this.pending.get(id);
     if (entry === undefined) return;
     this.pending.delete(id);
     entry.cleanup();
     entry.reject(error);
-    if (!this.closed) {
+    // Streamable HTTP in the 2026-07-28 era cancels by closing the request's response stream.
+    if (this.modernVersion !== undefined && this.transport.cancelRequest?.(id) === true) return;
+    if (notify && !this.closed) {
       this.transport
         .send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason } }, { onBehalf: entry.onBehalf })
         .catch(() => undefined);
@@ -341,7 +608,13 @@ export class UpstreamClient<C = unknown> {
     }
     this.pending.delete(id as number);
     entry.cleanup();
-    entry.resolve(isFailure(message) ? { ok: false, error: message.error } : { ok: true, result: message.result });
+    if (!isFailure(message)) {
+      entry.resolve({ ok: true, result: message.result });
+      return;
+    }
+    const reply: UpstreamReply = inbound.httpStatus === undefined ? { ok: false, error: message.error } : { ok: false, error: message.error, httpStatus: inbound.httpStatus };
+    if (this.modernVersion !== undefined && inbound.httpStatus !== undefined) this.checkModernAssumption(undefined, reply);
+    entry.resolve(reply);
   }
 
   private contextFor(inbound: InboundContext): C | undefined {
@@ -356,6 +629,11 @@ export class UpstreamClient<C = unknown> {
   }
 
   private handleInboundRequest(request: JsonRpcRequest, inbound: InboundContext): void {
+    if (this.modernVersion !== undefined) {
+      // The 2026-07-28 era has no server→client requests (they travel in InputRequiredResult): ignored.
+      this.options.logger.warn({ server: this.serverName, method: request.method }, 'a 2026-07-28 upstream sent a request; ignored');
+      return;
+    }
     if (request.method === 'ping') {
       void this.transport.send({ jsonrpc: '2.0', id: request.id, result: {} }, { relatedRequestId: request.id }).catch(() => undefined);
       return;
@@ -460,4 +738,11 @@ async function withTimeout<T>(promise: Promise<T>, timeoutMs: number, serverName
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** An HTTP 400/404/405 without a modern error body: what a legacy server answers a modern request with. */
+function isLegacyHttpRefusal(error: unknown): boolean {
+  if (!GatewayError.is(error) || error.code !== 'MCPGATE_ERR_UPSTREAM_HTTP') return false;
+  const status = error.data?.status;
+  return status === 400 || status === 404 || status === 405;
 }

@@ -3,6 +3,7 @@ import type { UpstreamCredentials } from '../model/upstream-credentials.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { JsonObject } from '../jsonrpc/message.js';
 import type { Logger } from '../observability/logger.js';
+import { EraCache } from './era-cache.js';
 import { RestartPolicy } from './restart-policy.js';
 import { ServerGuard, type GuardSnapshot } from './server-guard.js';
 import type { UpstreamTransport } from './transport.js';
@@ -48,6 +49,11 @@ export interface UpstreamRegistryOptions {
   upstreamIdleTimeoutMs: number;
   /** Milliseconds, for idle expiry; injected so that tests control time. Default `Date.now`. */
   now?: () => number;
+  /**
+   * The era verdicts of `protocol: auto` servers, keyed by execution identity (issue 25). Default: one of the
+   * registry's own; pass one to share verdicts across registries (a reload).
+   */
+  eraCache?: EraCache;
 }
 
 /** Who an upstream session is opened for. `key` is the downstream session id; shared servers ignore it. */
@@ -99,12 +105,14 @@ export class UpstreamRegistry<C> {
    */
   private readonly sessionRestarts = new Map<string, RestartPolicy>();
   private readonly now: () => number;
+  private readonly eraCache: EraCache;
   private reaper: NodeJS.Timeout | undefined;
   readonly serverNames: readonly string[];
 
   constructor(options: UpstreamRegistryOptions) {
     this.options = options;
     this.now = options.now ?? Date.now;
+    this.eraCache = options.eraCache ?? new EraCache({ now: this.now });
     this.serverNames = Object.keys(options.servers).filter((name) => options.servers[name]?.enabled !== false);
     const since = new Date().toISOString();
     for (const [name, config] of Object.entries(options.servers)) {
@@ -300,6 +308,9 @@ export class UpstreamRegistry<C> {
         capabilities: binding.capabilities,
         protocolVersion: this.options.protocolVersion,
         connectTimeoutMs: config.connectTimeoutMs,
+        protocol: config.protocol,
+        eraCache: { cache: this.eraCache, key: this.options.identityOf?.(server) ?? `server:${server}` },
+        wire: config.transport === 'stdio' ? 'stdio' : 'http',
         logger: this.options.logger,
         now: this.now,
         handlers: {
