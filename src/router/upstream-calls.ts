@@ -5,7 +5,7 @@ import type { Logger } from '../observability/logger.js';
 import type { RequestContext } from '../pipeline/request-context.js';
 import type { DownstreamSession } from '../session/downstream-session.js';
 import { mayRetry } from '../upstream/delivery.js';
-import type { UpstreamClient, UpstreamReply } from '../upstream/upstream-client.js';
+import type { RequestOptions, UpstreamClient, UpstreamReply } from '../upstream/upstream-client.js';
 import type { UpstreamRegistry } from '../upstream/upstream-registry.js';
 import type { Advertised, AdvertisedTools } from './advertised-tools.js';
 import type { ListFetcher } from './catalog-scope.js';
@@ -69,11 +69,12 @@ export class UpstreamCalls {
       server,
       async () => {
         const client = checked ?? (await this.client(session, server, context));
-        return client.request(method, params, requestOptions).catch(async (error: unknown) => {
+        return client.request(method, params, hopOptions(client, context, requestOptions)).catch(async (error: unknown) => {
           // A checked session has no successor: nobody checked the tool on it.
           if (checked !== undefined || signal.aborted || !mayRetry(method, error)) throw error;
           this.options.registry.forget(server, session.id, client);
-          return (await this.client(session, server, context)).request(method, params, requestOptions);
+          const next = await this.client(session, server, context);
+          return next.request(method, params, hopOptions(next, context, requestOptions));
         });
       },
       signal,
@@ -173,4 +174,26 @@ export class UpstreamCalls {
       },
     });
   }
+}
+
+/**
+ * The request options for one hop: a 2026-07-28 upstream gets the downstream request's own `_meta` (its client's
+ * capabilities, info and log level; a legacy session's from its initialize) and its client's `Mcp-Param-*`
+ * headers; any upstream gets its trace context (SEP-414). A legacy hop without trace context allocates nothing.
+ */
+function hopOptions(client: UpstreamClient<CallContext>, context: RequestContext, options: RequestOptions<CallContext>): RequestOptions<CallContext> {
+  const trace = context.trace;
+  if (client.era !== 'modern' && trace?.traceparent === undefined) return options;
+  const meta: JsonObject = {};
+  if (client.era === 'modern') {
+    meta['io.modelcontextprotocol/clientCapabilities'] = context.clientCapabilities;
+    meta['io.modelcontextprotocol/clientInfo'] = context.clientInfo;
+    if (context.logLevel !== undefined) meta['io.modelcontextprotocol/logLevel'] = context.logLevel;
+  }
+  if (trace?.traceparent !== undefined) {
+    meta.traceparent = trace.traceparent;
+    if (trace.tracestate !== undefined) meta.tracestate = trace.tracestate;
+    if (trace.baggage !== undefined) meta.baggage = trace.baggage;
+  }
+  return { ...options, meta, ...(client.era === 'modern' && context.paramHeaders !== undefined ? { headers: context.paramHeaders } : {}) };
 }
