@@ -25,6 +25,7 @@ import { PermissionEngine } from './policy/permission-engine.js';
 import type { CallContext } from './router/client-bridge.js';
 import { ToolFilter } from './router/naming.js';
 import { Router } from './router/router.js';
+import { checkParamHeaders, paramHeadersOf } from './transport/modern-headers.js';
 import { RequestStateSealer } from './router/request-state.js';
 import { PrincipalBindings } from './session/principal-bindings.js';
 import { SessionManager } from './session/session-manager.js';
@@ -254,6 +255,12 @@ export function buildCore(config: GatewayConfig, logger: Logger, deps: CoreDeps)
     mrtr: gateway.mrtr,
     sealer: gateway.mrtr.stateKey === undefined ? RequestStateSealer.withRandomKey(gateway.mrtr.stateTtlMs) : new RequestStateSealer(gateway.mrtr.stateKey, gateway.mrtr.stateTtlMs),
     serverInfo: { name: gateway.name, version: VERSION },
+    instructions: gateway.instructions,
+    paramHeaders: (headers, inputSchema, args) => {
+      const annotated = paramHeadersOf(inputSchema);
+      // A tool whose annotations break the rules mirrors nothing a client could have sent correctly.
+      if (annotated.ok) checkParamHeaders(headers, args, annotated.params);
+    },
     logger,
   });
   return {

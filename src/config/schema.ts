@@ -233,6 +233,8 @@ const gatewaySchema = z.strictObject({
       maxInputResponsesBytes: integer(z.number().int().positive()).default(256 * 1024),
     })
     .prefault({}),
+  /** `instructions` of the gateway's own `server/discover` answer (2026-07-28): guidance for the client's model. */
+  instructions: z.string().min(1).max(16_384).optional(),
   /** How long an upstream's list stays cached when it sends no list_changed. */
   listCacheTtlMs: integer(z.number().int().nonnegative()).default(60_000),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

@@ -80,6 +80,11 @@ export interface RouterOptions {
   /** `gateway.limits.maxListenStreamsPerKey`: open `subscriptions/listen` streams per credential. */
   maxListenStreamsPerKey: number;
   serverInfo: { name: string; version: string };
+  /**
+   * Checks a 2026-07-28 tool call's `Mcp-Param-*` headers against its arguments for the tool's `x-mcp-header`
+   * annotations; throws MCPGATE_ERR_HEADER_MISMATCH. The transport knows the header rules, the router the tool.
+   */
+  paramHeaders?: (headers: Readonly<Record<string, string>>, inputSchema: unknown, args: unknown) => void;
   /** `instructions` of the gateway's own `server/discover` answer. */
   instructions?: string | undefined;
   logger: Logger;
@@ -393,7 +398,7 @@ export class Router {
         return this.authorize(context, state);
       case 'resolve':
         if (state.entry.family === 'fanout') return this.resolveFanout(context, state);
-        return context.era === 'modern' && MRTR_METHODS.has(context.method) ? this.resolve(context, state).then(() => this.admitRetry(context, state)) : this.resolve(context, state);
+        return context.era === 'modern' && MRTR_METHODS.has(context.method) ? this.resolve(context, state).then(() => this.modernResolved(context, state)) : this.resolve(context, state);
       case 'admit':
         return this.admit(context, state);
       case 'ingress':
@@ -568,6 +573,21 @@ export class Router {
         if (MRTR_METHODS.has(request.method)) state.response = await this.inputRequired(context, state, facts);
       }
     }
+  }
+
+  /**
+   * What a 2026-07-28 request is checked for once its server is known: a tool call's `Mcp-Param-*` headers against
+   * its arguments, for the parameters the tool's schema mirrors (`x-mcp-header`; the gateway processes the body,
+   * so it must, streamable-http §custom headers), then its retry state.
+   */
+  private modernResolved(context: RequestContext, state: CallState): void {
+    const check = this.options.paramHeaders;
+    if (check !== undefined && context.method === 'tools/call') {
+      const facts = state.facts as CallFacts & { readonly server: string };
+      const tool = this.lists.viewFor(context.binding).cachedTool(facts.server, facts.name);
+      if (tool !== undefined) check(context.paramHeaders ?? NO_PARAM_HEADERS, tool.inputSchema, state.params.arguments);
+    }
+    this.admitRetry(context, state);
   }
 
   /**
@@ -801,6 +821,8 @@ export class Router {
       : new GatewayError('MCPGATE_ERR_UNKNOWN_PROMPT', `Unknown prompt: ${name}`);
   }
 }
+
+const NO_PARAM_HEADERS: Readonly<Record<string, string>> = {};
 
 /** The requests that may answer `input_required` (basic/patterns/mrtr §supported requests). */
 const MRTR_METHODS: ReadonlySet<string> = new Set(['tools/call', 'prompts/get', 'resources/read']);
