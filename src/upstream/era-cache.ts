@@ -20,6 +20,8 @@ export interface EraVerdict {
  */
 export class EraCache {
   readonly #verdicts = new Map<string, EraVerdict>();
+  /** Probes in flight: concurrent connects of one identity wait for the first one's verdict instead of probing too. */
+  readonly #probing = new Map<string, Promise<void>>();
   readonly #now: () => number;
 
   constructor(options: { now?: () => number } = {}) {
@@ -46,6 +48,22 @@ export class EraCache {
     const verdict: EraVerdict = { era: 'modern' };
     if (ttl > 0 && cacheScope === 'public') verdict.discover = { outcome, freshUntil: this.#now() + ttl };
     this.#verdicts.set(key, verdict);
+  }
+
+  /** The probe of `key` in flight, if any: settles (never rejects) once it has a verdict or failed. */
+  probing(key: string): Promise<void> | undefined {
+    return this.#probing.get(key);
+  }
+
+  /** Marks a probe of `key` as running; the returned function ends it. */
+  beginProbe(key: string): () => void {
+    let end: () => void = () => undefined;
+    const running = new Promise<void>((resolve) => (end = resolve));
+    this.#probing.set(key, running);
+    return () => {
+      if (this.#probing.get(key) === running) this.#probing.delete(key);
+      end();
+    };
   }
 
   /** The cached assumption failed: the next connect probes again. */

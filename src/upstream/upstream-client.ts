@@ -306,7 +306,13 @@ export class UpstreamClient<C = unknown> {
    */
   private async negotiate(): Promise<InitializeOutcome> {
     const cache = this.options.eraCache;
-    const cached = cache?.cache.get(cache.key);
+    let cached = cache?.cache.get(cache.key);
+    const inFlight = cached === undefined ? cache?.cache.probing(cache.key) : undefined;
+    if (inFlight !== undefined && cache !== undefined) {
+      // Another connect of this identity is probing: its verdict serves this one too (one probe per identity).
+      await withTimeout(inFlight, this.options.connectTimeoutMs, this.serverName).catch(() => undefined);
+      cached = cache.cache.get(cache.key);
+    }
     if (cache !== undefined && cached?.era === 'legacy') {
       try {
         return await this.initialize(this.options.protocolVersion);
@@ -330,6 +336,15 @@ export class UpstreamClient<C = unknown> {
 
   /** Probes and acts on the verdict; after a failed cached-legacy initialize, a second legacy verdict fails with that error. */
   private async probeAndAdopt(cache: { cache: EraCache; key: string } | undefined, legacyFailure: unknown): Promise<InitializeOutcome> {
+    const end = cache?.cache.beginProbe(cache.key);
+    try {
+      return await this.probeOnce(cache, legacyFailure);
+    } finally {
+      end?.();
+    }
+  }
+
+  private async probeOnce(cache: { cache: EraCache; key: string } | undefined, legacyFailure: unknown): Promise<InitializeOutcome> {
     const wire = this.options.wire ?? (this.transport instanceof StdioTransport ? 'stdio' : 'http');
     const timeoutMs = wire === 'stdio' ? (this.options.probeTimeoutMs ?? Math.min(3_000, Math.max(1, Math.floor(this.options.connectTimeoutMs / 2)))) : this.options.connectTimeoutMs;
     const verdict = this.classify(await this.probe(timeoutMs, wire === 'stdio'), true);

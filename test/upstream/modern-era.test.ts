@@ -273,6 +273,17 @@ describe('protocol: auto', () => {
     assert.equal(scoped.seen.filter((s) => s.method === 'server/discover').length, 3, 'a private one is asked for again');
   });
 
+  it('concurrent connects of one identity share one probe', async () => {
+    const legacy = await startStreamableServer({ enableJsonResponse: true });
+    cleanups.push(() => legacy.close());
+    const cache = new EraCache();
+    const clients = Array.from({ length: 6 }, () => open(httpConfig(legacy.url, 'auto'), cache, 'same').client);
+    const outcomes = await Promise.all(clients.map((client) => client.connect()));
+    assert.deepEqual(new Set(outcomes.map((outcome) => outcome.era)), new Set(['legacy']));
+    assert.equal(legacy.requests.filter((r) => r.headers['mcp-method'] === 'server/discover').length, 1);
+    assert.equal(legacy.sessionIds().length, 6);
+  });
+
   it('re-probes when a cached legacy verdict fails: the server turned modern', async () => {
     const fixture = await modernHttp();
     const cache = new EraCache();
