@@ -64,6 +64,8 @@ export class UpstreamCalls {
     const checked = options.checked;
     // The options are the request's own: its CallContext and whom it acts for are the context itself.
     const requestOptions = { timeoutMs, signal, context, onBehalf: context };
+    // A 2026-07-28 client's protocol fields are its hop's, not the upstream's: the upstream client sets its own.
+    if (context.era === 'modern') params = withoutProtocolMeta(params);
     // Opening the upstream session and the exchange itself both run under the server's bulkhead and breakers.
     return this.options.registry.run(
       server,
@@ -196,4 +198,23 @@ function hopOptions(client: UpstreamClient<CallContext>, context: RequestContext
     if (trace.baggage !== undefined) meta.baggage = trace.baggage;
   }
   return { ...options, meta, ...(client.era === 'modern' && context.paramHeaders !== undefined ? { headers: context.paramHeaders } : {}) };
+}
+
+const PROTOCOL_META_PREFIX = 'io.modelcontextprotocol/';
+
+/** `params` without the per-request protocol fields of `_meta` (other keys, such as progressToken, stay). */
+function withoutProtocolMeta(params: JsonObject | undefined): JsonObject | undefined {
+  const meta = params?._meta;
+  if (params === undefined || typeof meta !== 'object' || meta === null || Array.isArray(meta)) return params;
+  const kept: JsonObject = {};
+  let stripped = false;
+  for (const [key, value] of Object.entries(meta)) {
+    if (key.startsWith(PROTOCOL_META_PREFIX)) stripped = true;
+    else kept[key] = value;
+  }
+  if (!stripped) return params;
+  const copy: JsonObject = { ...params };
+  if (Object.keys(kept).length === 0) delete copy._meta;
+  else copy._meta = kept;
+  return copy;
 }
