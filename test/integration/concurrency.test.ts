@@ -21,7 +21,8 @@ describe('many concurrent sessions', () => {
         // what keeps their answers apart. The HTTP upstream gets one upstream session per client.
         s1: stdioFixture('s1', { extra: { scope: 'shared' } }),
         s2: stdioFixture('s2', { extra: { scope: 'shared' } }),
-        h: { transport: 'http', url: http.url },
+        // Legacy pinned: the fixture counts POSTs without a session id as sessions, and an `auto` era probe is one.
+        h: { transport: 'http', url: http.url, protocol: 'legacy' },
       },
     });
   });
