@@ -82,6 +82,14 @@ describe('MCP conformance server scenarios, 2025-11-25, legacy fixture', () => {
   );
 });
 
+describe('MCP conformance server scenarios, 2025-11-25, modern fixture (a legacy client of a 2026-07-28 upstream)', () => {
+  for (const upstream of ['stdio', 'http'] as const) {
+    test(`they pass through the gateway with ${upstream === 'stdio' ? 'a stdio' : 'a Streamable HTTP'} upstream`, MODERN, () =>
+      assertHarnessPasses(['--requirements', '2025-11-25', '--fixture', 'modern', '--upstream', upstream]),
+    );
+  }
+});
+
 describe('MCP conformance server scenarios, 2026-07-28', () => {
   test('the modern fixture passes them on its own, without the gateway', MODERN, () =>
     assertHarnessPasses(['--requirements', '2026-07-28', '--fixture', 'modern', '--direct']),
