@@ -231,6 +231,13 @@ const gatewaySchema = z.strictObject({
       stateTtlMs: integer(z.number().int().positive()).default(10 * 60_000),
       maxRounds: integer(z.number().int().positive().max(100)).default(8),
       maxInputResponsesBytes: integer(z.number().int().positive()).default(256 * 1024),
+      /**
+       * How long a legacy upstream's call stays open for a 2026-07-28 client's retry after it asked the client
+       * something mid-call (the gateway holds it; its bulkhead slot stays taken), and how many such calls one
+       * replica holds at once.
+       */
+      holdMs: integer(z.number().int().positive()).default(120_000),
+      maxHeldCalls: integer(z.number().int().positive()).default(1_024),
     })
     .prefault({}),
   /** `instructions` of the gateway's own `server/discover` answer (2026-07-28): guidance for the client's model. */

@@ -1,6 +1,6 @@
 import type { InboundCredentials } from '../model/inbound-credentials.js';
 import type { OnBehalf } from '../model/upstream-credentials.js';
-import type { JsonObject, JsonRpcRequest } from '../jsonrpc/message.js';
+import type { JsonObject, JsonRpcErrorObject, JsonRpcRequest } from '../jsonrpc/message.js';
 import type { ModernMeta } from '../jsonrpc/modern-meta.js';
 import type { Caller } from '../model/caller.js';
 import type { AccessDecision } from '../policy/decision.js';
@@ -15,6 +15,14 @@ export interface TraceContext {
   readonly traceparent?: string | undefined;
   readonly tracestate?: string | undefined;
   readonly baggage?: string | undefined;
+}
+
+/**
+ * Where a 2026-07-28 request's legacy upstream puts the server→client requests it makes mid-call: they become
+ * the request's `inputRequests` (issue 25 §11). Resolves with the client's answer, as the upstream client expects.
+ */
+export interface InputHold {
+  ask(request: JsonRpcRequest): Promise<{ ok: true; result: JsonObject } | { ok: false; error: JsonRpcErrorObject }>;
 }
 
 /** What the transport learnt of one request before the router sees it. */
@@ -64,6 +72,8 @@ export class RequestContext implements OnBehalf {
   deadline: number | undefined;
   /** Set by the `authorize` step. */
   decision: AccessDecision | undefined;
+  /** A 2026-07-28 request's held legacy upstream call, while its upstream step runs; else undefined. */
+  held: InputHold | undefined;
 
   constructor(
     request: JsonRpcRequest,
@@ -92,6 +102,7 @@ export class RequestContext implements OnBehalf {
     this.startedAt = performance.now();
     this.deadline = undefined;
     this.decision = undefined;
+    this.held = undefined;
   }
 
   get method(): string {

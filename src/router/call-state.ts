@@ -1,3 +1,4 @@
+import type { HeldCall } from './held-calls.js';
 import type { CallFacts } from '../governance/call-governor.js';
 import { makeResult, type JsonObject, type JsonRpcResponse } from '../jsonrpc/message.js';
 import type { RequestContext } from '../pipeline/request-context.js';
@@ -20,6 +21,10 @@ export class CallState {
   upstreamParams: JsonObject | undefined;
   /** Multi round-trip rounds before this request (from its sealed `requestState`); 0 for a first request. */
   rounds = 0;
+  /** A 2026-07-28 retry's held legacy upstream call (held-calls.ts), taken from this replica's holds. */
+  held: HeldCall | undefined;
+  /** The answer is the gateway's own InputRequiredResult for a held call, its state already sealed. */
+  asksForHeldCall = false;
   /** `authorize`: the servers and tools the caller may reach. */
   scope: CatalogScope | undefined;
   /** `ingress` of a list: the scope with the servers the `list` policies hide left out. */

@@ -2,6 +2,7 @@ import { GatewayError } from '../errors/gateway-error.js';
 import { isFailure, isResponse, RpcCode, type JsonRpcMessage, type JsonRpcNotification, type JsonRpcRequest } from '../jsonrpc/message.js';
 import type { Logger } from '../observability/logger.js';
 import type { DownstreamSession, RequestStream } from '../session/downstream-session.js';
+import type { Era, InputHold } from '../pipeline/request-context.js';
 import type { UpstreamHandlers, UpstreamReply } from '../upstream/upstream-client.js';
 
 /**
@@ -11,6 +12,9 @@ import type { UpstreamHandlers, UpstreamReply } from '../upstream/upstream-clien
 export interface CallContext {
   readonly session: DownstreamSession | undefined;
   readonly stream: RequestStream | undefined;
+  /** Only a 2026-07-28 request's: where its upstream's mid-call requests go instead of a client stream. */
+  readonly held?: InputHold | undefined;
+  readonly era?: Era;
 }
 
 /** The capability a client must have declared before the gateway sends it each server→client request. */
@@ -50,6 +54,12 @@ export function createUpstreamHandlers(
 ): UpstreamHandlers<CallContext> {
   return {
     onRequest(request, context, signal) {
+      if (context?.era === 'modern') {
+        // 2026-07-28 has no server→client requests: the request's held call turns them into inputRequests, and
+        // a request that holds none (a list) cannot be asked anything.
+        if (context.held !== undefined) return context.held.ask(request);
+        return Promise.reject(new GatewayError('MCPGATE_ERR_NO_CLIENT_CHANNEL', `A 2026-07-28 client cannot be sent ${request.method} outside a tool call, prompt or read`));
+      }
       const session = context?.session ?? owner;
       if (session === undefined) {
         return Promise.reject(new GatewayError('MCPGATE_ERR_NO_CLIENT_CHANNEL', 'No client is connected for this request'));

@@ -4,6 +4,9 @@ import { rawJsonOf, rawResult } from '../jsonrpc/serialize.js';
 /** Results that carry caching hints (2026-07-28 server/utilities/caching §cacheable results). */
 const CACHEABLE: ReadonlySet<string> = new Set(['server/discover', 'tools/list', 'prompts/list', 'resources/list', 'resources/templates/list', 'resources/read']);
 
+/** Lists the gateway merges itself: their cached bytes never hold resultType or _meta, so hints can be spliced in. */
+const GATEWAY_LISTS: ReadonlySet<string> = new Set(['tools/list', 'prompts/list', 'resources/list', 'resources/templates/list']);
+
 export interface ModernShape {
   /** The gateway's own identity, on every result's `_meta` (basic/index §per-response fields). */
   readonly serverInfo: { readonly name: string; readonly version: string };
@@ -28,13 +31,14 @@ export function shapeModern(method: string, response: JsonRpcResponse, shape: Mo
   }
   const cacheable = CACHEABLE.has(method);
   const raw = rawJsonOf(response.result);
-  if (raw !== undefined) {
+  if (raw !== undefined && GATEWAY_LISTS.has(method)) {
     // A merged list cached as bytes: the hints go in front of its members, so the cached text is not re-parsed.
     const hints = cacheable ? `,"ttlMs":${shape.listTtlMs},"cacheScope":"private"` : '';
     const head = `{"resultType":"complete"${hints},"_meta":${JSON.stringify(metaOf(undefined, shape))}`;
     return { jsonrpc: '2.0', id: response.id, result: rawResult(raw.length > 2 ? `${head},${raw.slice(1)}` : `${head}}`) };
   }
-  const result: JsonObject = { ...response.result };
+  // An upstream's result kept as bytes (the egress step's) may hold resultType and _meta itself: read it.
+  const result: JsonObject = raw === undefined ? { ...response.result } : (JSON.parse(raw) as JsonObject);
   const type = typeof result.resultType === 'string' ? result.resultType : 'complete';
   result.resultType = type;
   if (cacheable && type === 'complete') {

@@ -42,6 +42,7 @@ import { METHODS, MODERN_ONLY } from './method-table.js';
 import { shapeModern, type ModernShape } from './modern-results.js';
 import { discoverCapabilities } from './discover.js';
 import type { RequestStateSealer } from './request-state.js';
+import { HeldCall, HeldCalls, type HeldOutcome } from './held-calls.js';
 import { answerInputRequests, checkInputResponses } from './input-requests.js';
 import { ListenStreams, readListenFilter, tagged, type ListenFilter } from './listen-streams.js';
 import { UpstreamCalls } from './upstream-calls.js';
@@ -74,7 +75,7 @@ export interface RouterOptions {
   callTimeoutMs: number;
   listCacheTtlMs: number;
   /** Multi round-trip requests (issue 25 §10, §11). */
-  mrtr: { readonly maxRounds: number; readonly maxInputResponsesBytes: number };
+  mrtr: { readonly maxRounds: number; readonly maxInputResponsesBytes: number; readonly holdMs: number; readonly maxHeldCalls: number };
   /** Seals the `requestState` handed to 2026-07-28 clients; one key for every replica. */
   sealer: RequestStateSealer;
   /** `gateway.limits.maxListenStreamsPerKey`: open `subscriptions/listen` streams per credential. */
@@ -126,12 +127,14 @@ export class Router {
   private readonly listenStreams: ListenStreams;
   private readonly listenEnds = new Set<() => void>();
   private readonly sealer: RequestStateSealer;
+  private readonly heldCalls: HeldCalls;
 
   constructor(options: RouterOptions) {
     this.options = options;
     this.modernShape = { serverInfo: options.serverInfo, listTtlMs: options.listCacheTtlMs };
     this.listenStreams = new ListenStreams(options.maxListenStreamsPerKey);
     this.sealer = options.sealer;
+    this.heldCalls = new HeldCalls(options.mrtr.holdMs, options.mrtr.maxHeldCalls);
     this.lists = new ListViews({
       filters: options.filters,
       // Lists reached with the caller's own credential are that caller's alone (issue 6).
@@ -226,7 +229,9 @@ export class Router {
       // updates) goes to its principal's listen streams.
       opened.channel = {
         send: (message) => {
-          if ('method' in message && !('id' in message)) this.listenStreams.resourceUpdated(opened.id, message);
+          // A request (an upstream's sampling or elicitation no request context claims) has nobody to answer it.
+          if (!('method' in message) || 'id' in message) return false;
+          this.listenStreams.resourceUpdated(opened.id, message);
           return true;
         },
       };
@@ -569,7 +574,10 @@ export class Router {
         const facts = state.facts as CallFacts & { readonly server: string };
         if (request.method === 'resources/subscribe') session.subscribe(state.params.uri as string);
         if (request.method === 'resources/unsubscribe') session.unsubscribe(state.params.uri as string);
-        state.response = await this.forward(context, facts.server, state.upstreamParams ?? state.params, state.checked);
+        state.response =
+          context.era === 'modern' && MRTR_METHODS.has(request.method)
+            ? await this.heldCall(context, state, facts)
+            : await this.forward(context, facts.server, state.upstreamParams ?? state.params, state.checked);
         if (MRTR_METHODS.has(request.method)) state.response = await this.inputRequired(context, state, facts);
       }
     }
@@ -608,10 +616,78 @@ export class Router {
       });
     }
     state.rounds = sealed.rounds;
+    if (sealed.held !== undefined) {
+      // A held legacy upstream call lives on the replica that made it (docs/decisions/0018).
+      if (sealed.held.replica !== this.heldCalls.replica) {
+        throw new GatewayError('MCPGATE_ERR_HELD_CALL_ELSEWHERE', 'Invalid params: the call this requestState continues is held by another gateway replica; send the retry there, or start again without requestState', {
+          data: { replica: sealed.held.replica },
+        });
+      }
+      const held = this.heldCalls.take(sealed.held.id);
+      if (held === undefined) {
+        throw new GatewayError('MCPGATE_ERR_HELD_CALL_ELSEWHERE', 'Invalid params: the call this requestState continues has ended (answered, expired or already retried); start again without requestState', {
+          data: { replica: this.heldCalls.replica },
+        });
+      }
+      state.held = held;
+      return;
+    }
     const upstreamParams: JsonObject = { ...(state.upstreamParams ?? params) };
     if (sealed.upstreamState === undefined) delete upstreamParams.requestState;
     else upstreamParams.requestState = sealed.upstreamState;
     state.upstreamParams = upstreamParams;
+  }
+
+  /**
+   * A 2026-07-28 client's tool call, prompt or read. Its upstream exchange is followed by a {@link HeldCall}: a
+   * legacy upstream's mid-call sampling, elicitation or roots request ends this request with an
+   * `InputRequiredResult` whose sealed state names the call, which stays open upstream (bounded by
+   * `gateway.mrtr.holdMs`) until the client's retry answers it. A retry continues the call it names instead of
+   * starting another; the upstream's answer is the answer of whichever request is waiting when it comes.
+   */
+  private async heldCall(context: RequestContext, state: CallState, facts: CallFacts & { readonly server: string }): Promise<JsonRpcResponse> {
+    let held = state.held;
+    let outcome: HeldOutcome;
+    if (held === undefined) {
+      held = new HeldCall(facts.server, context.clientCapabilities);
+      context.held = held;
+      context.deadline = context.startedAt + this.upstreams.timeoutFor(facts.server);
+      held.start(this.upstreams.request(context, facts.server, context.method, state.upstreamParams ?? state.params, { checked: state.checked }));
+      outcome = await held.next();
+    } else {
+      held.answer(state.params.inputResponses);
+      const waiting = held;
+      // The upstream exchange listens to the first request's signal; a retry's own is free to end the wait.
+      outcome = await new Promise<HeldOutcome>((resolve) => {
+        const unsubscribe = context.signal.subscribe(() => {
+          waiting.abandon('the client cancelled the request');
+          resolve({ kind: 'error', error: new GatewayError('MCPGATE_ERR_CANCELLED', 'Request cancelled') });
+        });
+        void waiting.next().then((next) => {
+          unsubscribe();
+          resolve(next);
+        });
+      });
+    }
+    if (outcome.kind === 'error') throw outcome.error;
+    if (outcome.kind === 'reply') return toResponse(context.request, outcome.reply);
+    this.heldCalls.park(held);
+    state.asksForHeldCall = true;
+    const requestState = this.sealer.seal({
+      server: facts.server,
+      upstreamState: undefined,
+      principal: context.caller?.keyId ?? '',
+      method: context.method,
+      name: facts.exposed,
+      rounds: state.rounds + 1,
+      held: { id: held.id, replica: this.heldCalls.replica },
+    });
+    return makeResult(context.request.id, { resultType: 'input_required', inputRequests: held.inputRequests(), requestState });
+  }
+
+  /** Abandons every held call, at shutdown: their upstreams are told the client will not answer. */
+  endHeldCalls(): void {
+    this.heldCalls.closeAll();
   }
 
   /**
@@ -621,6 +697,8 @@ export class Router {
    */
   private async inputRequired(context: RequestContext, state: CallState, facts: CallFacts & { readonly server: string }): Promise<JsonRpcResponse> {
     let response = state.response as JsonRpcResponse;
+    // A held call's InputRequiredResult is the gateway's own, already sealed (heldCall).
+    if (state.asksForHeldCall) return response;
     for (let round = state.rounds; ; round += 1) {
       if (!('result' in response) || response.result.resultType !== 'input_required') return response;
       const result = response.result;

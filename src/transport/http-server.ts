@@ -148,6 +148,7 @@ export class GatewayHttpServer {
     this.legacy.closeAll();
     this.streamable.closeStreams();
     this.options.router.endListenStreams();
+    this.options.router.endHeldCalls();
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     if (graceMs > 0) {
       // A keep-alive connection goes idle once its answer is sent; closing idle ones as they appear lets the
