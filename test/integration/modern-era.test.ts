@@ -141,6 +141,40 @@ describe('2026-07-28 requests beside legacy sessions on one endpoint (issue 25 ย
   });
 });
 
+describe('a legacy upstream asks a 2026-07-28 client mid-call: the call is held (issue 25 ยง11)', () => {
+  const sampling = { 'io.modelcontextprotocol/clientCapabilities': { sampling: {} } };
+
+  function call(extra: Record<string, unknown>, id: number, capabilities: Record<string, unknown> = sampling): Promise<RawResponse> {
+    return modern({ id, method: 'tools/call', params: { name: 'fx__sample', arguments: { prompt: 'capital of France?' }, _meta: meta(capabilities), ...extra } });
+  }
+
+  it('InputRequiredResult with the sampling request, the retry answers the held call, a replay of the state is refused', async () => {
+    const first = await call({}, 11);
+    const asked = first.json().result as { resultType: string; inputRequests: Record<string, { method: string }>; requestState: string };
+    assert.equal(asked.resultType, 'input_required', first.body);
+    const [key, request] = Object.entries(asked.inputRequests)[0] ?? [];
+    assert.equal(request?.method, 'sampling/createMessage');
+    assert.match(asked.requestState, /^mg1\./);
+    const callsBefore = upstreamCalls();
+    const answer = { role: 'assistant', content: { type: 'text', text: 'Paris' }, model: 'm', stopReason: 'endTurn' };
+    const retry = await call({ requestState: asked.requestState, inputResponses: { [key as string]: answer } }, 12);
+    const done = retry.json().result as { resultType: string; content: Array<{ text: string }> };
+    assert.equal(done.resultType, 'complete', retry.body);
+    assert.match(done.content[0]?.text ?? '', /Paris/);
+    assert.equal(upstreamCalls(), callsBefore, 'the retry continued the held call; it started no second upstream call');
+    const replay = await call({ requestState: asked.requestState, inputResponses: { [key as string]: answer } }, 13);
+    assert.equal(errorOf(replay).data?.code, 'MCPGATE_ERR_HELD_CALL_ELSEWHERE', replay.body);
+  });
+
+  it('a client that did not declare sampling: HTTP 400, -32021 with data.requiredCapabilities', async () => {
+    const response = await call({}, 14, { 'io.modelcontextprotocol/clientCapabilities': {} });
+    assert.equal(response.status, 400, response.body);
+    const error = errorOf(response) as { code: number; data?: { requiredCapabilities?: unknown } };
+    assert.equal(error.code, -32021);
+    assert.deepEqual(error.data?.requiredCapabilities, { sampling: {} });
+  });
+});
+
 describe('bad 2026-07-28 input gets the error the specification names, and reaches no upstream (issue 25 tests)', () => {
   it('Mcp-Name differs from params.name: 400, -32020', () =>
     refusedBeforeUpstream({ method: 'tools/call', params: { name: 'fx__echo', arguments: {} }, headers: { 'mcp-name': 'fx__whoami' } }, { status: 400, rpc: -32020 }));
