@@ -289,14 +289,10 @@ describe('2026-07-28 clients need no sticky routing: two replicas, one state key
     assert.equal(upstreamCalls('test_input_required_result_multi_round'), 3, 'C forwarded a call whose state it could not open');
   });
 
-  // Found while writing this test: a modern upstream's result reaches the client with the gateway's
-  // `{"resultType":"complete","_meta":{…serverInfo: mcpgate…}` spliced in front of the upstream's own members
-  // (src/router/modern-results.ts, the raw-bytes branch of shapeModern), so `resultType` and `_meta` appear twice.
-  // JSON.parse keeps the last of each: the upstream's serverInfo, not the gateway's; a parser that keeps the first
-  // reads an InputRequiredResult as "complete". A todo until the gateway is fixed: it runs, and does not fail the run.
+  // A modern upstream's result once reached the client with the gateway's resultType and _meta spliced in front of
+  // the upstream's own (shapeModern's raw-bytes branch): each key twice, and JSON.parse kept the upstream's.
   it(
     'a modern upstream’s tools/call result names the gateway as serverInfo, with each key once',
-    { todo: 'gateway splices its resultType/_meta in front of the upstream result: duplicate keys, upstream serverInfo wins' },
     async () => {
       for (const [gateway, name] of [
         [b, 'fx__test_simple_text'],
