@@ -72,6 +72,8 @@ export function createUpstreamHandlers(
         events.onListChanged(server, method);
         return;
       }
+      // An upstream listen stream's own acknowledgement: the gateway acknowledged its client's stream itself.
+      if (method === 'notifications/subscriptions/acknowledged') return;
       if (method === 'notifications/resources/updated') {
         events.onResourceUpdated(notification, context?.session ?? owner);
         return;

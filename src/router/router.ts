@@ -281,10 +281,17 @@ export class Router {
     const filter = readListenFilter(context.request.params ?? {}, MAX_LISTEN_URIS);
     const has = (feature: string): boolean => feature in capabilities;
     const uris: string[] = [];
+    // URIs of 2026-07-28 upstreams are subscribed to on those upstreams' own listen streams, below.
+    const modernUris = new Map<string, string[]>();
     if (has('resources')) {
       for (const uri of filter.resourceSubscriptions) {
         try {
           const owner = await this.resourceOwner(context.binding, context, uri, scope);
+          if (this.upstreams.eraOf(context, owner) === 'modern') {
+            modernUris.set(owner, [...(modernUris.get(owner) ?? []), uri]);
+            uris.push(uri);
+            continue;
+          }
           const reply = await this.upstreams.request(context, owner, 'resources/subscribe', { uri });
           if (reply.ok) uris.push(uri);
         } catch (error) {
@@ -299,6 +306,7 @@ export class Router {
       resourceSubscriptions: uris,
     };
     const close = this.listenStreams.open({ id, owner: context.binding.id, filter: acknowledged, servers: new Set(scope.servers), stream });
+    const upstreamListens = this.listenUpstream(context, scope, acknowledged, modernUris);
     try {
       const notifications: JsonObject = {};
       for (const [key, value] of Object.entries(acknowledged)) if (value === true || (Array.isArray(value) && value.length > 0)) notifications[key] = value;
@@ -311,9 +319,38 @@ export class Router {
       });
     } finally {
       close();
+      for (const upstream of upstreamListens) upstream.abort();
     }
     if (context.signal.aborted) throw new GatewayError('MCPGATE_ERR_CANCELLED', 'Request cancelled');
     return makeResult(id, { _meta: { 'io.modelcontextprotocol/subscriptionId': id } });
+  }
+
+  /**
+   * The upstream side of a listen stream: a 2026-07-28 upstream sends changes only on a listen stream of its own,
+   * so each one the caller may use gets one, with the part of the filter it can serve. Legacy upstreams need none:
+   * their list changes come on their sessions' streams. Returns the scopes that end them.
+   */
+  private listenUpstream(context: RequestContext, scope: CatalogScope, filter: ListenFilter, uris: ReadonlyMap<string, string[]>): CancelScope[] {
+    const scopes: CancelScope[] = [];
+    for (const server of scope.servers) {
+      if (this.upstreams.eraOf(context, server) !== 'modern') continue;
+      const notifications: JsonObject = {};
+      if (filter.toolsListChanged) notifications.toolsListChanged = true;
+      if (filter.promptsListChanged) notifications.promptsListChanged = true;
+      if (filter.resourcesListChanged) notifications.resourcesListChanged = true;
+      const owned = uris.get(server);
+      if (owned !== undefined) notifications.resourceSubscriptions = owned;
+      if (Object.keys(notifications).length === 0) continue;
+      const upstream = new CancelScope();
+      scopes.push(upstream);
+      this.upstreams.listen(context, server, notifications, upstream).then(
+        () => this.options.logger.debug({ server }, 'upstream listen stream ended'),
+        (error: unknown) => {
+          if (!upstream.aborted) this.options.logger.warn({ server, err: errorMessage(error) }, 'upstream listen stream failed');
+        },
+      );
+    }
+    return scopes;
   }
 
   /** Ends every `subscriptions/listen` stream with its result (the spec's graceful closure), at shutdown. */

@@ -4,6 +4,7 @@ import type { JsonObject } from '../jsonrpc/message.js';
 import type { Logger } from '../observability/logger.js';
 import type { RequestContext } from '../pipeline/request-context.js';
 import type { DownstreamSession } from '../session/downstream-session.js';
+import type { CancelScope } from '../session/cancel-scope.js';
 import { mayRetry } from '../upstream/delivery.js';
 import type { RequestOptions, UpstreamClient, UpstreamReply } from '../upstream/upstream-client.js';
 import type { UpstreamRegistry } from '../upstream/upstream-registry.js';
@@ -82,6 +83,24 @@ export class UpstreamCalls {
       signal,
       session.owner ?? session.id,
     );
+  }
+
+  /**
+   * A `subscriptions/listen` of the binding's session with a 2026-07-28 upstream, open until `signal` ends it or the
+   * upstream closes it (issue 25 §6): what it sends arrives as notifications of the request (client-bridge.ts),
+   * list changes for every view, resource updates for the binding. Only opening the upstream session takes a
+   * bulkhead slot: a stream that stays open would otherwise hold one for its life.
+   */
+  async listen(context: RequestContext, server: string, notifications: JsonObject, signal: CancelScope): Promise<UpstreamReply> {
+    const session = context.binding;
+    const client = await this.options.registry.run(server, () => this.client(session, server, context), context.signal);
+    const options: RequestOptions<CallContext> = { timeoutMs: LISTEN_TIMEOUT_MS, signal, context, onBehalf: context };
+    return client.request('subscriptions/listen', { notifications }, hopOptions(client, context, options));
+  }
+
+  /** The era of the binding's open session with `server`, if one is open. */
+  eraOf(context: RequestContext, server: string): 'legacy' | 'modern' | undefined {
+    return this.options.registry.peek(server, context.binding.id)?.era;
   }
 
   /**
@@ -201,6 +220,9 @@ function hopOptions(client: UpstreamClient<CallContext>, context: RequestContext
 }
 
 const PROTOCOL_META_PREFIX = 'io.modelcontextprotocol/';
+
+/** An upstream listen stream has no deadline: the longest timer Node keeps (about 24.8 days). */
+const LISTEN_TIMEOUT_MS = 2_147_483_647;
 
 /** `params` without the per-request protocol fields of `_meta` (other keys, such as progressToken, stay). */
 function withoutProtocolMeta(params: JsonObject | undefined): JsonObject | undefined {
