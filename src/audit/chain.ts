@@ -1,5 +1,6 @@
 import type { AuditRecordRow } from '../store/audit-chain-store.js';
 import { canonicalJson } from '../util/canonical-json.js';
+import { isTraceId } from './trace-id.js';
 import {
   AUDIT_DECISIONS,
   AUDIT_EVIDENCE,
@@ -40,7 +41,7 @@ export interface BrokenLink {
 const HEX64 = /^[0-9a-f]{64}$/;
 const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const KNOWN = new Set<string>([...BODY_FIELDS, 'hash']);
-const OPTIONAL_TEXT = ['reason', 'keyId', 'userId', 'teamId', 'orgId', 'agentId', 'sessionId', 'server', 'tool', 'exposed'] as const;
+const OPTIONAL_TEXT = ['reason', 'keyId', 'userId', 'teamId', 'orgId', 'agentId', 'sessionId', 'clientName', 'clientVersion', 'server', 'tool', 'exposed'] as const;
 
 /** The row of a record: the store keeps the captured arguments as their canonical JSON text. */
 export function toRow(record: StoredAuditRecord): AuditRecordRow {
@@ -61,6 +62,7 @@ export function checkBody(value: Record<string, unknown>): string | undefined {
   if (!(AUDIT_DECISIONS as readonly unknown[]).includes(decision)) return `unknown decision ${JSON.stringify(decision)}`;
   if (evidence !== undefined && !(AUDIT_EVIDENCE as readonly unknown[]).includes(evidence)) return `unknown evidence ${JSON.stringify(evidence)}`;
   for (const field of OPTIONAL_TEXT) if (value[field] !== undefined && typeof value[field] !== 'string') return `${field} is not a string`;
+  if (value.traceId !== undefined && !isTraceId(value.traceId)) return 'traceId is not 32 hex characters (not all zeros)';
   for (const field of ['argsHash', 'resultHash'] as const) {
     if (value[field] !== undefined && (typeof value[field] !== 'string' || !HEX64.test(value[field]))) return `${field} is not 64 hex characters`;
   }

@@ -6,10 +6,12 @@ import {
   AUDIT_EVIDENCE,
   AUDIT_KINDS,
   argumentsHash,
+  MAX_CLIENT_TEXT,
   type AuditInput,
   type AuditRecordFields,
 } from './record.js';
 import { errorMessage } from '../errors/error-message.js';
+import { isTraceId } from './trace-id.js';
 
 /**
  * An append's input made ready for the chain, before it gets a seq: checked, redacted, hashed and bounded.
@@ -57,6 +59,36 @@ function reasonOf(value: unknown): string | undefined {
   // Cut only after redacting, so a cut can never leave half a token the patterns no longer recognise.
   const clean = storable(redactText(value), MAX_REASON);
   return clean === '' ? undefined : clean;
+}
+
+/**
+ * `clientInfo.name` or `.version`: text the client chose, so treated as `reason` is (credentials it may hold
+ * redacted, then cut, so a cut never leaves half a token the patterns no longer recognise). A value that is not a
+ * string is left out rather than refused: the client, not the caller, sent it, and the record must exist.
+ */
+function clientText(value: unknown): string | undefined {
+  if (typeof value !== 'string') return undefined;
+  // A client sends the same name and version with every request: the last few are remembered, not scanned again.
+  const known = clientTexts.get(value);
+  if (known !== undefined || clientTexts.has(value)) return known;
+  const clean = storable(redactText(value), MAX_CLIENT_TEXT);
+  const kept = clean === '' ? undefined : clean;
+  // Only short values are remembered, so the cache stays small whatever clients send.
+  if (value.length <= MAX_CLIENT_TEXT) {
+    if (clientTexts.size >= MAX_CLIENT_TEXTS) clientTexts.clear();
+    clientTexts.set(value, kept);
+  }
+  return kept;
+}
+
+/** Recent client names and versions with their stored form. */
+const clientTexts = new Map<string, string | undefined>();
+const MAX_CLIENT_TEXTS = 64;
+
+function traceIdField(value: unknown): string | undefined {
+  if (value === undefined) return undefined;
+  if (!isTraceId(value)) throw bad('traceId must be 32 lowercase hex characters, not all zeros (see traceIdOf)');
+  return value;
 }
 
 function hex(value: unknown, what: string): string | undefined {
@@ -121,6 +153,11 @@ export function prepareRecord(input: AuditInput, options: { readonly captureArgu
   set('orgId', name(principal.orgId, 'principal.orgId'));
   set('agentId', name(principal.agentId, 'principal.agentId'));
   set('sessionId', name(input.sessionId, 'sessionId'));
+  const client: unknown = input.client;
+  if (client !== undefined && (typeof client !== 'object' || client === null)) throw bad('client must be an object');
+  set('clientName', clientText(input.client?.name));
+  set('clientVersion', clientText(input.client?.version));
+  set('traceId', traceIdField(input.traceId));
   set('server', name(input.server, 'server'));
   set('tool', name(input.tool, 'tool'));
   set('exposed', name(input.exposed, 'exposed'));

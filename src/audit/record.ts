@@ -58,6 +58,15 @@ export interface AuditPrincipal {
   readonly agentId?: string;
 }
 
+/** A client's self-description (`clientInfo.name`, `clientInfo.version`), as a request reported it. */
+export interface AuditClient {
+  readonly name?: string | undefined;
+  readonly version?: string | undefined;
+}
+
+/** Longest `clientName` or `clientVersion` kept; a longer one is cut (ending in `…`), never refused. */
+export const MAX_CLIENT_TEXT = 256;
+
 /** What a caller hands to `AuditLog.append`. */
 export interface AuditInput {
   readonly kind: AuditKind;
@@ -65,7 +74,16 @@ export interface AuditInput {
   /** Redacted (`redactText`) before it is stored. */
   readonly reason?: string;
   readonly principal?: AuditPrincipal;
+  /** Undefined for a 2026-07-28 request, which has no session. */
   readonly sessionId?: string;
+  /**
+   * The client's self-reported `clientInfo` (issue 25 §12): from the request's `_meta` in 2026-07-28, from
+   * `initialize` in a legacy session. Attacker-controlled text: redacted (`redactText`) and cut to
+   * {@link MAX_CLIENT_TEXT} characters before it is stored, as `clientName` and `clientVersion`.
+   */
+  readonly client?: AuditClient;
+  /** The W3C trace id (32 lowercase hex, not all zeros) of the request's `traceparent`: see `traceIdOf`. */
+  readonly traceId?: string;
   /** The server the name resolved to; absent when it resolved to none (an unknown name). */
   readonly server?: string;
   /** The upstream's own tool or prompt name (after undoing the prefix and any rename), or the resource URI. */
@@ -99,6 +117,12 @@ export interface AuditRecordFields {
   readonly orgId?: string;
   readonly agentId?: string;
   readonly sessionId?: string;
+  /** The client's `clientInfo.name`, redacted and cut to {@link MAX_CLIENT_TEXT} (issue 25 §12). */
+  readonly clientName?: string;
+  /** The client's `clientInfo.version`, redacted and cut to {@link MAX_CLIENT_TEXT}. */
+  readonly clientVersion?: string;
+  /** The request's W3C trace id: 32 lowercase hex characters, never all zeros. */
+  readonly traceId?: string;
   readonly server?: string;
   readonly tool?: string;
   readonly exposed?: string;
@@ -170,15 +194,18 @@ export function hashRecordBody(body: AuditRecordBody): string {
 /**
  * `canonicalJson` of a body without the generic walk: the keys are known, so they are written in their sorted
  * order, in the common case by one `JSON.stringify`; keys outside {@link BODY_FIELDS} (a record's `hash`) are
- * not written. For what `recordBody` builds and `checkBody` admits, this is `canonicalJson(body)`;
+ * not written. Issue 25 §12 added `clientName` and `clientVersion` between `chainId` and `decision`, and `traceId`
+ * between `tool` and `userId`, where canonical JSON sorts them; each is written only when present, so a body
+ * without them is the same text, and has the same hash, as before. For what `recordBody` builds and `checkBody` admits, this is `canonicalJson(body)`;
  * given a record, it is the canonical JSON of its body. Runs once per audit record on the event loop.
  */
 export function canonicalBody(body: AuditRecordBody | Omit<StoredAuditRecord, 'hash'>): string {
   const b = body as unknown as Record<(typeof BODY_FIELDS)[number], unknown>;
   if (
-    flat(b.agentId) && flat(b.args) && flat(b.argsHash) && flat(b.chainId) && flat(b.decision) && flat(b.evidence) && flat(b.exposed) && flat(b.keyId) &&
-    flat(b.kind) && flat(b.latencyMs) && flat(b.orgId) && flat(b.prevHash) && flat(b.reason) && flat(b.resultBytes) && flat(b.resultHash) &&
-    flat(b.seq) && flat(b.server) && flat(b.sessionId) && flat(b.teamId) && flat(b.time) && flat(b.tool) && flat(b.userId)
+    flat(b.agentId) && flat(b.args) && flat(b.argsHash) && flat(b.chainId) && flat(b.clientName) && flat(b.clientVersion) && flat(b.decision) &&
+    flat(b.evidence) && flat(b.exposed) && flat(b.keyId) && flat(b.kind) && flat(b.latencyMs) && flat(b.orgId) && flat(b.prevHash) && flat(b.reason) &&
+    flat(b.resultBytes) && flat(b.resultHash) && flat(b.seq) && flat(b.server) && flat(b.sessionId) && flat(b.teamId) && flat(b.time) && flat(b.tool) &&
+    flat(b.traceId) && flat(b.userId)
   ) {
     // Every value is written by JSON.stringify exactly as canonicalJson writes it, and JSON.stringify leaves out
     // undefined members: one call over an object of one fixed shape, its keys in canonical order.
@@ -187,6 +214,8 @@ export function canonicalBody(body: AuditRecordBody | Omit<StoredAuditRecord, 'h
       args: b.args,
       argsHash: b.argsHash,
       chainId: b.chainId,
+      clientName: b.clientName,
+      clientVersion: b.clientVersion,
       decision: b.decision,
       evidence: b.evidence,
       exposed: b.exposed,
@@ -204,6 +233,7 @@ export function canonicalBody(body: AuditRecordBody | Omit<StoredAuditRecord, 'h
       teamId: b.teamId,
       time: b.time instanceof Date ? isoTime(b.time) : b.time,
       tool: b.tool,
+      traceId: b.traceId,
       userId: b.userId,
     });
   }
@@ -213,6 +243,8 @@ export function canonicalBody(body: AuditRecordBody | Omit<StoredAuditRecord, 'h
     member('"args":', b.args) +
     member('"argsHash":', b.argsHash) +
     member('"chainId":', b.chainId) +
+    member('"clientName":', b.clientName) +
+    member('"clientVersion":', b.clientVersion) +
     member('"decision":', b.decision) +
     member('"evidence":', b.evidence) +
     member('"exposed":', b.exposed) +
@@ -230,6 +262,7 @@ export function canonicalBody(body: AuditRecordBody | Omit<StoredAuditRecord, 'h
     member('"teamId":', b.teamId) +
     member('"time":', b.time) +
     member('"tool":', b.tool) +
+    member('"traceId":', b.traceId) +
     member('"userId":', b.userId);
   return `{${text.slice(1)}}`;
 }
@@ -283,6 +316,9 @@ export const BODY_FIELDS = [
   'orgId',
   'agentId',
   'sessionId',
+  'clientName',
+  'clientVersion',
+  'traceId',
   'server',
   'tool',
   'exposed',

@@ -1,4 +1,4 @@
-import type { AuditDecision, AuditInput, AuditKind, AuditPrincipal } from '../audit/record.js';
+import type { AuditClient, AuditDecision, AuditInput, AuditKind, AuditPrincipal } from '../audit/record.js';
 import { argumentsHash, isCallRecord, isDenialRecord, sha256Hex } from '../audit/record.js';
 import type { AuditLog } from '../audit/audit-log.js';
 import type { CedarAction } from '../cedar/request.js';
@@ -15,6 +15,10 @@ import type { Logger } from '../observability/logger.js';
 import type { Caller } from '../model/caller.js';
 import { evidenceOf, type UpstreamEvidence } from './evidence.js';
 import { errorMessage } from '../errors/error-message.js';
+import { isTraceId } from '../audit/trace-id.js';
+
+/** For the router: a request's `traceparent` to the record's `traceId` (undefined unless a valid version-00 one). */
+export { traceIdOf } from '../audit/trace-id.js';
 
 const MAX_COUNTED_SESSIONS = 100_000;
 
@@ -52,10 +56,30 @@ export interface CallFacts {
   /** The name (or URI) exactly as the client sent it: recorded as `exposed` beside `server` and `tool`. */
   readonly exposed: string;
   readonly args: unknown;
+  /**
+   * The client's self-reported `clientInfo` (issue 25 §12): from the request's `_meta` in 2026-07-28, from
+   * `initialize` in a legacy session ({@link clientOf} reads either). Recorded as `clientName`/`clientVersion`,
+   * redacted and cut to 256 characters each; undefined or empty members are left out.
+   */
+  readonly client?: AuditClient | undefined;
+  /** The W3C trace id of the request's `traceparent` ({@link traceIdOf}); recorded as `traceId`. */
+  readonly traceId?: string | undefined;
 }
 
 /** Who asks for a list, for the `list` policies and their records. */
-export type ListFacts = Pick<CallFacts, 'sessionId' | 'sessionSensitivity' | 'caller'>;
+export type ListFacts = Pick<CallFacts, 'sessionId' | 'sessionSensitivity' | 'caller' | 'client' | 'traceId'>;
+
+/**
+ * The `name` and `version` of a `clientInfo` object (a 2026-07-28 request's `_meta`
+ * `io.modelcontextprotocol/clientInfo`, or a legacy session's `initialize`), as {@link CallFacts.client}. Members
+ * that are not strings are left out; undefined when neither is a string. Not bounded here: the audit log cuts them.
+ */
+export function clientOf(clientInfo: unknown): AuditClient | undefined {
+  if (typeof clientInfo !== 'object' || clientInfo === null || Array.isArray(clientInfo)) return undefined;
+  const { name, version } = clientInfo as { readonly name?: unknown; readonly version?: unknown };
+  const client = { ...(typeof name === 'string' ? { name } : {}), ...(typeof version === 'string' ? { version } : {}) };
+  return client.name === undefined && client.version === undefined ? undefined : client;
+}
 
 /** How a governed request ended, for its one terminal audit record. */
 export type CallEnd =
@@ -194,11 +218,17 @@ export class CallGovernor {
     await this.#audit.append({ kind: 'list', decision, reason, ...this.#subject(facts, server) });
   }
 
-  /** Who asked, in which session, of which server (with its evidence): the fields every record of a request has. */
-  #subject(facts: ListFacts, server: string | undefined): Pick<AuditInput, 'principal' | 'sessionId' | 'server' | 'evidence'> {
+  /**
+   * Who asked (and with which client, in which trace), in which session, of which server (with its evidence): the
+   * fields every record of a request has.
+   */
+  #subject(facts: ListFacts, server: string | undefined): Pick<AuditInput, 'principal' | 'sessionId' | 'client' | 'traceId' | 'server' | 'evidence'> {
     return {
       principal: facts.caller === undefined ? {} : principalFields(facts.caller),
       sessionId: facts.sessionId,
+      ...(facts.client === undefined ? {} : { client: facts.client }),
+      // Checked again here: a value that is not a trace id (not from traceIdOf) must cost the record its trace id only.
+      ...(isTraceId(facts.traceId) ? { traceId: facts.traceId } : {}),
       ...(server === undefined ? {} : { server, evidence: this.#evidence.get(server) }),
     };
   }

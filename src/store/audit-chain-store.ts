@@ -23,6 +23,11 @@ export interface AuditRecordRow {
   readonly orgId?: string;
   readonly agentId?: string;
   readonly sessionId?: string;
+  /** The client's self-reported `clientInfo.name` and `.version` (issue 25 §12), as `src/audit` bounded them. */
+  readonly clientName?: string;
+  readonly clientVersion?: string;
+  /** The request's W3C trace id (32 hex characters), from its `traceparent`. */
+  readonly traceId?: string;
   readonly server?: string;
   readonly tool?: string;
   /** The name the client used (e.g. `notes__add_note`), where `tool` is the upstream's own. */
@@ -92,6 +97,8 @@ export interface AuditRecordFilter {
   readonly server?: string;
   readonly tool?: string;
   readonly exposed?: string;
+  /** The W3C trace id of the request (issue 25 §12): every record of one distributed trace. */
+  readonly traceId?: string;
   readonly decision?: string;
   readonly kind?: string;
   /** `time` (default): by (time, chain, seq), for reading and export. `chain`: by (chain, seq), for verifying. */

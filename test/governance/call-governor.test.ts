@@ -7,7 +7,7 @@ import { AuditLog } from '../../src/audit/audit-log.js';
 import { CedarPolicies } from '../../src/cedar/policy-loader.js';
 import { serverSchema } from '../../src/config/schema.js';
 import { GatewayError } from '../../src/errors/gateway-error.js';
-import { CallGovernor, type CallFacts } from '../../src/governance/call-governor.js';
+import { CallGovernor, clientOf, traceIdOf, type CallFacts } from '../../src/governance/call-governor.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { InstrumentedStore } from '../audit/helpers.js';
 import { makeError, makeResult } from '../../src/jsonrpc/message.js';
@@ -173,5 +173,48 @@ describe('CallGovernor: egress scans an upstream\'s JSON-RPC error like a result
     assert.ok('error' in error && !JSON.stringify(error).includes('mcpg_'));
     const result = governor.egress(governed, makeResult(8, { content: [{ type: 'text', text: key }] })).response;
     assert.ok(!serializeMessage(result).includes('mcpg_'), serializeMessage(result));
+  });
+});
+
+describe('CallGovernor: client info and trace id on records (issue 25 §12)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'mcpgate-client-trace-'));
+  after(() => rmSync(dir, { recursive: true, force: true }));
+  const trace = '0af7651916cd43dd8448eb211c80319c';
+
+  it('clientOf reads a clientInfo object; traceIdOf is exported for the router', () => {
+    assert.deepEqual(clientOf({ name: 'inspector', version: '0.9', title: 'x' }), { name: 'inspector', version: '0.9' });
+    assert.deepEqual(clientOf({ name: 'only' }), { name: 'only' });
+    assert.deepEqual(clientOf({ name: 1, version: '2' }), { version: '2' });
+    for (const none of [undefined, null, 'client', [], {}, { name: 1, version: null }]) assert.equal(clientOf(none), undefined, JSON.stringify(none));
+    assert.equal(traceIdOf(`00-${trace}-b7ad6b7169203331-01`), trace);
+    assert.equal(traceIdOf('garbage'), undefined);
+  });
+
+  it('a modern call and list are recorded with the client and trace id and no session; a legacy call as before', async () => {
+    const store = new SqliteStore({ path: join(dir, 'audit.db') });
+    await store.migrate();
+    const audit = new AuditLog({ store, logger, chainId: 'ct', durability: 'sync', flushMs: 0 });
+    await audit.ready();
+    const governor = new CallGovernor({ audit, policies: undefined, servers: {}, logger });
+    const answered = { kind: 'answered', response: makeResult(1, { content: [] }) } as const;
+    const modern: CallFacts = { ...facts('unused'), sessionId: undefined, client: { name: 'n'.repeat(300), version: '2026.7.28' }, traceId: trace };
+    await governor.record(modern, answered, 1, []);
+    await governor.recordListed({ sessionId: undefined, sessionSensitivity: 'public', caller: undefined, client: { name: 'lister' }, traceId: trace }, 'tools/list');
+    await governor.record(facts('legacy'), answered, 1, []);
+    // A trace id that did not come from traceIdOf costs the record its trace id, not the call its record.
+    await governor.record({ ...modern, traceId: `00-${trace}-b7ad6b7169203331-01` }, answered, 1, []);
+    await audit.close();
+    const rows = await store.listAuditRecords({ chainId: 'ct', order: 'chain', limit: 10 });
+    assert.deepEqual(
+      rows.map((row) => [row.kind, row.sessionId, row.clientName?.length, row.clientVersion, row.traceId]),
+      [
+        ['call', undefined, 256, '2026.7.28', trace],
+        ['list', undefined, 6, undefined, trace],
+        ['call', 'legacy', undefined, undefined, undefined],
+        ['call', undefined, 256, '2026.7.28', undefined],
+      ],
+    );
+    assert.equal(rows[1]?.clientName, 'lister');
+    await store.close();
   });
 });

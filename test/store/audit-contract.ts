@@ -51,6 +51,9 @@ export function runAuditStoreContract(name: string, harness: StoreHarness): void
         orgId: 'o1',
         agentId: 'a1',
         sessionId: 's1',
+        clientName: 'Claude Désktop ✓',
+        clientVersion: '1.2.3-beta+7',
+        traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
         server: 'notes',
         tool: 'add_note',
         exposed: 'notes__add_note',
@@ -98,6 +101,7 @@ export function runAuditStoreContract(name: string, harness: StoreHarness): void
           decision: seq % 11 === 0 ? 'deny' : 'allow',
           kind: seq % 13 === 0 ? 'list' : 'call',
           sessionId: `s${seq % 4}`,
+          ...(seq % 6 === 0 ? {} : { traceId: `${'ab'.repeat(15)}0${seq % 6}` }),
         }));
       }
       // More rows than one INSERT statement carries: still one transaction.
@@ -135,6 +139,7 @@ export function runAuditStoreContract(name: string, harness: StoreHarness): void
       await match({ sessionId: 's2', chainId: 'even' }, (r) => r.sessionId === 's2' && r.chainId === 'even')();
       await match({ decision: 'deny' }, (r) => r.decision === 'deny')();
       await match({ kind: 'list' }, (r) => r.kind === 'list')();
+      await match({ traceId: `${'ab'.repeat(15)}02` }, (r) => r.traceId === `${'ab'.repeat(15)}02`)();
       await match({ since: new Date(10_010), until: new Date(10_020) }, (r) => r.time.getTime() >= 10_010 && r.time.getTime() < 10_020)();
       const tail = await store.listAuditRecords({ chainId: 'odd', order: 'chain', after: { chainId: 'odd', seq: 60 }, limit: 1000 });
       assert.deepEqual(tail.map((r) => r.seq), [61, 62, 63, 64, 65]);
@@ -274,8 +279,8 @@ export function runAuditStoreContract(name: string, harness: StoreHarness): void
       const { store, db } = await migrated();
       await store.close();
       await db.query('DROP TABLE audit_records');
-      // Migration 9 adds a column to that table: without the table it was never applied either.
-      await db.query('DELETE FROM schema_migrations WHERE version IN (3, 9)');
+      // Migrations 9 and 11 add columns to that table: without the table they were never applied either.
+      await db.query('DELETE FROM schema_migrations WHERE version IN (3, 9, 11)');
       const upgraded = db.open();
       track(upgraded);
       await upgraded.migrate();

@@ -201,6 +201,19 @@ export const MIGRATIONS: readonly Migration[] = [
       ],
     },
   },
+  {
+    version: 11,
+    name: 'audit-records-client-trace',
+    // What a request said of itself (issue 25 §12): the client's self-reported clientInfo name and version (a
+    // 2026-07-28 request has no session to find them by) and the W3C trace id of its traceparent. Nullable:
+    // records written before it have none, and their hashes never covered them. One column per statement, the
+    // form both dialects' ALTER TABLE accept.
+    statements: [
+      'ALTER TABLE audit_records ADD COLUMN client_name TEXT',
+      'ALTER TABLE audit_records ADD COLUMN client_version TEXT',
+      'ALTER TABLE audit_records ADD COLUMN trace_id TEXT',
+    ],
+  },
 ];
 
 /** Migration 6's statement; the chain id collates as in `audit_records`. */

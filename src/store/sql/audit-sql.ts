@@ -22,6 +22,9 @@ export const AUDIT_COLUMNS = [
   'org_id',
   'agent_id',
   'session_id',
+  'client_name',
+  'client_version',
+  'trace_id',
   'server',
   'tool',
   'exposed',
@@ -43,15 +46,50 @@ export const AUDIT_HASH_INDEX = AUDIT_COLUMNS.indexOf('hash');
 /** One row's INSERT, for a writer that prepares it once and runs it per row inside its own transaction. */
 export const AUDIT_INSERT_ONE = `INSERT INTO audit_records (${AUDIT_COLUMNS.join(', ')}) VALUES (${AUDIT_COLUMNS.map(() => '?').join(', ')})`;
 
-/** Rows per INSERT: 23 parameters each stays far below SQLite's 32 766, and PostgreSQL gets few round trips. */
+/** Rows per INSERT: 26 parameters each stays far below SQLite's 32 766, and PostgreSQL gets few round trips. */
 const ROWS_PER_INSERT = 50;
 export const MAX_AUDIT_PAGE = 10_000;
 export const HEX64 = /^[0-9a-f]{64}$/;
 /** Generous: `src/audit` cuts names to far less; the bound only keeps a runaway value out of the table. */
 const MAX_TEXT = 1024 * 1024;
 
-type Optional = 'reason' | 'keyId' | 'userId' | 'teamId' | 'orgId' | 'agentId' | 'sessionId' | 'server' | 'tool' | 'exposed' | 'argsHash' | 'args' | 'resultHash' | 'evidence';
-const OPTIONAL_TEXT: readonly Optional[] = ['reason', 'keyId', 'userId', 'teamId', 'orgId', 'agentId', 'sessionId', 'server', 'tool', 'exposed', 'argsHash', 'args', 'resultHash', 'evidence'];
+type Optional =
+  | 'reason'
+  | 'keyId'
+  | 'userId'
+  | 'teamId'
+  | 'orgId'
+  | 'agentId'
+  | 'sessionId'
+  | 'clientName'
+  | 'clientVersion'
+  | 'traceId'
+  | 'server'
+  | 'tool'
+  | 'exposed'
+  | 'argsHash'
+  | 'args'
+  | 'resultHash'
+  | 'evidence';
+const OPTIONAL_TEXT: readonly Optional[] = [
+  'reason',
+  'keyId',
+  'userId',
+  'teamId',
+  'orgId',
+  'agentId',
+  'sessionId',
+  'clientName',
+  'clientVersion',
+  'traceId',
+  'server',
+  'tool',
+  'exposed',
+  'argsHash',
+  'args',
+  'resultHash',
+  'evidence',
+];
 
 function text(value: unknown, what: string, max = MAX_TEXT): string {
   if (typeof value !== 'string' || value.length === 0 || value.length > max || value.includes('\0')) {
@@ -88,6 +126,9 @@ export function auditRowValues(row: AuditRecordRow): SqlValue[] {
     optional('orgId'),
     optional('agentId'),
     optional('sessionId'),
+    optional('clientName'),
+    optional('clientVersion'),
+    optional('traceId'),
     optional('server'),
     optional('tool'),
     optional('exposed'),
@@ -131,6 +172,7 @@ const FILTER_COLUMNS = {
   server: 'server',
   tool: 'tool',
   exposed: 'exposed',
+  traceId: 'trace_id',
   decision: 'decision',
   kind: 'kind',
 } as const;
@@ -241,6 +283,9 @@ export function toAuditRecordRow(row: SqlRow): AuditRecordRow {
     orgId: optionalText(row.org_id),
     agentId: optionalText(row.agent_id),
     sessionId: optionalText(row.session_id),
+    clientName: optionalText(row.client_name),
+    clientVersion: optionalText(row.client_version),
+    traceId: optionalText(row.trace_id),
     server: optionalText(row.server),
     tool: optionalText(row.tool),
     exposed: optionalText(row.exposed),

@@ -69,6 +69,9 @@ function rowOf(line: string): AuditRecordRow | undefined {
     orgId: body.orgId,
     agentId: body.agentId,
     sessionId: body.sessionId,
+    clientName: body.clientName,
+    clientVersion: body.clientVersion,
+    traceId: body.traceId,
     server: body.server,
     tool: body.tool,
     exposed: body.exposed,
@@ -160,7 +163,7 @@ function columnValue(column: (typeof AUDIT_COLUMNS)[number]): string {
 /**
  * One journal line into the table, its body read by SQLite's JSON functions: for the lines of a live ingest,
  * which this process wrote from records checked as they were appended (`prepareRecord`). Parsing the body
- * in JavaScript and binding 22 values cost the writer thread about 4 µs more per row. A line that is not what
+ * in JavaScript and binding 26 values cost the writer thread about 4 µs more per row. A line that is not what
  * the log writes fails its INSERT (malformed JSON, a required member missing), and the ingest with it.
  */
 export const INSERT_JOURNAL_LINE = `INSERT INTO audit_records (${AUDIT_COLUMNS.join(', ')}) SELECT ${AUDIT_COLUMNS.map(columnValue).join(', ')} FROM (SELECT ? AS body, ? AS args, ? AS hash)`;
