@@ -17,7 +17,7 @@ import { completionProblem, paramsProblem } from '../jsonrpc/params-bounds.js';
 import { negotiateVersion } from '../jsonrpc/protocol-versions.js';
 import type { CatalogGuard } from '../approvals/catalog-guard.js';
 import type { CredentialBroker } from '../credentials/credential-broker.js';
-import type { CallFacts, CallGovernor, ListFacts } from '../governance/call-governor.js';
+import { clientOf, traceIdOf, type CallFacts, type CallGovernor, type ListFacts } from '../governance/call-governor.js';
 import type { Logger } from '../observability/logger.js';
 import type { AccessPolicy } from '../policy/access-policy.js';
 import type { Caller } from '../model/caller.js';
@@ -807,11 +807,21 @@ export class Router {
   }
 
   private factsOf(context: RequestContext, action: CallFacts['action'], server: string | undefined, name: string, exposed: string, args: unknown): CallFacts {
-    return { sessionId: context.session?.id, sessionSensitivity: context.binding.sensitivity, caller: context.caller, action, server, name, exposed, args };
+    const facts: CallFacts = { sessionId: context.session?.id, sessionSensitivity: context.binding.sensitivity, caller: context.caller, action, server, name, exposed, args };
+    return context.era === 'legacy' && context.trace === undefined ? facts : { ...facts, ...this.requestFacts(context) };
   }
 
   private listFacts(context: RequestContext): ListFacts {
-    return { sessionId: context.session?.id, sessionSensitivity: context.binding.sensitivity, caller: context.caller };
+    const facts: ListFacts = { sessionId: context.session?.id, sessionSensitivity: context.binding.sensitivity, caller: context.caller };
+    return context.era === 'legacy' && context.trace === undefined ? facts : { ...facts, ...this.requestFacts(context) };
+  }
+
+  /**
+   * What joins a record to its request when there is no session to: a 2026-07-28 request's self-reported client,
+   * and, in either era, its W3C trace id (issue 25 §12). A legacy session's client is its session's, on its receipt.
+   */
+  private requestFacts(context: RequestContext): Pick<CallFacts, 'client' | 'traceId'> {
+    return { client: context.era === 'modern' ? clientOf(context.clientInfo) : undefined, traceId: traceIdOf(context.trace?.traceparent) };
   }
 
   /**

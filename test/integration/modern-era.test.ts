@@ -1,9 +1,12 @@
 import assert from 'node:assert/strict';
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { Agent, request as httpRequest } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { RequestStateSealer } from '../../src/router/request-state.js';
 import { AccessStore, TEST_KEY_SECRET, type IssuedKey } from '../fixtures/integration/access-store.js';
-import { cleanup, mcpHeaders, raw, rawSession, readEvents, startGateway, stdioFixture, tempPath, type Gateway, type RawResponse } from './harness.js';
+import { cleanup, mcpHeaders, raw, rawSession, readEvents, startGateway, stdioFixture, tempPath, waitFor, type Gateway, type RawResponse } from './harness.js';
+import { createStore } from '../../src/store/create-store.js';
 
 /**
  * Issue 25: 2026-07-28 requests on the same /mcp as legacy sessions, in front of a legacy stdio upstream, with
@@ -138,6 +141,32 @@ describe('2026-07-28 requests beside legacy sessions on one endpoint (issue 25 �
     assert.ok('result' in legacy.json());
     const stray = await modern({ method: 'tools/list', headers: { 'mcp-session-id': 'not-a-session' } });
     assert.equal(stray.status, 200, stray.body);
+  });
+});
+
+describe('audit and trace context of a 2026-07-28 call (issue 25 §7, §12)', () => {
+  it('the record has no session id but the client info and trace id; the trace context reaches the legacy upstream in _meta', async () => {
+    const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const response = await modern({ id: 21, method: 'tools/call', params: { name: 'fx__echo', arguments: { text: 'traced' }, _meta: meta({ traceparent, tracestate: 'vendor=1' }) } });
+    assert.equal(response.status, 200, response.body);
+    const seen = readEvents(LABEL).filter((event) => event.kind === 'message' && event.method === 'tools/call').at(-1) as { params?: { _meta?: Record<string, unknown> } } | undefined;
+    assert.equal(seen?.params?._meta?.traceparent, traceparent);
+    assert.equal(seen?.params?._meta?.tracestate, 'vendor=1');
+    assert.equal(seen?.params?._meta?.['io.modelcontextprotocol/protocolVersion'], undefined, 'the client’s protocol fields are its hop’s, not the legacy upstream’s');
+    const root = `${access.path}-audit-journal`;
+    const record = await waitFor(async () => {
+      if (existsSync(root) && readdirSync(root).some((dir) => readdirSync(join(root, dir)).length > 0)) return undefined;
+      const store = await createStore(access.path);
+      try {
+        return (await store.listAuditRecords({ order: 'chain', limit: 10_000 })).find((row) => row.traceId === '0af7651916cd43dd8448eb211c80319c');
+      } finally {
+        await store.close();
+      }
+    }, 'the traced call’s audit record');
+    assert.equal(record.sessionId, undefined);
+    assert.equal(record.clientName, 'modern-test');
+    assert.equal(record.clientVersion, '1.0.0');
+    assert.equal(record.keyId, alice.id);
   });
 });
 
