@@ -128,6 +128,8 @@ export class Router {
   private readonly listenEnds = new Set<() => void>();
   private readonly sealer: RequestStateSealer;
   private readonly heldCalls: HeldCalls;
+  /** Legacy sessions' resource subscriptions on 2026-07-28 upstreams, each an upstream listen stream. */
+  private readonly resourceListens = new WeakMap<DownstreamSession, Map<string, CancelScope>>();
 
   constructor(options: RouterOptions) {
     this.options = options;
@@ -351,6 +353,41 @@ export class Router {
       );
     }
     return scopes;
+  }
+
+  /**
+   * A legacy client's resources/subscribe (or unsubscribe) on a 2026-07-28 upstream, which has neither: the
+   * session gets an upstream listen stream for that URI, whose updates reach it as they would from a legacy
+   * upstream, and which ends with the unsubscribe or the session.
+   */
+  private subscribeByListening(context: RequestContext, server: string, uri: string, subscribe: boolean): JsonRpcResponse {
+    const session = context.binding;
+    let listens = this.resourceListens.get(session);
+    if (listens === undefined) {
+      const created = new Map<string, CancelScope>();
+      listens = created;
+      this.resourceListens.set(session, created);
+      session.onClose(() => {
+        for (const scope of created.values()) scope.abort();
+      });
+    }
+    const key = `${server}\u0000${uri}`;
+    const open = listens.get(key);
+    if (!subscribe) {
+      open?.abort();
+      listens.delete(key);
+    } else if (open === undefined) {
+      const scope = new CancelScope();
+      listens.set(key, scope);
+      this.upstreams.listen(context, server, { resourceSubscriptions: [uri] }, scope).then(
+        () => listens.delete(key),
+        (error: unknown) => {
+          if (listens.get(key) === scope) listens.delete(key);
+          if (!scope.aborted) this.options.logger.warn({ server, uri, err: errorMessage(error) }, 'upstream listen stream for a resource subscription failed');
+        },
+      );
+    }
+    return makeResult(context.request.id, {});
   }
 
   /** Ends every `subscriptions/listen` stream with its result (the spec's graceful closure), at shutdown. */
@@ -611,6 +648,13 @@ export class Router {
         const facts = state.facts as CallFacts & { readonly server: string };
         if (request.method === 'resources/subscribe') session.subscribe(state.params.uri as string);
         if (request.method === 'resources/unsubscribe') session.unsubscribe(state.params.uri as string);
+        if (request.method === 'resources/subscribe' || request.method === 'resources/unsubscribe') {
+          await this.upstreams.open(session, facts.server, context);
+          if (this.upstreams.eraOf(context, facts.server) === 'modern') {
+            state.response = this.subscribeByListening(context, facts.server, state.params.uri as string, request.method === 'resources/subscribe');
+            return;
+          }
+        }
         state.response =
           context.era === 'modern' && MRTR_METHODS.has(request.method)
             ? await this.heldCall(context, state, facts)
