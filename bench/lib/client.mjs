@@ -73,9 +73,14 @@ export class HttpClient {
   }
 
   /** `full`: keep and parse the whole body whatever its size (W2 counts the tools of a 1 MB list). */
-  async post(sessionId, body, id, full = false) {
+  post(sessionId, body, id, full = false) {
     const headers = { ...this.extraHeaders, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': PROTOCOL_VERSION };
     if (sessionId !== undefined) headers['mcp-session-id'] = sessionId;
+    return this.send(headers, body, id, full);
+  }
+
+  /** One POST with these exact headers; the answer judged as the response to `id` (undefined: a notification). */
+  async send(headers, body, id, full = false) {
     const response = await this.pool.request({ path: this.url.pathname, method: 'POST', headers, body, bodyTimeout: 60_000, headersTimeout: 60_000 });
     const chunks = [];
     let bytes = 0;
@@ -121,6 +126,69 @@ export class HttpClient {
   destroy() {
     return this.pool.destroy();
   }
+}
+
+export const MODERN_PROTOCOL_VERSION = '2026-07-28';
+const MODERN_META =
+  `"_meta":{"io.modelcontextprotocol/protocolVersion":"${MODERN_PROTOCOL_VERSION}",` +
+  '"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"mcpgate-bench","version":"1.0.0"}}';
+
+/**
+ * Streamable HTTP client of the 2026-07-28 era: no initialize and no Mcp-Session-Id; every request carries the
+ * `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` headers and the `_meta` fields of the protocol version, the
+ * client capabilities and the client info. A "session" is an empty placeholder, so that the client drops into
+ * the workloads written for sessions. The headers and the body's head are built once per (method,
+ * params) text and reused, and the body is a string concatenation, as for the legacy client. An answer counts
+ * as a success only with a `result` whose `resultType` is `complete` (and no `isError`).
+ */
+export class ModernHttpClient extends HttpClient {
+  constructor(url, options) {
+    super(url, options);
+    /** `${method}\n${paramsJson}` → { headers, head, tail }: W1 sends one params text millions of times. */
+    this.prepared = new Map();
+  }
+
+  #prepare(method, paramsJson) {
+    const key = `${method}\n${paramsJson}`;
+    let entry = this.prepared.get(key);
+    if (entry === undefined) {
+      const params = JSON.parse(paramsJson);
+      // Mcp-Name mirrors params.name (tools/call, prompts/get) or params.uri (resources/read).
+      const name = typeof params.name === 'string' ? params.name : typeof params.uri === 'string' ? params.uri : undefined;
+      const headers = {
+        ...this.extraHeaders,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': MODERN_PROTOCOL_VERSION,
+        'mcp-method': method,
+        ...(name === undefined ? {} : { 'mcp-name': name }),
+      };
+      const rest = paramsJson.trim().slice(1);
+      // `{"name":…}` → `{"_meta":{…},"name":…}`; `{}` → `{"_meta":{…}}`.
+      const tail = `,"method":"${method}","params":{${MODERN_META}${rest.trimStart().startsWith('}') ? '' : ','}${rest}}`;
+      entry = { headers, tail };
+      this.prepared.set(key, entry);
+    }
+    return entry;
+  }
+
+  /** No handshake: a placeholder. Ids come from the client, so that no two requests in flight share one. */
+  async open() {
+    return { id: undefined };
+  }
+
+  async call(session, method, paramsJson, full = false) {
+    const id = this.nextId++;
+    const { headers, tail } = this.#prepare(method, paramsJson);
+    const outcome = await this.send(headers, `{"jsonrpc":"2.0","id":${id}${tail}`, id, full);
+    if (outcome.ok && outcome.message !== undefined && outcome.message.result?.resultType !== 'complete') {
+      outcome.ok = false;
+      outcome.error = `resultType ${JSON.stringify(outcome.message.result?.resultType)}: ${JSON.stringify(outcome.message.result).slice(0, 160)}`;
+    }
+    return outcome;
+  }
+
+  async close() {}
 }
 
 /**

@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { HttpClient, SseClient, StdioClient } from './client.mjs';
+import { HttpClient, ModernHttpClient, SseClient, StdioClient } from './client.mjs';
 import { canPin, freePort, startProcess, waitForHealthy, waitForPort } from './proc.mjs';
 
 export const GATEWAY_CORE = 0;
@@ -175,7 +175,10 @@ export function mcpgateArgs(ctx, file) {
   return [...extra, join(ctx.root, 'dist/src/cli/main.js'), 'serve', '--config', file];
 }
 
-/** mcpgate fronting HTTP upstreams (`urls`) or `stdio` stdio ones, clients on Streamable HTTP or legacy SSE. */
+/**
+ * mcpgate fronting HTTP upstreams (`urls`) or `stdio` stdio ones, clients on Streamable HTTP or legacy SSE.
+ * `transport: 'modern'`: Streamable HTTP clients of the 2026-07-28 era (no session, `_meta` on every request).
+ */
 export async function startMcpgate(ctx, { urls = [], stdio = 0, extraGateway = '', name = 'mcpgate', transport = 'http', store } = {}) {
   const port = await freePort();
   const file = writeMcpgateConfig(ctx, { urls, stdio, extraGateway, name, port, store });
@@ -189,12 +192,13 @@ export async function startMcpgate(ctx, { urls = [], stdio = 0, extraGateway = '
     await child.stop();
     throw new Error(`${name}: ${error.message}; output: ${output.slice(-1_000)}`);
   });
-  const client =
-    transport === 'sse' ? new SseClient(url.replace(/\/mcp$/, '/sse'), { connections: 300, headers }) : new HttpClient(url, { connections: 300, headers });
+  const clients = { sse: SseClient, modern: ModernHttpClient, http: HttpClient };
+  const client = new clients[transport](transport === 'sse' ? url.replace(/\/mcp$/, '/sse') : url, { connections: 300, headers });
+  const downstream = { sse: 'legacy HTTP+SSE', modern: 'Streamable HTTP 2026-07-28 (no session, _meta per request)', http: 'Streamable HTTP' }[transport];
   return contender({
     name,
     family: stdio > 0 ? 'stdio' : 'http',
-    mode: `production defaults, ${transport === 'sse' ? 'legacy HTTP+SSE' : 'Streamable HTTP'} downstream, ${stdio > 0 ? 'stdio (scope: session)' : 'Streamable HTTP'} upstream`,
+    mode: `production defaults, ${downstream} downstream, ${stdio > 0 ? 'stdio (scope: session)' : 'Streamable HTTP'} upstream`,
     client,
     pids: [child.pid],
     treePids: [child.pid],

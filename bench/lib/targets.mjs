@@ -1,6 +1,8 @@
 // Issue 3's targets, checked against whatever workloads ran: each row says the goal, the figure measured in
 // this run, and whether it was met (or "not measured" when its workload did not run).
 
+import { spread } from './stats.mjs';
+
 const table = (header, rows) => [`| ${header.join(' | ')} |`, `|${header.map(() => '---').join('|')}|`, ...rows.map((row) => `| ${row.join(' | ')} |`)].join('\n');
 
 function verdict(value, ok) {
@@ -21,6 +23,15 @@ export function targets(results) {
   add(`Throughput at c=${cost} ≥ 0.8× bare forwarder`, gate?.throughputVsBare, '×', (v) => v >= 0.8);
   add('Added latency at c=1, p50 ≤ 0.35 ms', gate?.addedP50Ms?.median, ' ms', (v) => v <= 0.35, 3);
   add('Added latency at c=1, p99 ≤ 2 ms', gate?.addedP99Ms?.median, ' ms', (v) => v <= 2, 3);
+  // Issue 25: a 2026-07-28 client (no session, `_meta` per request) costs no more CPU per call than a legacy one.
+  // Each round's two points ran back to back, so the ratio is taken per round, then its median. The verdict is at
+  // the cost level; c=1 is shown beside it, where cross-core wake-ups dominate CPU per call.
+  const modern = pairedRatio(W1, 'mcpgate (modern)', 'mcpgate', cost, 'cpuUsPerCall');
+  if (modern.n > 0) {
+    add(`2026-07-28 client: CPU per call ≤ legacy client's (c=${cost}, issue 25; median of ${modern.n} per-round ratios)`, modern.median, '×', (v) => v <= 1);
+    const single = pairedRatio(W1, 'mcpgate (modern)', 'mcpgate', 1, 'cpuUsPerCall');
+    if (single.n > 0) rows.push([`2026-07-28 client: CPU per call against legacy client's at c=1 (issue 25)`, `${single.median.toFixed(2)}× (${single.min.toFixed(2)}–${single.max.toFixed(2)})`, 'informative']);
+  }
   const hundred = W2?.rows?.find((row) => row.upstreams === 100);
   add('Cached tools/list, 100 × 50 tools: p99 ≤ 5 ms', hundred?.cached?.[1]?.latencyMs.p99, ' ms', (v) => v <= 5);
   add('Cold tools/list, 100 × 50: ≤ slowest upstream + 25 ms', hundred?.coldOverSlowestMs, ' ms over', (v) => v <= 25, 1);
@@ -58,4 +69,11 @@ function ahead(peer, ours, cost) {
     `throughput ×${Number.isFinite(faster) ? faster.toFixed(2) : '–'} at c=${level}; p50 ${quicker >= 0 ? '−' : '+'}${Math.abs(quicker).toFixed(3)} ms, p99 ${p99 >= 0 ? '−' : '+'}${Math.abs(p99).toFixed(3)} ms at c=1`,
     Number.isFinite(faster) && Number.isFinite(quicker) ? (beats ? 'met' : 'MISSED') : 'not measured',
   ];
+}
+
+/** `field` of contender `mine` over `theirs` at `level`, per round (the two ran back to back), as a spread. */
+function pairedRatio(W1, mine, theirs, level, field) {
+  const rounds = (name) => W1?.contenders?.find((entry) => entry.name === name)?.points[level]?.rounds ?? [];
+  const others = rounds(theirs);
+  return spread(rounds(mine).map((result) => result[field] / others.find((other) => other.round === result.round)?.[field]));
 }

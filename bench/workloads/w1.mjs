@@ -11,6 +11,9 @@ export const W1_CONTENDERS = {
   direct: { start: (ctx) => starters.directHttp(ctx), levels: 'core' },
   bare: { start: (ctx) => starters.bareForwarder(ctx), levels: 'core' },
   mcpgate: { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl] }), levels: 'core' },
+  // Issue 25: the same gateway and config, clients of the 2026-07-28 era (no initialize, no session, `_meta` and
+  // the Mcp-* headers on every request); the mock upstream stays legacy. Its CPU per call is set against mcpgate's.
+  'mcpgate (modern)': { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], transport: 'modern', name: 'mcpgate (modern)' }), levels: 'core' },
   // Audit (sync, as by default) plus a Cedar policy set at both decision points: issue 7's governance whole,
   // against the bare forwarder and the peers in the same run (W9 splits its cost against governance off).
   'mcpgate (governed)': { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (governed)', extraGateway: governedGateway(ctx) }), levels: 'peer' },
@@ -76,7 +79,10 @@ export async function runW1(ctx, profile) {
       await contender.prepare(profile.sessions);
       // Priming: JIT and pools warm before the first measured point, or the first contender pays for it.
       const levels = profile.levels[spec.levels];
-      await point(contender, Math.min(8, Math.max(...levels)), { ...profile, warmupSeconds: 0 }, { durationMs: profile.primeSeconds * 1000 });
+      const primed = await point(contender, Math.min(8, Math.max(...levels)), { ...profile, warmupSeconds: 0 }, { durationMs: profile.primeSeconds * 1000 });
+      // A contender none of whose calls succeed has no CPU per call to report (failures are never counted as
+      // calls, so a partly failing one reports more CPU per call, not less, and its errors in the table).
+      if (primed.calls === 0) throw new Error(`priming: ${primed.calls} calls, ${primed.errors} errors: ${JSON.stringify(primed.errorSamples)}`);
       started.push({ contender, levels });
       ctx.log(`W1: ${contender.name} ready (tool ${contender.toolName})`);
     } catch (error) {
