@@ -72,6 +72,8 @@ export class RequestContext implements OnBehalf {
   deadline: number | undefined;
   /** Set by the `authorize` step. */
   decision: AccessDecision | undefined;
+  /** How long a merged list answer may be called fresh (2026-07-28 `ttlMs`), once the list step knows. */
+  cacheTtlMs: number | undefined;
   /** A 2026-07-28 request's held legacy upstream call, while its upstream step runs; else undefined. */
   held: InputHold | undefined;
 
@@ -103,6 +105,7 @@ export class RequestContext implements OnBehalf {
     this.deadline = undefined;
     this.decision = undefined;
     this.held = undefined;
+    this.cacheTtlMs = undefined;
   }
 
   get method(): string {

@@ -89,6 +89,11 @@ export class CatalogView {
     this.pages.storeFirstPage(kind, scope, built, json);
   }
 
+  /** The freshness a merged list of `kind` over `servers` may claim (ListPageCache.ttlFor). */
+  ttlFor(kind: ListKind, servers: readonly string[]): number {
+    return this.pages.ttlFor(kind, servers);
+  }
+
   /** Drops one server's cached pages of `kind` (after list_changed), or of every kind, and the owner indexes built on them. */
   invalidate(server: string, kind?: ListKind): void {
     this.pages.invalidate(server, kind);

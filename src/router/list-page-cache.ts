@@ -44,6 +44,8 @@ export class ListPageCache {
   private readonly firstPages = new Map<string, { generation: number; admission: number; json: string }>();
   /** Bumped by every invalidation; a cached first page from an older generation is never served. */
   private generation = 0;
+  /** Each server's last `ttlMs` hint per kind (2026-07-28 upstreams only). */
+  private readonly hints = new Map<string, number>();
 
   constructor(options: ListPageCacheOptions) {
     this.options = options;
@@ -148,6 +150,19 @@ export class ListPageCache {
     return items;
   }
 
+  /**
+   * How long a merged list of `kind` over `servers` may be called fresh (2026-07-28 `ttlMs`): the gateway's list TTL,
+   * or the smallest freshness hint those servers last gave, if smaller.
+   */
+  ttlFor(kind: ListKind, servers: readonly string[]): number {
+    let ttl = this.options.ttlMs;
+    for (const server of servers) {
+      const hint = this.hints.get(`${server}\u0000${kind}`);
+      if (hint !== undefined && hint < ttl) ttl = hint;
+    }
+    return ttl;
+  }
+
   /** Whether what is built for `scope` may be kept and shared: never for a private scope or an unshared server. */
   sharedScope(scope: CatalogScope): boolean {
     if (scope.private === true) return false;
@@ -173,7 +188,12 @@ export class ListPageCache {
       const raw = reply.result[kind];
       const items = Array.isArray(raw) ? raw.filter((item): item is JsonObject => typeof item === 'object' && item !== null) : [];
       const nextCursor = typeof reply.result.nextCursor === 'string' && reply.result.nextCursor !== '' ? reply.result.nextCursor : undefined;
-      return this.store(key, { items, nextCursor, expires: this.now() + this.options.ttlMs });
+      // A 2026-07-28 upstream's own freshness hint (caching.mdx) shortens the gateway's, never lengthens it.
+      const hinted = reply.result.ttlMs;
+      const hint = typeof hinted === 'number' && Number.isFinite(hinted) && hinted >= 0 ? Math.floor(hinted) : undefined;
+      if (hint === undefined) this.hints.delete(`${server}\u0000${kind}`);
+      else this.hints.set(`${server}\u0000${kind}`, hint);
+      return this.store(key, { items, nextCursor, expires: this.now() + Math.min(this.options.ttlMs, hint ?? this.options.ttlMs) });
     } catch (error) {
       this.options.logger.warn({ server, method: LIST_METHOD[kind], err: errorMessage(error) }, 'upstream list unavailable');
       return undefined;

@@ -17,14 +17,15 @@ export interface ModernShape {
 /**
  * Shapes one answer for a 2026-07-28 client (issue 25 §4, §5):
  * - every result has `resultType`; a legacy upstream's, which has none, is `"complete"`;
- * - a complete cacheable result has `ttlMs`, the smaller of the upstream's hint and the gateway's list TTL, and
+ * - a complete cacheable result has `ttlMs`: the smaller of the upstream's hint and `ttlMs` (a merged list's is the
+ *   gateway's list TTL or its upstreams' smallest hint; an upstream result without a hint is 0, stale at once), and
  *   `cacheScope: "private"`: the gateway filters every answer by principal, so no upstream's `"public"` survives,
  *   and every page of a list gets the same scope;
  * - `_meta` names the gateway as the server;
  * - a resource that is not found is -32602, not the legacy -32002 (changelog §minor 6).
  * Interim `input_required` results carry no caching hints (caching.mdx).
  */
-export function shapeModern(method: string, response: JsonRpcResponse, shape: ModernShape): JsonRpcResponse {
+export function shapeModern(method: string, response: JsonRpcResponse, shape: ModernShape, ttlMs: number = shape.listTtlMs): JsonRpcResponse {
   if ('error' in response) {
     if (response.error.code !== RpcCode.ResourceNotFound) return response;
     return { jsonrpc: '2.0', id: response.id, error: { ...response.error, code: RpcCode.InvalidParams } };
@@ -33,7 +34,7 @@ export function shapeModern(method: string, response: JsonRpcResponse, shape: Mo
   const raw = rawJsonOf(response.result);
   if (raw !== undefined && GATEWAY_LISTS.has(method)) {
     // A merged list cached as bytes: the hints go in front of its members, so the cached text is not re-parsed.
-    const hints = cacheable ? `,"ttlMs":${shape.listTtlMs},"cacheScope":"private"` : '';
+    const hints = cacheable ? `,"ttlMs":${ttlMs},"cacheScope":"private"` : '';
     const head = `{"resultType":"complete"${hints},"_meta":${JSON.stringify(metaOf(undefined, shape))}`;
     return { jsonrpc: '2.0', id: response.id, result: rawResult(raw.length > 2 ? `${head},${raw.slice(1)}` : `${head}}`) };
   }
@@ -43,7 +44,7 @@ export function shapeModern(method: string, response: JsonRpcResponse, shape: Mo
   result.resultType = type;
   if (cacheable && type === 'complete') {
     const hinted = result.ttlMs;
-    result.ttlMs = typeof hinted === 'number' && Number.isFinite(hinted) && hinted >= 0 ? Math.min(Math.floor(hinted), shape.listTtlMs) : 0;
+    result.ttlMs = typeof hinted === 'number' && Number.isFinite(hinted) && hinted >= 0 ? Math.min(Math.floor(hinted), ttlMs) : GATEWAY_LISTS.has(method) ? ttlMs : 0;
     result.cacheScope = 'private';
   } else if (type !== 'complete') {
     delete result.ttlMs;

@@ -250,7 +250,7 @@ export class Router {
     } finally {
       this.options.bindings.release(binding);
     }
-    return shapeModern(request.method, response, this.modernShape);
+    return shapeModern(request.method, response, this.modernShape, context.cacheTtlMs);
   }
 
 
@@ -639,6 +639,7 @@ export class Router {
         let listed = state.listed as CatalogScope;
         if (kind === 'tools' && this.advertised !== undefined) listed = await this.approvals.sessionScope(this.lists.viewFor(session), session, context, listed);
         state.response = await this.lists.answer(session, request, kind, this.upstreams.fetcher, context, listed);
+        if (context.era === 'modern') context.cacheTtlMs = this.lists.viewFor(session).ttlFor(kind, listed.servers);
         return;
       }
       case 'fanout':

@@ -359,6 +359,20 @@ describe('2026-07-28 results relayed from the 2026-07-28 fixture', () => {
   }
 });
 
+describe('caching hints through the gateway (issue 25 §5)', () => {
+  it('a list is private with the upstream’s smaller ttlMs; discover is private though the upstream says public', async () => {
+    const list = await modernPost(modernGateway.url, 31, 'tools/list', {}, {});
+    const listed = list.response.result as { ttlMs?: number; cacheScope?: string };
+    // The fixture hints ttlMs 0 for its lists, below the gateway's 60 s list TTL: the smaller one wins.
+    assert.equal(listed.ttlMs, 0, list.body);
+    assert.equal(listed.cacheScope, 'private');
+    const discover = await modernPost(modernGateway.url, 32, 'server/discover', {}, {});
+    const discovered = discover.response.result as { ttlMs?: number; cacheScope?: string };
+    assert.equal(discovered.cacheScope, 'private', discover.body);
+    assert.ok(Number.isInteger(discovered.ttlMs) && (discovered.ttlMs ?? -1) >= 0);
+  });
+});
+
 describe('translation: a 2026-07-28 client in front of the legacy fixture (held call)', () => {
   const SAMPLING = { sampling: {} };
 
