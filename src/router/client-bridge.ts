@@ -3,6 +3,7 @@ import { isFailure, isResponse, RpcCode, type JsonRpcMessage, type JsonRpcNotifi
 import type { Logger } from '../observability/logger.js';
 import type { DownstreamSession, RequestStream } from '../session/downstream-session.js';
 import type { Era, InputHold } from '../pipeline/request-context.js';
+import { LOG_LEVELS } from '../jsonrpc/modern-meta.js';
 import type { UpstreamHandlers, UpstreamReply } from '../upstream/upstream-client.js';
 
 /**
@@ -15,6 +16,15 @@ export interface CallContext {
   /** Only a 2026-07-28 request's: where its upstream's mid-call requests go instead of a client stream. */
   readonly held?: InputHold | undefined;
   readonly era?: Era;
+  /** A 2026-07-28 request's `io.modelcontextprotocol/logLevel`: without one it gets no log lines. */
+  readonly logLevel?: string | undefined;
+}
+
+function wantsLog(requested: string | undefined, level: unknown): boolean {
+  if (requested === undefined) return false;
+  const floor = LOG_LEVELS.indexOf(requested);
+  const own = typeof level === 'string' ? LOG_LEVELS.indexOf(level) : -1;
+  return floor >= 0 && own >= floor;
 }
 
 /** The capability a client must have declared before the gateway sends it each server→client request. */
@@ -78,6 +88,8 @@ export function createUpstreamHandlers(
         events.onResourceUpdated(notification, context?.session ?? owner);
         return;
       }
+      // 2026-07-28: log lines only for a request that asked for them, at its level or above (basic/index §_meta).
+      if (context?.era === 'modern' && method === 'notifications/message' && !wantsLog(context.logLevel, notification.params?.level)) return;
       const session = context?.session ?? owner;
       if (session === undefined) {
         logger.debug({ server, method }, 'notification from a shared upstream with no related request; dropped');
