@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Agent, request as httpRequest } from 'node:http';
 import { after, before, describe, it } from 'node:test';
@@ -22,6 +22,7 @@ let gateway: Gateway;
 let access: AccessStore;
 let alice: IssuedKey;
 let bob: IssuedKey;
+let carol: IssuedKey;
 
 function meta(extra: Record<string, unknown> = {}): Record<string, unknown> {
   return {
@@ -81,12 +82,16 @@ before(async () => {
   await access.permit('org', await access.org('acme'), { kind: 'allow' });
   alice = await access.key({ org: 'acme', name: 'alice' });
   bob = await access.key({ org: 'acme', name: 'bob' });
+  carol = await access.key({ org: 'acme', name: 'carol' });
+  const policyFile = tempPath('modern-era.cedar');
+  writeFileSync(policyFile, `@id("no-carol-calls")\nforbid(principal == Mcpgate::Key::"${carol.id}", action == Mcpgate::Action::"call_tool", resource);\n`);
   gateway = await startGateway(
     {
       gateway: {
         store: access.path,
         auth: { mode: 'apiKey', keySecret: TEST_KEY_SECRET },
         audit: { durability: 'sync' },
+        policies: [{ id: 'modern', files: [policyFile], mode: 'enforce' }],
         limits: { maxListenStreamsPerKey: 2 },
         mrtr: { stateKey: STATE_KEY, maxRounds: 3, maxInputResponsesBytes: 1024 },
       },
@@ -144,6 +149,20 @@ describe('2026-07-28 requests beside legacy sessions on one endpoint (issue 25 �
   });
 });
 
+describe('governance is the same in both eras (issue 25 §12)', () => {
+  it('a Cedar forbid refuses a 2026-07-28 call before the upstream, as it does a legacy one', async () => {
+    await refusedBeforeUpstream({ key: carol, method: 'tools/call', params: { name: 'fx__echo', arguments: {} } }, { status: 200, rpc: -32602, code: 'MCPGATE_ERR_POLICY_DENIED' });
+  });
+
+  it('a request without a credential is refused with 401 before anything else', async () => {
+    const response = await raw(gateway.url, {
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/list' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: meta() } }),
+    });
+    assert.equal(response.status, 401, response.body);
+  });
+});
+
 describe('audit and trace context of a 2026-07-28 call (issue 25 §7, §12)', () => {
   it('the record has no session id but the client info and trace id; the trace context reaches the legacy upstream in _meta', async () => {
     const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
@@ -186,12 +205,13 @@ describe('a legacy upstream asks a 2026-07-28 client mid-call: the call is held 
     assert.match(asked.requestState, /^mg1\./);
     const callsBefore = upstreamCalls();
     const answer = { role: 'assistant', content: { type: 'text', text: 'Paris' }, model: 'm', stopReason: 'endTurn' };
-    const retry = await call({ requestState: asked.requestState, inputResponses: { [key as string]: answer } }, 12);
+    // A key the call never asked is ignored, as the specification says (mrtr.mdx §error handling).
+    const retry = await call({ requestState: asked.requestState, inputResponses: { [key as string]: answer, unasked: { action: 'accept' } } }, 12);
     const done = retry.json().result as { resultType: string; content: Array<{ text: string }> };
     assert.equal(done.resultType, 'complete', retry.body);
     assert.match(done.content[0]?.text ?? '', /Paris/);
     assert.equal(upstreamCalls(), callsBefore, 'the retry continued the held call; it started no second upstream call');
-    const replay = await call({ requestState: asked.requestState, inputResponses: { [key as string]: answer } }, 13);
+    const replay = await call({ requestState: asked.requestState, inputResponses: { [key as string]: answer, unasked: { action: 'accept' } } }, 13);
     assert.equal(errorOf(replay).data?.code, 'MCPGATE_ERR_HELD_CALL_ELSEWHERE', replay.body);
   });
 
