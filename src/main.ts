@@ -229,6 +229,7 @@ export function buildCore(config: GatewayConfig, logger: Logger, deps: CoreDeps)
     idleTimeoutMs: gateway.limits.sessionIdleTimeoutMs,
     capabilities: { sampling: {}, elicitation: { form: {}, url: {} }, roots: {} },
   });
+  const mirroredParams = new WeakMap<object, ReturnType<typeof paramHeadersOf>>();
   const filters = new Map(Object.entries(servers).map(([name, server]) => [name, new ToolFilter(server.tools)]));
   const serverTimeouts = new Map<string, number>();
   const sharedServers = new Set<string>();
@@ -257,9 +258,14 @@ export function buildCore(config: GatewayConfig, logger: Logger, deps: CoreDeps)
     serverInfo: { name: gateway.name, version: VERSION },
     instructions: gateway.instructions,
     paramHeaders: (headers, inputSchema, args) => {
-      const annotated = paramHeadersOf(inputSchema);
+      // Read once per cached schema object: a list's tools stay the same objects until the list changes.
+      let annotated = typeof inputSchema === 'object' && inputSchema !== null ? mirroredParams.get(inputSchema) : undefined;
+      if (annotated === undefined) {
+        annotated = paramHeadersOf(inputSchema);
+        if (typeof inputSchema === 'object' && inputSchema !== null) mirroredParams.set(inputSchema, annotated);
+      }
       // A tool whose annotations break the rules mirrors nothing a client could have sent correctly.
-      if (annotated.ok) checkParamHeaders(headers, args, annotated.params);
+      if (annotated.ok && annotated.params.length > 0) checkParamHeaders(headers, args, annotated.params);
     },
     logger,
   });

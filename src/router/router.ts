@@ -674,7 +674,8 @@ export class Router {
     const check = this.options.paramHeaders;
     if (check !== undefined && context.method === 'tools/call') {
       const facts = state.facts as CallFacts & { readonly server: string };
-      const tool = this.lists.viewFor(context.binding).cachedTool(facts.server, facts.name);
+      const view = this.lists.viewFor(context.binding);
+      const tool = view.listedTools(facts.server)?.get(facts.name) ?? view.cachedTool(facts.server, facts.name);
       if (tool !== undefined) check(context.paramHeaders ?? NO_PARAM_HEADERS, tool.inputSchema, state.params.arguments);
     }
     this.admitRetry(context, state);
