@@ -170,8 +170,8 @@ describe('bad inputs on the Streamable HTTP endpoint', () => {
     assertRpcError(get, 406, -32600, /Not Acceptable/);
   });
 
-  it('GET without a session is 400, with an unknown one 404; other methods are 405', async () => {
-    assertRpcError(await raw(gateway.url, { method: 'GET', headers: { accept: 'text/event-stream' } }), 400, -32600, /Mcp-Session-Id header is required/);
+  it('GET without a session is 405 (2026-07-28 has no GET), with an unknown one 404; other methods are 405', async () => {
+    assertRpcError(await raw(gateway.url, { method: 'GET', headers: { accept: 'text/event-stream' } }), 405, -32600, /GET and DELETE need a legacy session/);
     assertRpcError(await raw(gateway.url, { method: 'GET', headers: { accept: 'text/event-stream', 'mcp-session-id': 'nope' } }), 404, -32600, /Session not found/);
     const put = await raw(gateway.url, { method: 'PUT', headers: mcpHeaders(session), body: listTools(1) });
     assert.equal(put.status, 405);
