@@ -77,9 +77,16 @@ export type ListFacts = Pick<CallFacts, 'sessionId' | 'sessionSensitivity' | 'ca
 export function clientOf(clientInfo: unknown): AuditClient | undefined {
   if (typeof clientInfo !== 'object' || clientInfo === null || Array.isArray(clientInfo)) return undefined;
   const { name, version } = clientInfo as { readonly name?: unknown; readonly version?: unknown };
-  const client = { ...(typeof name === 'string' ? { name } : {}), ...(typeof version === 'string' ? { version } : {}) };
-  return client.name === undefined && client.version === undefined ? undefined : client;
+  const ownName = typeof name === 'string' ? name : undefined;
+  const ownVersion = typeof version === 'string' ? version : undefined;
+  if (ownName === undefined && ownVersion === undefined) return undefined;
+  // A client sends the same name and version with every request: the last one made is reused.
+  if (lastClient !== undefined && lastClient.name === ownName && lastClient.version === ownVersion) return lastClient;
+  lastClient = Object.freeze({ ...(ownName === undefined ? {} : { name: ownName }), ...(ownVersion === undefined ? {} : { version: ownVersion }) });
+  return lastClient;
 }
+
+let lastClient: AuditClient | undefined;
 
 /** How a governed request ended, for its one terminal audit record. */
 export type CallEnd =

@@ -72,6 +72,8 @@ export class RequestContext implements OnBehalf {
   deadline: number | undefined;
   /** Set by the `authorize` step. */
   decision: AccessDecision | undefined;
+  /** A 2026-07-28 result already shaped for its era by the upstream step (router/modern-results.ts). */
+  shaped: boolean;
   /** How long a merged list answer may be called fresh (2026-07-28 `ttlMs`), once the list step knows. */
   cacheTtlMs: number | undefined;
   /** A 2026-07-28 request's held legacy upstream call, while its upstream step runs; else undefined. */
@@ -106,6 +108,7 @@ export class RequestContext implements OnBehalf {
     this.decision = undefined;
     this.held = undefined;
     this.cacheTtlMs = undefined;
+    this.shaped = false;
   }
 
   get method(): string {
@@ -125,8 +128,8 @@ export class RequestContext implements OnBehalf {
 
   /** A context for a 2026-07-28 request: the protocol facts are its own `_meta`; its binding is its principal's. */
   static ofModern(request: JsonRpcRequest, origin: RequestOrigin, binding: DownstreamSession, stream: RequestStream | undefined, signal: CancelScope, meta: ModernMeta): RequestContext {
-    const trace = meta.traceparent === undefined ? origin.trace : { traceparent: meta.traceparent, tracestate: meta.tracestate, baggage: meta.baggage };
-    return new RequestContext(request, { ...origin, trace }, undefined, binding, stream, signal, {
+    const traced = meta.traceparent === undefined ? origin : { ...origin, trace: { traceparent: meta.traceparent, tracestate: meta.tracestate, baggage: meta.baggage } };
+    return new RequestContext(request, traced, undefined, binding, stream, signal, {
       era: 'modern',
       protocolVersion: meta.protocolVersion,
       clientCapabilities: meta.clientCapabilities,

@@ -10,6 +10,8 @@ const REQUIRED_CAPABILITY: Readonly<Record<string, string>> = {
   'roots/list': 'roots',
 };
 
+const NO_INPUTS: ReadonlyMap<string, PendingInput> = new Map();
+
 /** How a held call's wait ended: the upstream answered, it asked the client something, or the call failed. */
 export type HeldOutcome = { readonly kind: 'reply'; readonly reply: UpstreamReply } | { readonly kind: 'input' } | { readonly kind: 'error'; readonly error: unknown };
 
@@ -30,9 +32,9 @@ export class HeldCall {
   id = '';
   readonly server: string;
   private readonly capabilities: JsonObject;
-  private readonly pending = new Map<string, PendingInput>();
-  /** Keys already handed to the client in an `InputRequiredResult` and not yet answered. */
-  private readonly asked = new Set<string>();
+  private pending: Map<string, PendingInput> | undefined;
+  /** Keys already handed to the client in an `InputRequiredResult` and not yet answered; made on the first one. */
+  private asked: Set<string> | undefined;
   private nextKey = 1;
   private settled: UpstreamReply | undefined;
   private failure: unknown;
@@ -72,7 +74,7 @@ export class HeldCall {
       return Promise.resolve({ ok: false, error: { code: RpcCode.MethodNotFound, message: `Client does not support ${request.method}` } });
     }
     return new Promise<UpstreamReply>((resolve) => {
-      this.pending.set(`input-${this.nextKey++}`, { method: request.method, params: request.params, resolve });
+      (this.pending ??= new Map()).set(`input-${this.nextKey++}`, { method: request.method, params: request.params, resolve });
       this.notify();
     });
   }
@@ -89,9 +91,9 @@ export class HeldCall {
   /** The questions to put to the client now: every unanswered one, which it has now been asked. */
   inputRequests(): JsonObject {
     const requests: JsonObject = {};
-    for (const [key, input] of this.pending) {
+    for (const [key, input] of this.pending ?? NO_INPUTS) {
       requests[key] = input.params === undefined ? { method: input.method } : { method: input.method, params: input.params };
-      this.asked.add(key);
+      (this.asked ??= new Set()).add(key);
     }
     return requests;
   }
@@ -101,26 +103,26 @@ export class HeldCall {
     const answers = asObject(responses);
     if (answers === undefined) return;
     for (const [key, value] of Object.entries(answers)) {
-      const input = this.pending.get(key);
+      const input = this.pending?.get(key);
       const result = asObject(value);
       if (input === undefined || result === undefined) continue;
-      this.pending.delete(key);
-      this.asked.delete(key);
+      this.pending?.delete(key);
+      this.asked?.delete(key);
       input.resolve({ ok: true, result });
     }
   }
 
   /** The client will not answer (the hold expired, the gateway shuts down): the upstream is told so. */
   abandon(reason: string): void {
-    for (const input of this.pending.values()) input.resolve({ ok: false, error: { code: RpcCode.InternalError, message: reason } });
-    this.pending.clear();
-    this.asked.clear();
+    for (const input of this.pending?.values() ?? []) input.resolve({ ok: false, error: { code: RpcCode.InternalError, message: reason } });
+    this.pending?.clear();
+    this.asked?.clear();
   }
 
   private outcome(): HeldOutcome | undefined {
     if (this.failure !== undefined) return { kind: 'error', error: this.failure };
     if (this.settled !== undefined) return { kind: 'reply', reply: this.settled };
-    for (const key of this.pending.keys()) if (!this.asked.has(key)) return { kind: 'input' };
+    if (this.pending !== undefined) for (const key of this.pending.keys()) if (this.asked?.has(key) !== true) return { kind: 'input' };
     return undefined;
   }
 

@@ -12,6 +12,8 @@ export interface ModernShape {
   readonly serverInfo: { readonly name: string; readonly version: string };
   /** The longest a merged list may be fresh: the gateway's own list TTL. */
   readonly listTtlMs: number;
+  /** `{ "io.modelcontextprotocol/serverInfo": serverInfo }`, made once and shared by every result without `_meta`. */
+  readonly meta: JsonObject;
 }
 
 /**
@@ -35,11 +37,12 @@ export function shapeModern(method: string, response: JsonRpcResponse, shape: Mo
   if (raw !== undefined && GATEWAY_LISTS.has(method)) {
     // A merged list cached as bytes: the hints go in front of its members, so the cached text is not re-parsed.
     const hints = cacheable ? `,"ttlMs":${ttlMs},"cacheScope":"private"` : '';
-    const head = `{"resultType":"complete"${hints},"_meta":${JSON.stringify(metaOf(undefined, shape))}`;
+    const head = `{"resultType":"complete"${hints},"_meta":${JSON.stringify(shape.meta)}`;
     return { jsonrpc: '2.0', id: response.id, result: rawResult(raw.length > 2 ? `${head},${raw.slice(1)}` : `${head}}`) };
   }
-  // An upstream's result kept as bytes (the egress step's) may hold resultType and _meta itself: read it.
-  const result: JsonObject = raw === undefined ? { ...response.result } : (JSON.parse(raw) as JsonObject);
+  // An upstream's result kept as bytes may hold resultType and _meta itself: read it. Any other result object is
+  // this request's own (parsed from its upstream's answer for it), so it is shaped where it is, not copied.
+  const result: JsonObject = raw === undefined ? response.result : (JSON.parse(raw) as JsonObject);
   const type = typeof result.resultType === 'string' ? result.resultType : 'complete';
   result.resultType = type;
   if (cacheable && type === 'complete') {
@@ -51,12 +54,12 @@ export function shapeModern(method: string, response: JsonRpcResponse, shape: Mo
     delete result.cacheScope;
   }
   result._meta = metaOf(result._meta, shape);
-  return { jsonrpc: '2.0', id: response.id, result };
+  return raw === undefined ? response : { jsonrpc: '2.0', id: response.id, result };
 }
 
 /** The result's own `_meta` with the gateway as `serverInfo`: an upstream's identity is not the client's server. */
 function metaOf(existing: unknown, shape: ModernShape): JsonObject {
-  const meta: JsonObject = typeof existing === 'object' && existing !== null && !Array.isArray(existing) ? { ...(existing as JsonObject) } : {};
-  meta['io.modelcontextprotocol/serverInfo'] = shape.serverInfo;
-  return meta;
+  // Most results carry no _meta of their own: they all share one, which nothing mutates.
+  if (typeof existing !== 'object' || existing === null || Array.isArray(existing)) return shape.meta;
+  return { ...(existing as JsonObject), 'io.modelcontextprotocol/serverInfo': shape.serverInfo };
 }

@@ -133,7 +133,7 @@ export class Router {
 
   constructor(options: RouterOptions) {
     this.options = options;
-    this.modernShape = { serverInfo: options.serverInfo, listTtlMs: options.listCacheTtlMs };
+    this.modernShape = { serverInfo: options.serverInfo, listTtlMs: options.listCacheTtlMs, meta: Object.freeze({ 'io.modelcontextprotocol/serverInfo': options.serverInfo }) as JsonObject };
     this.listenStreams = new ListenStreams(options.maxListenStreamsPerKey);
     this.sealer = options.sealer;
     this.heldCalls = new HeldCalls(options.mrtr.holdMs, options.mrtr.maxHeldCalls);
@@ -226,19 +226,7 @@ export class Router {
    * undefined when `signal` cancelled it (the client closed its stream), which then gets no answer.
    */
   async handleModern(request: JsonRpcRequest, meta: ModernMeta, stream: RequestStream | undefined, origin: RequestOrigin, signal: CancelScope): Promise<JsonRpcResponse | undefined> {
-    const binding = this.options.bindings.acquire(origin.caller, (opened) => {
-      // A binding has no client channel of its own: what its upstream sessions send outside a request (resource
-      // updates) goes to its principal's listen streams.
-      opened.channel = {
-        send: (message) => {
-          // A request (an upstream's sampling or elicitation no request context claims) has nobody to answer it.
-          if (!('method' in message) || 'id' in message) return false;
-          this.listenStreams.resourceUpdated(opened.id, message);
-          return true;
-        },
-      };
-      opened.onClose(() => this.options.registry.release(opened.id));
-    });
+    const binding = this.options.bindings.acquire(origin.caller, this.openBinding);
     const context = RequestContext.ofModern(request, origin, binding, stream, signal, meta);
     let response: JsonRpcResponse;
     try {
@@ -250,9 +238,24 @@ export class Router {
     } finally {
       this.options.bindings.release(binding);
     }
-    return shapeModern(request.method, response, this.modernShape, context.cacheTtlMs);
+    return context.shaped && 'result' in response ? response : shapeModern(request.method, response, this.modernShape, context.cacheTtlMs);
   }
 
+
+  /** Wires a new principal binding: made once, so acquiring a binding allocates nothing. */
+  private readonly openBinding = (opened: DownstreamSession): void => {
+    // A binding has no client channel of its own: what its upstream sessions send outside a request (resource
+    // updates) goes to its principal's listen streams.
+    opened.channel = {
+      send: (message) => {
+        // A request (an upstream's sampling or elicitation no request context claims) has nobody to answer it.
+        if (!('method' in message) || 'id' in message) return false;
+        this.listenStreams.resourceUpdated(opened.id, message);
+        return true;
+      },
+    };
+    opened.onClose(() => this.options.registry.release(opened.id));
+  };
 
   /** `server/discover` and `subscriptions/listen`: the gateway answers for itself. */
   private async modernOnly(context: RequestContext): Promise<JsonRpcResponse> {
@@ -656,11 +659,18 @@ export class Router {
             return;
           }
         }
+        // Only a legacy upstream can ask the client something mid-call, so only its calls need holding.
         state.response =
-          context.era === 'modern' && MRTR_METHODS.has(request.method)
+          context.era === 'modern' && MRTR_METHODS.has(request.method) && (state.held !== undefined || this.upstreams.eraOf(context, facts.server) !== 'modern')
             ? await this.heldCall(context, state, facts)
             : await this.forward(context, facts.server, state.upstreamParams ?? state.params, state.checked);
         if (MRTR_METHODS.has(request.method)) state.response = await this.inputRequired(context, state, facts);
+        if (context.era === 'modern') {
+          // Shaped before the egress step serialises it for the scan and the audit hash, so that it is read and
+          // written once, and the bytes recorded are the bytes the client gets.
+          state.response = shapeModern(request.method, state.response, this.modernShape);
+          context.shaped = true;
+        }
       }
     }
   }
@@ -853,21 +863,30 @@ export class Router {
   }
 
   private factsOf(context: RequestContext, action: CallFacts['action'], server: string | undefined, name: string, exposed: string, args: unknown): CallFacts {
-    const facts: CallFacts = { sessionId: context.session?.id, sessionSensitivity: context.binding.sensitivity, caller: context.caller, action, server, name, exposed, args };
-    return context.era === 'legacy' && context.trace === undefined ? facts : { ...facts, ...this.requestFacts(context) };
+    return {
+      sessionId: context.session?.id,
+      sessionSensitivity: context.binding.sensitivity,
+      caller: context.caller,
+      action,
+      server,
+      name,
+      exposed,
+      args,
+      // What joins a record to its request when there is no session to: a 2026-07-28 request's self-reported
+      // client, and, in either era, its W3C trace id (issue 25 §12). A legacy session's client is on its receipt.
+      client: context.era === 'modern' ? clientOf(context.clientInfo) : undefined,
+      traceId: context.trace === undefined ? undefined : traceIdOf(context.trace.traceparent),
+    };
   }
 
   private listFacts(context: RequestContext): ListFacts {
-    const facts: ListFacts = { sessionId: context.session?.id, sessionSensitivity: context.binding.sensitivity, caller: context.caller };
-    return context.era === 'legacy' && context.trace === undefined ? facts : { ...facts, ...this.requestFacts(context) };
-  }
-
-  /**
-   * What joins a record to its request when there is no session to: a 2026-07-28 request's self-reported client,
-   * and, in either era, its W3C trace id (issue 25 §12). A legacy session's client is its session's, on its receipt.
-   */
-  private requestFacts(context: RequestContext): Pick<CallFacts, 'client' | 'traceId'> {
-    return { client: context.era === 'modern' ? clientOf(context.clientInfo) : undefined, traceId: traceIdOf(context.trace?.traceparent) };
+    return {
+      sessionId: context.session?.id,
+      sessionSensitivity: context.binding.sensitivity,
+      caller: context.caller,
+      client: context.era === 'modern' ? clientOf(context.clientInfo) : undefined,
+      traceId: context.trace === undefined ? undefined : traceIdOf(context.trace.traceparent),
+    };
   }
 
   /**

@@ -224,19 +224,18 @@ const PROTOCOL_META_PREFIX = 'io.modelcontextprotocol/';
 /** An upstream listen stream has no deadline: the longest timer Node keeps (about 24.8 days). */
 const LISTEN_TIMEOUT_MS = 2_147_483_647;
 
-/** `params` without the per-request protocol fields of `_meta` (other keys, such as progressToken, stay). */
+/**
+ * `params` without the per-request protocol fields of `_meta` (other keys, such as progressToken, stay). They are
+ * the request's own params, read by nothing after its hop, so the fields are taken out where they are.
+ */
 function withoutProtocolMeta(params: JsonObject | undefined): JsonObject | undefined {
   const meta = params?._meta;
   if (params === undefined || typeof meta !== 'object' || meta === null || Array.isArray(meta)) return params;
-  const kept: JsonObject = {};
-  let stripped = false;
-  for (const [key, value] of Object.entries(meta)) {
-    if (key.startsWith(PROTOCOL_META_PREFIX)) stripped = true;
-    else kept[key] = value;
+  let left = 0;
+  for (const key in meta) {
+    if (key.startsWith(PROTOCOL_META_PREFIX)) delete (meta as JsonObject)[key];
+    else left += 1;
   }
-  if (!stripped) return params;
-  const copy: JsonObject = { ...params };
-  if (Object.keys(kept).length === 0) delete copy._meta;
-  else copy._meta = kept;
-  return copy;
+  if (left === 0) delete params._meta;
+  return params;
 }

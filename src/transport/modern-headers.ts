@@ -376,6 +376,11 @@ export function paramHeadersFor(args: unknown, params: ReadonlyArray<ParamHeader
   return out;
 }
 
+/** The answer of {@link paramHeadersToForward} for a request with no `Mcp-Param-*` header: one shared object. */
+export const NO_PARAM_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
+const PARAM_PREFIX = 'mcp-param-';
+const PARAM_PREFIX_LENGTH = PARAM_PREFIX.length;
+
 /**
  * The client's `Mcp-Param-*` headers (any name, lower-case as Node delivers them) as a plain record, values
  * unchanged, for forwarding upstream: intermediaries MUST forward the ones they do not recognize. A repeated
@@ -384,15 +389,16 @@ export function paramHeadersFor(args: unknown, params: ReadonlyArray<ParamHeader
  * {@link checkParamHeaders} first; when the gateway changes the arguments it forwards, compute them again with
  * {@link paramHeadersFor} instead.
  */
-export function paramHeadersToForward(headers: RequestHeaders): Record<string, string> {
-  const out: Record<string, string> = {};
+export function paramHeadersToForward(headers: RequestHeaders): Readonly<Record<string, string>> {
+  let out: Record<string, string> | undefined;
   const bag = headers as Readonly<Record<string, string | readonly string[] | undefined>>;
   for (const name in bag) {
-    if (!PARAM_HEADER.test(name)) continue;
+    // Most requests have none: a cheap look at the name before the pattern.
+    if (name.length <= PARAM_PREFIX_LENGTH || !name.startsWith(PARAM_PREFIX) || !PARAM_HEADER.test(name)) continue;
     const value = bag[name];
     if (value === undefined || (typeof value !== 'string' && value.length === 0)) continue;
     const joined = typeof value === 'string' ? value : value.join(', ');
-    if (isFieldValue(joined)) out[name.toLowerCase()] = joined;
+    if (isFieldValue(joined)) (out ??= {})[name.toLowerCase()] = joined;
   }
-  return out;
+  return out ?? NO_PARAM_HEADERS;
 }

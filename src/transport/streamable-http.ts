@@ -5,7 +5,7 @@ import { allowsBatches, isSupportedVersion } from '../jsonrpc/protocol-versions.
 import { declaresModernEra, MODERN_PROTOCOL_VERSIONS, type ModernMeta } from '../jsonrpc/modern-meta.js';
 import { servesModern } from '../router/method-table.js';
 import { CancelScope } from '../session/cancel-scope.js';
-import { paramHeadersToForward, readModernMeta } from './modern-headers.js';
+import { NO_PARAM_HEADERS, paramHeadersToForward, readModernMeta } from './modern-headers.js';
 import { logCall } from '../observability/access-log.js';
 import type { Logger } from '../observability/logger.js';
 import type { RequestIdentity } from './http-auth.js';
@@ -145,7 +145,9 @@ export class StreamableHttpEndpoint {
   private async modern(message: JsonRpcRequest, request: IncomingMessage, response: ServerResponse, identity: RequestIdentity, started: number): Promise<void> {
     let meta: ModernMeta;
     try {
-      meta = readModernMeta(request.headersDistinct, message);
+      // `headers`, not `headersDistinct`: a repeated Mcp-Method or Mcp-Name arrives joined, which then differs from
+      // the body and is refused; the gateway decides on the body either way, and the map is built anyway.
+      meta = readModernMeta(request.headers, message);
       if (!servesModern(message.method)) throw new GatewayError('MCPGATE_ERR_MODERN_METHOD_NOT_FOUND', `Method not found: ${message.method}`);
     } catch (error) {
       if (!GatewayError.is(error)) throw error;
@@ -154,11 +156,13 @@ export class StreamableHttpEndpoint {
       return;
     }
     const signal = new CancelScope();
-    response.once('close', () => {
+    response.on('close', () => {
       if (!response.writableFinished) signal.abort();
     });
     const responder = new PostResponder(response, 1, false, NO_HEADERS, started);
-    const answer = await this.options.router.handleModern(message, meta, responder, { ...identity, paramHeaders: paramHeadersToForward(request.headersDistinct) }, signal);
+    const paramHeaders = paramHeadersToForward(request.headers);
+    const origin = paramHeaders === NO_PARAM_HEADERS ? identity : { ...identity, paramHeaders };
+    const answer = await this.options.router.handleModern(message, meta, responder, origin, signal);
     const status = answer !== undefined && 'error' in answer ? MODERN_ERROR_STATUS.get(answer.error.code) : undefined;
     if (status !== undefined && !response.headersSent) {
       // 2026-07-28 basic/index: these errors are HTTP 400 too, so that an HTTP client learns it from the status.
