@@ -226,16 +226,15 @@ const LISTEN_TIMEOUT_MS = 2_147_483_647;
 
 /**
  * `params` without the per-request protocol fields of `_meta` (other keys, such as progressToken, stay). They are
- * the request's own params, read by nothing after its hop, so the fields are taken out where they are.
+ * the request's own params, read by nothing after its hop, so `_meta` is replaced where it is: with nothing
+ * (`undefined`, which JSON leaves out) when it held only those fields, as it usually does. Nothing is deleted, so
+ * neither object leaves V8's fast mode.
  */
 function withoutProtocolMeta(params: JsonObject | undefined): JsonObject | undefined {
   const meta = params?._meta;
   if (params === undefined || typeof meta !== 'object' || meta === null || Array.isArray(meta)) return params;
-  let left = 0;
-  for (const key in meta) {
-    if (key.startsWith(PROTOCOL_META_PREFIX)) delete (meta as JsonObject)[key];
-    else left += 1;
-  }
-  if (left === 0) delete params._meta;
+  let kept: JsonObject | undefined;
+  for (const key in meta) if (!key.startsWith(PROTOCOL_META_PREFIX)) (kept ??= {})[key] = (meta as JsonObject)[key];
+  params._meta = kept;
   return params;
 }
