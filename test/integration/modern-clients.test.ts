@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Client as ClientV2, StreamableHTTPClientTransport as StreamableHTTPClientTransportV2, type FetchLike } from '@modelcontextprotocol/client';
 import { CreateMessageRequestSchema, ElicitRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
-import { cleanup, connect, ROOT, sseMessages, startGateway, tempPath, textOf, type Gateway, type ServerInput } from './harness.js';
+import { cleanup, connect, rejectsMcp, ROOT, sseMessages, startGateway, tempPath, textOf, type Gateway, type ServerInput } from './harness.js';
 
 /**
  * Issue 25 with real clients on real sockets: the official SDK v2 client (2026-07-28, no handshake, MRTR through
@@ -32,6 +32,8 @@ const MODERN_TIMEOUT_MS = 8_000;
 
 let modernGateway: Gateway;
 let legacyGateway: Gateway;
+/** In front of the modern fixture with `mrtr.maxRounds: 1`, for the translation loop's cap. */
+let cappedGateway: Gateway;
 
 function stdioServer(script: string, timeoutMs: number): ServerInput {
   return { transport: 'stdio', command: process.execPath, args: [script], timeoutMs };
@@ -41,14 +43,15 @@ before(async () => {
   for (const file of [MODERN_FIXTURE, LEGACY_FIXTURE]) assert.ok(existsSync(file), `${file} is missing: run npm run build`);
   // prefix: never, so the clients see the fixtures' own tool names; one gateway per fixture, as both have
   // test_simple_text, test_sampling and test_elicitation. protocol is left at its default (auto) on purpose.
-  [modernGateway, legacyGateway] = await Promise.all([
+  [modernGateway, legacyGateway, cappedGateway] = await Promise.all([
     startGateway({ gateway: { prefix: 'never' }, servers: { modern: stdioServer(MODERN_FIXTURE, MODERN_TIMEOUT_MS) } }, { name: 'modern-upstream' }),
     startGateway({ gateway: { prefix: 'never' }, servers: { legacy: stdioServer(LEGACY_FIXTURE, LEGACY_TIMEOUT_MS) } }, { name: 'legacy-upstream' }),
+    startGateway({ gateway: { prefix: 'never', mrtr: { maxRounds: 1 } }, servers: { modern: stdioServer(MODERN_FIXTURE, MODERN_TIMEOUT_MS) } }, { name: 'modern-capped' }),
   ]);
 });
 
 after(async () => {
-  await Promise.all([modernGateway?.stop(), legacyGateway?.stop()]);
+  await Promise.all([modernGateway?.stop(), legacyGateway?.stop(), cappedGateway?.stop()]);
   await cleanup();
 });
 
@@ -246,6 +249,23 @@ describe('translation: a legacy session (SDK v1) in front of the 2026-07-28 fixt
     assert.deepEqual(prompts, ['What is the capital of France?']);
     assert.notEqual(result.isError, true, JSON.stringify(result));
     assert.equal(textOf(result), 'LLM response: Paris, from the v1 handler');
+  });
+
+  it('an upstream that asks more rounds than gateway.mrtr.maxRounds: the legacy client is asked once, then -32602 MCPGATE_ERR_MRTR_ROUNDS', async () => {
+    const asked: string[] = [];
+    const client = await connect(cappedGateway.url, {
+      capabilities: { elicitation: {} },
+      prepare: (c) => {
+        c.setRequestHandler(ElicitRequestSchema, (request) => {
+          asked.push(request.params.message);
+          return { action: 'accept', content: { name: 'Ada', color: 'teal' } };
+        });
+      },
+    });
+    const error = await rejectsMcp(client.callTool({ name: 'test_input_required_result_multi_round', arguments: {} }, undefined, { timeout: 15_000 }));
+    assert.equal(error.code, -32602, error.message);
+    assert.equal((error.data as { code?: string } | undefined)?.code, 'MCPGATE_ERR_MRTR_ROUNDS');
+    assert.deepEqual(asked, ['Step 1: What is your name?']);
   });
 
   it('test_elicitation: the InputRequiredResult becomes elicitation/create on the session, and the retry completes', async () => {
