@@ -12,7 +12,10 @@ import type { JsonObject, JsonRpcRequest } from './message.js';
 import { SUPPORTED_PROTOCOL_VERSIONS } from './protocol-versions.js';
 
 /** Modern-era revisions the gateway serves, newest first. */
-export const MODERN_PROTOCOL_VERSIONS: readonly string[] = Object.freeze(['2026-07-28']);
+/** The modern revision the gateway speaks, both ways. */
+export const MODERN_PROTOCOL_VERSION = '2026-07-28';
+
+export const MODERN_PROTOCOL_VERSIONS: readonly string[] = Object.freeze([MODERN_PROTOCOL_VERSION]);
 
 /**
  * Every revision the gateway speaks, modern first, then the legacy ones (served after `initialize`). This is
@@ -154,35 +157,4 @@ export function unsupportedVersion(requested: string): ModernMetaProblem | undef
     message: 'Unsupported protocol version',
     data: { supported: [...ALL_PROTOCOL_VERSIONS], requested },
   };
-}
-
-/**
- * The `_meta` for a request the gateway sends to a modern upstream on behalf of a client (modern or legacy).
- * The result is a new object: `existing`'s other keys are kept (progressToken, vendor keys), the per-request
- * fields come from `meta` only (an `existing` clientInfo or logLevel is dropped when `meta` has none, so a
- * client's values never pass unchecked), and the trace keys are taken from `meta` when given, else kept.
- */
-export function modernMetaFor(
-  existing: JsonObject | undefined,
-  meta: {
-    protocolVersion: string;
-    clientCapabilities: JsonObject;
-    clientInfo?: JsonObject;
-    logLevel?: string;
-    traceparent?: string;
-    tracestate?: string;
-    baggage?: string;
-  },
-): JsonObject {
-  const out: JsonObject = existing === undefined ? {} : { ...existing };
-  delete out[META_CLIENT_INFO];
-  delete out[META_LOG_LEVEL];
-  out[META_PROTOCOL_VERSION] = meta.protocolVersion;
-  out[META_CLIENT_CAPABILITIES] = meta.clientCapabilities;
-  if (meta.clientInfo !== undefined) out[META_CLIENT_INFO] = meta.clientInfo;
-  if (meta.logLevel !== undefined) out[META_LOG_LEVEL] = meta.logLevel;
-  if (meta.traceparent !== undefined) out.traceparent = meta.traceparent;
-  if (meta.tracestate !== undefined) out.tracestate = meta.tracestate;
-  if (meta.baggage !== undefined) out.baggage = meta.baggage;
-  return out;
 }

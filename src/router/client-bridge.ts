@@ -28,7 +28,7 @@ function wantsLog(requested: string | undefined, level: unknown): boolean {
 }
 
 /** The capability a client must have declared before the gateway sends it each server→client request. */
-const REQUIRED_CAPABILITY: Record<string, string> = {
+export const REQUIRED_CAPABILITY: Readonly<Record<string, string>> = {
   'sampling/createMessage': 'sampling',
   'elicitation/create': 'elicitation',
   'roots/list': 'roots',

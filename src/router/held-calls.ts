@@ -2,13 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { GatewayError } from '../errors/gateway-error.js';
 import { asObject, RpcCode, type JsonObject, type JsonRpcRequest } from '../jsonrpc/message.js';
 import type { UpstreamReply } from '../upstream/upstream-client.js';
-
-/** The capability a client must declare before it is asked each server→client request (client features). */
-const REQUIRED_CAPABILITY: Readonly<Record<string, string>> = {
-  'sampling/createMessage': 'sampling',
-  'elicitation/create': 'elicitation',
-  'roots/list': 'roots',
-};
+import { REQUIRED_CAPABILITY } from './client-bridge.js';
 
 const NO_INPUTS: ReadonlyMap<string, PendingInput> = new Map();
 

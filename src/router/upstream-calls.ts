@@ -65,8 +65,6 @@ export class UpstreamCalls {
     const checked = options.checked;
     // The options are the request's own: its CallContext and whom it acts for are the context itself.
     const requestOptions = { timeoutMs, signal, context, onBehalf: context };
-    // A 2026-07-28 client's protocol fields are its hop's, not the upstream's: the upstream client sets its own.
-    if (context.era === 'modern') params = withoutProtocolMeta(params);
     // Opening the upstream session and the exchange itself both run under the server's bulkhead and breakers.
     return this.options.registry.run(
       server,
@@ -219,22 +217,5 @@ function hopOptions(client: UpstreamClient<CallContext>, context: RequestContext
   return { ...options, meta, ...(client.era === 'modern' && context.paramHeaders !== undefined ? { headers: context.paramHeaders } : {}) };
 }
 
-const PROTOCOL_META_PREFIX = 'io.modelcontextprotocol/';
-
 /** An upstream listen stream has no deadline: the longest timer Node keeps (about 24.8 days). */
 const LISTEN_TIMEOUT_MS = 2_147_483_647;
-
-/**
- * `params` without the per-request protocol fields of `_meta` (other keys, such as progressToken, stay). They are
- * the request's own params, read by nothing after its hop, so `_meta` is replaced where it is: with nothing
- * (`undefined`, which JSON leaves out) when it held only those fields, as it usually does. Nothing is deleted, so
- * neither object leaves V8's fast mode.
- */
-function withoutProtocolMeta(params: JsonObject | undefined): JsonObject | undefined {
-  const meta = params?._meta;
-  if (params === undefined || typeof meta !== 'object' || meta === null || Array.isArray(meta)) return params;
-  let kept: JsonObject | undefined;
-  for (const key in meta) if (!key.startsWith(PROTOCOL_META_PREFIX)) (kept ??= {})[key] = (meta as JsonObject)[key];
-  params._meta = kept;
-  return params;
-}

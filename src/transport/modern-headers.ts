@@ -18,6 +18,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { JsonObject, JsonRpcRequest } from '../jsonrpc/message.js';
+import { encodeHeaderValue, SENTINEL_PREFIX, SENTINEL_SUFFIX } from '../jsonrpc/header-value.js';
 import { parseModernMeta, unsupportedVersion, type ModernMeta } from '../jsonrpc/modern-meta.js';
 
 /**
@@ -35,8 +36,6 @@ export interface ParamHeader {
   path: readonly string[];
 }
 
-const SENTINEL_PREFIX = '=?base64?';
-const SENTINEL_SUFFIX = '?=';
 const MIN_SENTINEL_LENGTH = SENTINEL_PREFIX.length + SENTINEL_SUFFIX.length;
 /** RFC 9110 §5.6.2 token (`1*tchar`). */
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
@@ -86,24 +85,6 @@ export function decodeHeaderValue(raw: string): string | undefined {
   } catch {
     return undefined;
   }
-}
-
-/**
- * Encodes a value for a header the gateway sends: plain when every character is visible ASCII or space, with no
- * leading or trailing space, and it does not look like the sentinel; else `=?base64?{UTF-8 as Base64}?=`. A tab
- * anywhere is encoded too: RFC 9110 allows it inside a value, but the conformance client check
- * (`http-custom-headers`) wants Base64 for any control character, and Base64 is always accepted. A lone
- * surrogate does not survive UTF-8 (it becomes U+FFFD).
- */
-export function encodeHeaderValue(value: string): string {
-  // The spec's pattern literally (starts with the prefix, ends with the suffix, even overlapping): `=?base64?=`
-  // is encoded too, though decodeHeaderValue would take it as a literal.
-  let plain = !(value.startsWith(SENTINEL_PREFIX) && value.endsWith(SENTINEL_SUFFIX)) && (value.length === 0 || (value.charCodeAt(0) !== 0x20 && value.charCodeAt(value.length - 1) !== 0x20));
-  for (let index = 0; plain && index < value.length; index++) {
-    const code = value.charCodeAt(index);
-    if (code < 0x20 || code > 0x7e) plain = false;
-  }
-  return plain ? value : `${SENTINEL_PREFIX}${Buffer.from(value, 'utf8').toString('base64')}${SENTINEL_SUFFIX}`;
 }
 
 /**

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { GatewayError, toJsonRpcError } from '../errors/gateway-error.js';
 import { isNotification, isRequest, makeError, RpcCode, type JsonRpcRequest } from '../jsonrpc/message.js';
 import { allowsBatches, isSupportedVersion } from '../jsonrpc/protocol-versions.js';
-import { declaresModernEra, MODERN_PROTOCOL_VERSIONS, type ModernMeta } from '../jsonrpc/modern-meta.js';
+import { declaresModernEra, isModernVersion, type ModernMeta } from '../jsonrpc/modern-meta.js';
 import { servesModern } from '../router/method-table.js';
 import { CancelScope } from '../session/cancel-scope.js';
 import { NO_PARAM_HEADERS, paramHeadersToForward, readModernMeta } from './modern-headers.js';
@@ -42,7 +42,7 @@ const MODERN_ERROR_STATUS: ReadonlyMap<number, number> = new Map([
 function isModernHttpMethod(request: IncomingMessage): boolean {
   const session = headerValue(request, SESSION_HEADER);
   const version = headerValue(request, VERSION_HEADER);
-  return session === undefined || session === '' || (version !== undefined && MODERN_PROTOCOL_VERSIONS.includes(version));
+  return session === undefined || session === '' || (version !== undefined && isModernVersion(version));
 }
 
 function refuseModernHttpMethod(): never {
@@ -95,7 +95,7 @@ export class StreamableHttpEndpoint {
         await this.modern(first, request, response, identity, started);
         return;
       }
-      if (isNotification(first) && headerVersion !== undefined && MODERN_PROTOCOL_VERSIONS.includes(headerVersion) && headerValue(request, SESSION_HEADER) === undefined) {
+      if (isNotification(first) && headerVersion !== undefined && isModernVersion(headerVersion) && headerValue(request, SESSION_HEADER) === undefined) {
         // 2026-07-28 defines no client notification over HTTP (closing a stream cancels); accepted, as the spec says.
         response.writeHead(202).end();
         return;

@@ -1,4 +1,7 @@
+import { encodeHeaderValue } from '../jsonrpc/header-value.js';
 import { RpcCode, asObject, type JsonObject, type JsonRpcErrorObject, type JsonRpcMessage } from '../jsonrpc/message.js';
+import { isModernVersion, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_PROTOCOL_VERSION } from '../jsonrpc/modern-meta.js';
+
 
 /**
  * The 2026-07-28 ("modern") era as seen by the gateway's upstream client (issue 25): the per-request `_meta`
@@ -8,18 +11,6 @@ import { RpcCode, asObject, type JsonObject, type JsonRpcErrorObject, type JsonR
  */
 
 export type ProtocolEra = 'legacy' | 'modern';
-
-/** The modern revision this gateway speaks to upstreams. */
-export const MODERN_PROTOCOL_VERSION = '2026-07-28';
-
-/** Modern revisions the gateway can speak upstream; one today. */
-export const MODERN_PROTOCOL_VERSIONS: readonly string[] = [MODERN_PROTOCOL_VERSION];
-
-export const META_PROTOCOL_VERSION = 'io.modelcontextprotocol/protocolVersion';
-export const META_CLIENT_INFO = 'io.modelcontextprotocol/clientInfo';
-export const META_CLIENT_CAPABILITIES = 'io.modelcontextprotocol/clientCapabilities';
-export const META_LOG_LEVEL = 'io.modelcontextprotocol/logLevel';
-export const META_SERVER_INFO = 'io.modelcontextprotocol/serverInfo';
 
 /** The per-request protocol fields: they describe this hop, so the gateway sets them and never forwards a caller's. */
 export const PER_REQUEST_META_KEYS: readonly string[] = [META_PROTOCOL_VERSION, META_CLIENT_INFO, META_CLIENT_CAPABILITIES, META_LOG_LEVEL];
@@ -36,15 +27,8 @@ const NAMED_METHODS: Readonly<Record<string, 'name' | 'uri'>> = { 'tools/call': 
 /** Header names the router may forward (Mcp-Param-{Name}, from a tool's `x-mcp-header`). */
 export const MCP_PARAM_HEADER = /^mcp-param-[A-Za-z0-9-]+$/i;
 
-/** A header value sent as is: visible ASCII, inner spaces, no leading or trailing whitespace (RFC 9110 field values). */
-const PLAIN_HEADER_VALUE = /^[\x21-\x7E](?:[\x20-\x7E]*[\x21-\x7E])?$/;
-const SENTINEL = /^=\?base64\?.*\?=$/s;
 /** A header value that is safe to forward as received: visible ASCII, space and tab only. */
 const SAFE_HEADER_VALUE = /^[\t\x20-\x7E]*$/;
-
-export function isModernVersion(version: unknown): version is string {
-  return typeof version === 'string' && version >= MODERN_PROTOCOL_VERSION && /^\d{4}-\d{2}-\d{2}$/.test(version);
-}
 
 /**
  * The modern protocol version a message declares in `params._meta`, if any. The HTTP transport sends a request the
@@ -53,16 +37,7 @@ export function isModernVersion(version: unknown): version is string {
 export function modernVersionOf(message: JsonRpcMessage): string | undefined {
   if (!('method' in message)) return undefined;
   const version = asObject(message.params?._meta)?.[META_PROTOCOL_VERSION];
-  return isModernVersion(version) ? version : undefined;
-}
-
-/**
- * Encodes a value for `Mcp-Name` or `Mcp-Param-*`: as is when it is plain visible ASCII, else (and when it would
- * read as the sentinel itself) as `=?base64?…?=` of its UTF-8 bytes.
- */
-export function encodeHeaderValue(value: string): string {
-  if (PLAIN_HEADER_VALUE.test(value) && !SENTINEL.test(value)) return value;
-  return `=?base64?${Buffer.from(value, 'utf8').toString('base64')}?=`;
+  return isModernVersion(version) ? (version as string) : undefined;
 }
 
 /** The standard modern request headers of one message: MCP-Protocol-Version, Mcp-Method and, where defined, Mcp-Name. */
@@ -129,16 +104,27 @@ export function withModernMeta(params: JsonObject | undefined, meta: JsonObject 
 }
 
 /**
- * `params` for a legacy upstream: only the trace context of `meta` is carried (SEP-414 applies to both eras);
- * `params` is returned unchanged when `meta` has none of it.
+ * `params` for a legacy upstream. A 2026-07-28 caller's per-request protocol fields describe its own hop, not this
+ * one, and over HTTP they would make the request go the modern way: they are left out. The trace context of `meta`
+ * is carried (SEP-414 applies to both eras). `params` is returned unchanged when there is nothing to do.
  */
-export function withTraceMeta(params: JsonObject | undefined, meta: JsonObject | undefined): JsonObject | undefined {
-  if (meta === undefined) return params;
+export function withLegacyMeta(params: JsonObject | undefined, meta: JsonObject | undefined): JsonObject | undefined {
+  const own = asObject(params?._meta);
+  let strip = false;
+  if (own !== undefined) for (const key of PER_REQUEST_META_KEYS) if (key in own) strip = true;
   let trace: JsonObject | undefined;
-  for (const key of TRACE_META_KEYS) {
-    const value = meta[key];
-    if (typeof value === 'string') (trace ??= {})[key] = value;
+  if (meta !== undefined) {
+    for (const key of TRACE_META_KEYS) {
+      const value = meta[key];
+      if (typeof value === 'string') (trace ??= {})[key] = value;
+    }
   }
-  if (trace === undefined) return params;
-  return { ...params, _meta: { ...asObject(params?._meta), ...trace } };
+  if (!strip && trace === undefined) return params;
+  const merged: JsonObject = {};
+  if (own !== undefined) for (const [key, value] of Object.entries(own)) if (!PER_REQUEST_META_KEYS.includes(key)) merged[key] = value;
+  if (trace !== undefined) Object.assign(merged, trace);
+  const out: JsonObject = { ...params };
+  if (Object.keys(merged).length === 0) delete out._meta;
+  else out._meta = merged;
+  return out;
 }

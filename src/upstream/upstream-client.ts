@@ -19,18 +19,8 @@ import type { UpstreamProtocolMode } from '../config/schema.js';
 import { undeliveredError } from './delivery.js';
 import type { OnBehalf } from '../model/upstream-credentials.js';
 import type { EraCache } from './era-cache.js';
-import {
-  isRecognizedModernError,
-  META_CLIENT_CAPABILITIES,
-  META_CLIENT_INFO,
-  META_SERVER_INFO,
-  MODERN_PROTOCOL_VERSION,
-  MODERN_PROTOCOL_VERSIONS,
-  supportedVersionsOf,
-  withModernMeta,
-  withTraceMeta,
-  type ProtocolEra,
-} from './modern-era.js';
+import { META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_SERVER_INFO, MODERN_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSIONS } from '../jsonrpc/modern-meta.js';
+import { isRecognizedModernError, supportedVersionsOf, withLegacyMeta, withModernMeta, type ProtocolEra } from './modern-era.js';
 import { StdioTransport } from './stdio-transport.js';
 import type { InboundContext, UpstreamTransport } from './transport.js';
 
@@ -471,7 +461,10 @@ export class UpstreamClient<C = unknown> {
    * on timeout (after sending notifications/cancelled upstream), on cancellation through `signal` (same), or
    * when the transport fails or closes.
    */
-  request(method: string, params: JsonObject | undefined, options: RequestOptions<C>): Promise<UpstreamReply> {
+  request(method: string, incoming: JsonObject | undefined, options: RequestOptions<C>): Promise<UpstreamReply> {
+    // A caller's 2026-07-28 fields are its own hop's; a legacy upstream gets none of them (the era probe, which
+    // sends them on purpose, goes straight to exchange).
+    const params = this.modernVersion === undefined ? withLegacyMeta(incoming, options.meta) : incoming;
     const uri = params?.uri;
     if (typeof uri !== 'string' || (method !== 'resources/subscribe' && method !== 'resources/unsubscribe')) return this.exchange(method, params, options);
     if (method === 'resources/unsubscribe') {
@@ -502,7 +495,6 @@ export class UpstreamClient<C = unknown> {
       outParams = { ...params, _meta: { ...meta, progressToken: id } };
     }
     if (this.modernVersion !== undefined) outParams = withModernMeta(outParams, options.meta, this.defaultMeta, this.modernVersion);
-    else if (options.meta !== undefined) outParams = withTraceMeta(outParams, options.meta);
 
     return new Promise<UpstreamReply>((resolve, reject) => {
       const unsubscribe = signal?.subscribe(() => this.abandon(id, 'Cancelled by the client', cancelledError(this.serverName)));

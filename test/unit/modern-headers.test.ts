@@ -3,12 +3,12 @@ import { describe, it } from 'node:test';
 import type { IncomingHttpHeaders } from 'node:http';
 import { GatewayError } from '../../src/errors/gateway-error.js';
 import type { JsonObject, JsonRpcRequest } from '../../src/jsonrpc/message.js';
+import { encodeHeaderValue } from '../../src/jsonrpc/header-value.js';
 import { META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION } from '../../src/jsonrpc/modern-meta.js';
 import {
   checkParamHeaders,
   checkStandardHeaders,
   decodeHeaderValue,
-  encodeHeaderValue,
   headerValueFor,
   paramHeadersFor,
   paramHeadersOf,

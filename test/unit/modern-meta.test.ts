@@ -9,7 +9,6 @@ import {
   META_LOG_LEVEL,
   META_PROTOCOL_VERSION,
   MODERN_PROTOCOL_VERSIONS,
-  modernMetaFor,
   parseModernMeta,
   unsupportedVersion,
   type ModernMetaProblem,
@@ -183,49 +182,3 @@ describe('unsupportedVersion', () => {
   });
 });
 
-describe('modernMetaFor', () => {
-  it('builds the envelope for a legacy client (no _meta of its own)', () => {
-    assert.deepEqual(modernMetaFor(undefined, { protocolVersion: '2026-07-28', clientCapabilities: { roots: {} }, clientInfo: { name: 'mcpgate', version: '0.1.0' } }), {
-      [META_PROTOCOL_VERSION]: '2026-07-28',
-      [META_CLIENT_CAPABILITIES]: { roots: {} },
-      [META_CLIENT_INFO]: { name: 'mcpgate', version: '0.1.0' },
-    });
-  });
-
-  it('keeps the other keys, takes the per-request fields from meta only, and does not touch the input', () => {
-    const existing: JsonObject = {
-      progressToken: 9,
-      'com.example/trace': { id: 1 },
-      [META_PROTOCOL_VERSION]: 'v999',
-      [META_CLIENT_CAPABILITIES]: { sampling: {} },
-      [META_CLIENT_INFO]: { name: 'client', version: '1' },
-      [META_LOG_LEVEL]: 'debug',
-      traceparent: 'old',
-    };
-    const snapshot = structuredClone(existing);
-    const out = modernMetaFor(existing, { protocolVersion: '2026-07-28', clientCapabilities: {}, logLevel: 'error' });
-    assert.deepEqual(out, {
-      progressToken: 9,
-      'com.example/trace': { id: 1 },
-      [META_PROTOCOL_VERSION]: '2026-07-28',
-      [META_CLIENT_CAPABILITIES]: {},
-      [META_LOG_LEVEL]: 'error',
-      traceparent: 'old',
-    });
-    assert.deepEqual(existing, snapshot);
-  });
-
-  it('sets the trace keys when given', () => {
-    const out = modernMetaFor({ traceparent: 'old' }, { protocolVersion: '2026-07-28', clientCapabilities: {}, traceparent: 'new', tracestate: 's', baggage: 'b' });
-    assert.equal(out.traceparent, 'new');
-    assert.equal(out.tracestate, 's');
-    assert.equal(out.baggage, 'b');
-  });
-
-  it('round-trips through parseModernMeta', () => {
-    const _meta = modernMetaFor({ progressToken: 1 }, { protocolVersion: '2026-07-28', clientCapabilities: { elicitation: {} }, logLevel: 'info' });
-    const result = parseModernMeta(request('tools/list', { _meta }));
-    assert.equal(result.ok, true);
-    if (result.ok) assert.equal(result.meta.logLevel, 'info');
-  });
-});

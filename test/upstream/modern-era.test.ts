@@ -7,7 +7,7 @@ import { GatewayError } from '../../src/errors/gateway-error.js';
 import type { JsonObject, JsonRpcNotification } from '../../src/jsonrpc/message.js';
 import { createTransport } from '../../src/upstream/create-transport.js';
 import { EraCache } from '../../src/upstream/era-cache.js';
-import { encodeHeaderValue } from '../../src/upstream/modern-era.js';
+import { encodeHeaderValue } from '../../src/jsonrpc/header-value.js';
 import { UpstreamClient } from '../../src/upstream/upstream-client.js';
 import { UpstreamRegistry, type Binding } from '../../src/upstream/upstream-registry.js';
 import { startStreamableServer } from '../fixtures/upstream/http-servers.js';
