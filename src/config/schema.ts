@@ -238,6 +238,11 @@ const gatewaySchema = z.strictObject({
        */
       holdMs: integer(z.number().int().positive()).default(120_000),
       maxHeldCalls: integer(z.number().int().positive()).default(1_024),
+      /**
+       * How long a held call gathers a legacy upstream's questions before the client is asked: a tool that asks
+       * several things at once sends them back to back, and one `InputRequiredResult` should carry them all.
+       */
+      gatherMs: integer(z.number().int().nonnegative().max(1_000)).default(5),
     })
     .prefault({}),
   /** `instructions` of the gateway's own `server/discover` answer (2026-07-28): guidance for the client's model. */

@@ -23,6 +23,8 @@ export interface TraceContext {
  */
 export interface InputHold {
   ask(request: JsonRpcRequest): Promise<{ ok: true; result: JsonObject } | { ok: false; error: JsonRpcErrorObject }>;
+  /** True while the call waits for its client's answers: its upstream can send nothing new until they come. */
+  readonly awaitsClient: boolean;
 }
 
 /** What the transport learnt of one request before the router sees it. */

@@ -6,6 +6,14 @@ import { REQUIRED_CAPABILITY } from './client-bridge.js';
 
 const NO_INPUTS: ReadonlyMap<string, PendingInput> = new Map();
 
+/**
+ * The `_meta` key by which a legacy upstream may name a question it asks mid-call, so that a 2026-07-28 client sees
+ * the `inputRequests` key a native tool would use (`user_name` rather than `input-1`). Taken off before the client
+ * sees the request.
+ */
+export const INPUT_KEY_META = 'mcpgate/inputKey';
+const INPUT_KEY = /^[A-Za-z0-9_.-]{1,64}$/;
+
 /** How a held call's wait ended: the upstream answered, it asked the client something, or the call failed. */
 export type HeldOutcome = { readonly kind: 'reply'; readonly reply: UpstreamReply } | { readonly kind: 'input' } | { readonly kind: 'error'; readonly error: unknown };
 
@@ -33,10 +41,23 @@ export class HeldCall {
   private settled: UpstreamReply | undefined;
   private failure: unknown;
   private waiter: ((outcome: HeldOutcome) => void) | undefined;
+  private readonly gatherMs: number;
+  /** While set, questions are still being gathered: the upstream may be sending several at once. */
+  private gathering: NodeJS.Timeout | undefined;
+  /** A retry left questions unanswered: the client is asked them again (mrtr.mdx: re-request, not an error). */
+  private reask = false;
+  /** Answers the first request already carried, by key: a question the upstream then asks is answered at once. */
+  private early: JsonObject | undefined;
 
-  constructor(server: string, capabilities: JsonObject) {
+  constructor(server: string, capabilities: JsonObject, gatherMs: number, early?: unknown) {
     this.server = server;
     this.capabilities = capabilities;
+    this.gatherMs = gatherMs;
+    this.early = asObject(early);
+  }
+
+  get awaitsClient(): boolean {
+    return this.asked !== undefined && this.asked.size > 0 && this.gathering === undefined;
   }
 
   /** Follows the upstream exchange: its answer (or failure) ends the call. */
@@ -67,10 +88,45 @@ export class HeldCall {
       this.notify();
       return Promise.resolve({ ok: false, error: { code: RpcCode.MethodNotFound, message: `Client does not support ${request.method}` } });
     }
+    const pending = (this.pending ??= new Map());
+    const { key, params } = this.keyFor(pending, request.params);
+    const given = asObject(this.early?.[key]);
+    if (given !== undefined) {
+      delete this.early?.[key];
+      return Promise.resolve({ ok: true, result: given });
+    }
     return new Promise<UpstreamReply>((resolve) => {
-      (this.pending ??= new Map()).set(`input-${this.nextKey++}`, { method: request.method, params: request.params, resolve });
+      pending.set(key, { method: request.method, params, resolve });
+      // A tool that asks several things at once (Promise.all) sends them back to back: one InputRequiredResult
+      // should carry them all, so the client is asked after a short gathering window (gateway.mrtr.gatherMs).
+      if (this.gathering === undefined && this.gatherMs > 0) {
+        this.gathering = setTimeout(() => {
+          this.gathering = undefined;
+          this.notify();
+        }, this.gatherMs);
+        this.gathering.unref();
+        return;
+      }
       this.notify();
     });
+  }
+
+  /** The key of a new question: the upstream's own name for it when well formed and unused, else `input-N`. */
+  private keyFor(pending: Map<string, PendingInput>, params: JsonObject | undefined): { key: string; params: JsonObject | undefined } {
+    const meta = asObject(params?._meta);
+    const named = meta?.[INPUT_KEY_META];
+    let rest = params;
+    if (meta !== undefined && named !== undefined) {
+      const others: JsonObject = {};
+      for (const [name, value] of Object.entries(meta)) if (name !== INPUT_KEY_META) others[name] = value;
+      rest = { ...params };
+      if (Object.keys(others).length === 0) delete rest._meta;
+      else rest._meta = others;
+    }
+    if (typeof named === 'string' && INPUT_KEY.test(named) && !pending.has(named)) return { key: named, params: rest };
+    let key = `input-${this.nextKey++}`;
+    while (pending.has(key)) key = `input-${this.nextKey++}`;
+    return { key, params: rest };
   }
 
   /** Waits until the upstream answers, asks something not yet asked, or the call fails. */
@@ -89,6 +145,7 @@ export class HeldCall {
       requests[key] = input.params === undefined ? { method: input.method } : { method: input.method, params: input.params };
       (this.asked ??= new Set()).add(key);
     }
+    this.reask = false;
     return requests;
   }
 
@@ -104,10 +161,13 @@ export class HeldCall {
       this.asked?.delete(key);
       input.resolve({ ok: true, result });
     }
+    if (this.asked !== undefined && this.asked.size > 0) this.reask = true;
   }
 
   /** The client will not answer (the hold expired, the gateway shuts down): the upstream is told so. */
   abandon(reason: string): void {
+    if (this.gathering !== undefined) clearTimeout(this.gathering);
+    this.gathering = undefined;
     for (const input of this.pending?.values() ?? []) input.resolve({ ok: false, error: { code: RpcCode.InternalError, message: reason } });
     this.pending?.clear();
     this.asked?.clear();
@@ -116,7 +176,10 @@ export class HeldCall {
   private outcome(): HeldOutcome | undefined {
     if (this.failure !== undefined) return { kind: 'error', error: this.failure };
     if (this.settled !== undefined) return { kind: 'reply', reply: this.settled };
-    if (this.pending !== undefined) for (const key of this.pending.keys()) if (this.asked?.has(key) !== true) return { kind: 'input' };
+    if (this.pending !== undefined && this.gathering === undefined) {
+      if (this.reask) return { kind: 'input' };
+      for (const key of this.pending.keys()) if (this.asked?.has(key) !== true) return { kind: 'input' };
+    }
     return undefined;
   }
 

@@ -75,7 +75,7 @@ export interface RouterOptions {
   callTimeoutMs: number;
   listCacheTtlMs: number;
   /** Multi round-trip requests (issue 25 §10, §11). */
-  mrtr: { readonly maxRounds: number; readonly maxInputResponsesBytes: number; readonly holdMs: number; readonly maxHeldCalls: number };
+  mrtr: { readonly maxRounds: number; readonly maxInputResponsesBytes: number; readonly holdMs: number; readonly maxHeldCalls: number; readonly gatherMs: number };
   /** Seals the `requestState` handed to 2026-07-28 clients; one key for every replica. */
   sealer: RequestStateSealer;
   /** `gateway.limits.maxListenStreamsPerKey`: open `subscriptions/listen` streams per credential. */
@@ -742,7 +742,7 @@ export class Router {
     let held = state.held;
     let outcome: HeldOutcome;
     if (held === undefined) {
-      held = new HeldCall(facts.server, context.clientCapabilities);
+      held = new HeldCall(facts.server, context.clientCapabilities, this.options.mrtr.gatherMs, state.params.inputResponses);
       context.held = held;
       context.deadline = context.startedAt + this.upstreams.timeoutFor(facts.server);
       held.start(this.upstreams.request(context, facts.server, context.method, state.upstreamParams ?? state.params, { checked: state.checked }));

@@ -40,6 +40,11 @@ export interface UpstreamHandlers<C> {
   /** A notification from the upstream, progress tokens already mapped back to the caller's. */
   onNotification(notification: JsonRpcNotification, context: C | undefined): void;
   onClose(): void;
+  /**
+   * Whether a message that names no request (stdio) may still belong to this call. A call whose upstream is
+   * blocked waiting for the client is not a candidate, so another call of the same session can be matched.
+   */
+  attributable?(context: C | undefined): boolean;
 }
 
 export interface UpstreamClientOptions<C> {
@@ -629,10 +634,21 @@ export class UpstreamClient<C = unknown> {
       return this.pending.get(inbound.relatedRequestId)?.context;
     }
     // stdio and standalone streams carry no relation; with exactly one call in flight it can only be that one.
+    // Calls blocked on their client's answers are not candidates: an abandoned 2026-07-28 input round would
+    // otherwise leave every later call of the session unmatched until its hold expires.
     if (this.pending.size === 1) {
       for (const entry of this.pending.values()) return entry.context;
     }
-    return undefined;
+    const attributable = this.options.handlers.attributable;
+    if (attributable === undefined || this.pending.size === 0) return undefined;
+    let found: C | undefined;
+    let candidates = 0;
+    for (const entry of this.pending.values()) {
+      if (!attributable(entry.context)) continue;
+      candidates += 1;
+      found = entry.context;
+    }
+    return candidates === 1 ? found : undefined;
   }
 
   private handleInboundRequest(request: JsonRpcRequest, inbound: InboundContext): void {

@@ -316,6 +316,7 @@ export class UpstreamRegistry<C> {
         handlers: {
           onRequest: (request, context, signal) => handlers.onRequest(request, context, signal),
           onNotification: (notification, context) => handlers.onNotification(notification, context),
+          attributable: (context) => handlers.attributable?.(context) ?? false,
           onClose: () => {
             if (this.entries.get(key) === entry) this.entries.delete(key);
             // The transport's close resolves once the child has exited: only now is its place free.

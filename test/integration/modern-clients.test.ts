@@ -441,6 +441,85 @@ describe('translation: a 2026-07-28 client in front of the legacy fixture (held 
     assert.equal(textOf(final), 'LLM response: Paris, from the modern client');
   });
 
+  const ALL = { sampling: {}, elicitation: {}, roots: {} };
+  type InputRequired = { resultType?: string; inputRequests?: Record<string, { method?: string; params?: Record<string, unknown> }>; requestState?: string; isError?: boolean };
+  const accept = (content: Record<string, unknown>): Record<string, unknown> => ({ action: 'accept', content });
+
+  it('questions asked at once come back in one InputRequiredResult, keyed as the upstream named them (mcpgate/inputKey)', async () => {
+    const first = await modernPost(legacyGateway.url, 10, 'tools/call', { name: 'test_input_required_result_multiple_inputs', arguments: {} }, ALL);
+    const result = first.response.result as InputRequired | undefined;
+    assert.equal(result?.resultType, 'input_required', first.body);
+    assert.deepEqual(Object.keys(result.inputRequests ?? {}).sort(), ['client_roots', 'greeting', 'user_name'], first.body);
+    assert.equal(result.inputRequests?.user_name?.method, 'elicitation/create');
+    // The naming key is the gateway's business: the client sees the upstream's request without it.
+    assert.equal(result.inputRequests?.user_name?.params?._meta, undefined, first.body);
+    const retry = await modernPost(
+      legacyGateway.url,
+      11,
+      'tools/call',
+      {
+        name: 'test_input_required_result_multiple_inputs',
+        arguments: {},
+        inputResponses: {
+          user_name: accept({ name: 'Ada' }),
+          greeting: { role: 'assistant', content: { type: 'text', text: 'Hello' }, model: 'm', stopReason: 'endTurn' },
+          client_roots: { roots: [{ uri: 'file:///work' }] },
+        },
+        requestState: result.requestState,
+      },
+      ALL,
+    );
+    assert.equal(textOf(retry.response.result as InputRequired), 'Hello Ada (roots: file:///work)', retry.body);
+  });
+
+  it('a retry that answers nothing it was asked is asked again, with a new requestState, then completes', async () => {
+    const first = await modernPost(legacyGateway.url, 12, 'tools/call', { name: 'test_input_required_result_elicitation', arguments: {} }, ALL);
+    const asked = first.response.result as InputRequired;
+    assert.deepEqual(Object.keys(asked.inputRequests ?? {}), ['user_name'], first.body);
+    const wrong = await modernPost(
+      legacyGateway.url,
+      13,
+      'tools/call',
+      { name: 'test_input_required_result_elicitation', arguments: {}, inputResponses: { wrong_key: accept({ name: 'x' }) }, requestState: asked.requestState },
+      ALL,
+    );
+    const again = wrong.response.result as InputRequired | undefined;
+    assert.equal(again?.resultType, 'input_required', wrong.body);
+    assert.deepEqual(Object.keys(again.inputRequests ?? {}), ['user_name'], wrong.body);
+    assert.notEqual(again.requestState, asked.requestState);
+    const done = await modernPost(
+      legacyGateway.url,
+      14,
+      'tools/call',
+      { name: 'test_input_required_result_elicitation', arguments: {}, inputResponses: { user_name: accept({ name: 'Grace' }) }, requestState: again.requestState },
+      ALL,
+    );
+    assert.equal(textOf(done.response.result as InputRequired), 'Hello, Grace!', done.body);
+  });
+
+  it('answers a first request already carries are given to the upstream at once: no round', async () => {
+    const answer = await modernPost(
+      legacyGateway.url,
+      15,
+      'tools/call',
+      { name: 'test_input_required_result_elicitation', arguments: {}, inputResponses: { user_name: accept({ name: 'Linus' }), extra: accept({}) } },
+      ALL,
+    );
+    const result = answer.response.result as InputRequired | undefined;
+    assert.equal(result?.resultType, 'complete', answer.body);
+    assert.equal(textOf(result), 'Hello, Linus!');
+  });
+
+  it('a call whose client never retries does not leave later calls of the principal unable to ask (stdio)', async () => {
+    // Left waiting on purpose: its upstream is blocked on the answer, so only the next call can be asking.
+    const abandoned = await modernPost(legacyGateway.url, 16, 'tools/call', { name: 'test_input_required_result_request_state', arguments: {} }, ALL);
+    assert.equal((abandoned.response.result as InputRequired).resultType, 'input_required', abandoned.body);
+    const next = await modernPost(legacyGateway.url, 17, 'tools/call', { name: 'test_input_required_result_sampling', arguments: {} }, ALL);
+    const result = next.response.result as InputRequired | undefined;
+    assert.equal(result?.resultType, 'input_required', next.body);
+    assert.deepEqual(Object.keys(result.inputRequests ?? {}), ['capital_question'], next.body);
+  });
+
   it('without sampling in clientCapabilities: HTTP 400, -32021 with data.requiredCapabilities', async () => {
     const answer = await modernPost(legacyGateway.url, 3, 'tools/call', { name: 'test_sampling', arguments: { prompt: 'anything' } }, {});
     assert.equal(answer.status, 400, answer.body);
