@@ -14,6 +14,37 @@ const NO_INPUTS: ReadonlyMap<string, PendingInput> = new Map();
 export const INPUT_KEY_META = 'mcpgate/inputKey';
 const INPUT_KEY = /^[A-Za-z0-9_.-]{1,64}$/;
 
+/** Whether a 2026-07-28 client declared anything an upstream could ask it mid-call: if not, nothing is held. */
+export function canBeAsked(capabilities: JsonObject): boolean {
+  return 'sampling' in capabilities || 'elicitation' in capabilities || 'roots' in capabilities;
+}
+
+function missingCapability(method: string): GatewayError {
+  const capability = REQUIRED_CAPABILITY[method] ?? method;
+  return new GatewayError('MCPGATE_ERR_MISSING_CLIENT_CAPABILITY', `The upstream needs the client's ${capability} capability, which this request did not declare`, {
+    data: { requiredCapabilities: { [capability]: {} } },
+  });
+}
+
+function notSupported(method: string): UpstreamReply {
+  return { ok: false, error: { code: RpcCode.MethodNotFound, message: `Client does not support ${method}` } };
+}
+
+/**
+ * The input hold of a 2026-07-28 call whose client declared none of sampling, elicitation and roots: it can
+ * answer nothing, so the call is not held (no hold, no race with the upstream's answer). A question the upstream
+ * asks all the same is refused upstream, and the call fails with -32021 once the upstream is done.
+ */
+export class RefusedInputs {
+  failure: GatewayError | undefined;
+  readonly awaitsClient = false;
+
+  ask(request: JsonRpcRequest): Promise<UpstreamReply> {
+    this.failure ??= missingCapability(request.method);
+    return Promise.resolve(notSupported(request.method));
+  }
+}
+
 /** How a held call's wait ended: the upstream answered, it asked the client something, or the call failed. */
 export type HeldOutcome = { readonly kind: 'reply'; readonly reply: UpstreamReply } | { readonly kind: 'input' } | { readonly kind: 'error'; readonly error: unknown };
 
@@ -82,11 +113,9 @@ export class HeldCall {
   ask(request: JsonRpcRequest): Promise<UpstreamReply> {
     const capability = REQUIRED_CAPABILITY[request.method];
     if (capability === undefined || !(capability in this.capabilities)) {
-      this.failure ??= new GatewayError('MCPGATE_ERR_MISSING_CLIENT_CAPABILITY', `The upstream needs the client's ${capability ?? request.method} capability, which this request did not declare`, {
-        data: { requiredCapabilities: { [capability ?? request.method]: {} } },
-      });
+      this.failure ??= missingCapability(request.method);
       this.notify();
-      return Promise.resolve({ ok: false, error: { code: RpcCode.MethodNotFound, message: `Client does not support ${request.method}` } });
+      return Promise.resolve(notSupported(request.method));
     }
     const pending = (this.pending ??= new Map());
     const { key, params } = this.keyFor(pending, request.params);

@@ -42,7 +42,7 @@ import { METHODS, MODERN_ONLY } from './method-table.js';
 import { shapeModern, type ModernShape } from './modern-results.js';
 import { discoverCapabilities } from './discover.js';
 import type { RequestStateSealer } from './request-state.js';
-import { HeldCall, HeldCalls, type HeldOutcome } from './held-calls.js';
+import { canBeAsked, HeldCall, HeldCalls, RefusedInputs, type HeldOutcome } from './held-calls.js';
 import { answerInputRequests, checkInputResponses } from './input-requests.js';
 import { ListenStreams, readListenFilter, tagged, type ListenFilter } from './listen-streams.js';
 import { UpstreamCalls } from './upstream-calls.js';
@@ -659,11 +659,20 @@ export class Router {
             return;
           }
         }
-        // Only a legacy upstream can ask the client something mid-call, so only its calls need holding.
-        state.response =
-          context.era === 'modern' && MRTR_METHODS.has(request.method) && (state.held !== undefined || this.upstreams.eraOf(context, facts.server) !== 'modern')
-            ? await this.heldCall(context, state, facts)
-            : await this.forward(context, facts.server, state.upstreamParams ?? state.params, state.checked);
+        // Only a legacy upstream can ask the client something mid-call, so only its calls need holding, and only
+        // for a client that declared something it could be asked.
+        if (context.era === 'modern' && MRTR_METHODS.has(request.method) && (state.held !== undefined || this.upstreams.eraOf(context, facts.server) !== 'modern')) {
+          if (state.held !== undefined || canBeAsked(context.clientCapabilities)) {
+            state.response = await this.heldCall(context, state, facts);
+          } else {
+            const refused = new RefusedInputs();
+            context.held = refused;
+            state.response = await this.forward(context, facts.server, state.upstreamParams ?? state.params, state.checked);
+            if (refused.failure !== undefined) throw refused.failure;
+          }
+        } else {
+          state.response = await this.forward(context, facts.server, state.upstreamParams ?? state.params, state.checked);
+        }
         if (MRTR_METHODS.has(request.method)) state.response = await this.inputRequired(context, state, facts);
         if (context.era === 'modern') {
           // Shaped before the egress step serialises it for the scan and the audit hash, so that it is read and

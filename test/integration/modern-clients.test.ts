@@ -520,6 +520,14 @@ describe('translation: a 2026-07-28 client in front of the legacy fixture (held 
     assert.deepEqual(Object.keys(result.inputRequests ?? {}), ['capital_question'], next.body);
   });
 
+  it('with roots but not sampling in clientCapabilities (a held call): HTTP 400, -32021 naming sampling', async () => {
+    const answer = await modernPost(legacyGateway.url, 18, 'tools/call', { name: 'test_sampling', arguments: { prompt: 'anything' } }, { roots: {} });
+    assert.equal(answer.status, 400, answer.body);
+    const error = answer.response.error as { code?: number; data?: { requiredCapabilities?: Record<string, unknown> } } | undefined;
+    assert.equal(error?.code, -32021, answer.body);
+    assert.deepEqual(error.data?.requiredCapabilities, { sampling: {} }, answer.body);
+  });
+
   it('without sampling in clientCapabilities: HTTP 400, -32021 with data.requiredCapabilities', async () => {
     const answer = await modernPost(legacyGateway.url, 3, 'tools/call', { name: 'test_sampling', arguments: { prompt: 'anything' } }, {});
     assert.equal(answer.status, 400, answer.body);
