@@ -3,6 +3,7 @@ import { checkStdioIsolation, httpIsolationFields, stdioIsolationFields } from '
 import { checkHttpTrust, tlsSchema } from './tls-rules.js';
 import { checkChildLimit, serverResilienceFields, stdioRestartFields } from './resilience-schema.js';
 import { isLoopbackHost } from '../util/tls-pins.js';
+import { metricsSchema, tracingSchema } from './observability-schema.js';
 import { defaultAccessSchema, jwtSchema } from './auth-schema.js';
 import { adminSchema } from './admin-schema.js';
 import { credentialsSchema, vaultSchema } from './credentials-schema.js';
@@ -264,6 +265,10 @@ const gatewaySchema = z.strictObject({
   vault: vaultSchema.optional(),
   /** audit, catalog, policies, receipts (issue 7; governance-schema.ts). */
   ...governanceGatewayFields,
+  /** Prometheus `GET /metrics` (issue 26; observability-schema.ts). */
+  metrics: metricsSchema.prefault({}),
+  /** OpenTelemetry traces over OTLP/HTTP (issue 26; observability-schema.ts). */
+  tracing: tracingSchema.prefault({}),
 });
 
 export const configSchema = z
@@ -278,6 +283,15 @@ export const configSchema = z
         code: 'custom',
         path: ['gateway', 'auth', 'mode'],
         message: 'auth.mode "none" is allowed only with gateway.mode "dev" and a loopback listen.host (127.0.0.1, ::1, localhost)',
+      });
+    }
+    // Issue 26: metrics name servers, tools and the gateway's load; off loopback a scrape must prove who it is.
+    const metrics = config.gateway.metrics;
+    if (metrics.enabled && metrics.token === undefined && !isLoopbackHost((metrics.listen ?? config.gateway.listen).host)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['gateway', 'metrics', 'token'],
+        message: 'metrics on a non-loopback address need gateway.metrics.token (a bearer token of 16+ characters, e.g. ${MCPGATE_METRICS_TOKEN})',
       });
     }
     if (config.gateway.auth.mode === 'none' && config.gateway.auth.defaultAccess === 'deny') {

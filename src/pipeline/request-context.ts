@@ -10,6 +10,19 @@ import type { DownstreamSession, RequestStream } from '../session/downstream-ses
 /** The protocol era of a request (DESIGN.md §3): sessions and `initialize`, or per-request `_meta`. */
 export type Era = 'legacy' | 'modern';
 
+/**
+ * The ids of a request's server span, filled in by a tracing subscriber (observability/) so that the transport's
+ * access line can name them. A transport allocates one only while somebody listens to the request channel
+ * (pipeline/tracing.ts `observingRequests`), so an unobserved gateway allocates nothing for it.
+ */
+export interface ObservedIds {
+  traceId?: string | undefined;
+  spanId?: string | undefined;
+}
+
+/** How a request reached the gateway. */
+export type TransportKind = 'streamable-http' | 'legacy-sse' | 'stdio';
+
 /** W3C trace context as the request carried it (HTTP headers); read by tracing subscribers, never by the core. */
 export interface TraceContext {
   readonly traceparent?: string | undefined;
@@ -37,6 +50,12 @@ export interface RequestOrigin {
   readonly trace?: TraceContext | undefined;
   /** A 2026-07-28 request's `Mcp-Param-*` headers, forwarded to its upstream as they came (streamable-http §custom headers). */
   readonly paramHeaders?: Readonly<Record<string, string>> | undefined;
+  /** Which transport the request came by; undefined in tests that build origins by hand. */
+  readonly transport?: TransportKind | undefined;
+  /** performance.now() when the transport received it (before authentication), for a server span's start. */
+  readonly receivedAt?: number | undefined;
+  /** Where a tracing subscriber puts the request's span ids for the access line (see {@link ObservedIds}). */
+  readonly observed?: ObservedIds | undefined;
 }
 
 /**
@@ -51,7 +70,15 @@ export class RequestContext implements OnBehalf {
   readonly caller: Caller | undefined;
   readonly inbound: InboundCredentials | undefined;
   readonly clientIp: string | undefined;
-  readonly trace: TraceContext | undefined;
+  /**
+   * The W3C trace context upstream hops carry: the request's own (HTTP headers, or a 2026-07-28 request's
+   * `_meta`) until a tracing subscriber replaces it with the gateway's span, so an upstream's spans are children
+   * of the gateway's.
+   */
+  trace: TraceContext | undefined;
+  readonly transport: TransportKind | undefined;
+  readonly receivedAt: number | undefined;
+  readonly observed: ObservedIds | undefined;
   readonly paramHeaders: Readonly<Record<string, string>> | undefined;
   readonly era: Era;
   readonly protocolVersion: string;
@@ -95,6 +122,9 @@ export class RequestContext implements OnBehalf {
     this.inbound = origin.inbound;
     this.clientIp = origin.clientIp;
     this.trace = origin.trace;
+    this.transport = origin.transport;
+    this.receivedAt = origin.receivedAt;
+    this.observed = origin.observed;
     this.paramHeaders = origin.paramHeaders;
     this.era = protocol.era;
     this.protocolVersion = protocol.protocolVersion;

@@ -1,4 +1,5 @@
 import { tracingChannel, type TracingChannel } from 'node:diagnostics_channel';
+import type { JsonRpcResponse } from '../jsonrpc/message.js';
 import type { RequestContext } from './request-context.js';
 import { STEPS, type StepName } from './steps.js';
 
@@ -80,4 +81,41 @@ function publishSettled<T>(channel: TracingChannel<unknown, StepMessage>, messag
       throw error;
     },
   );
+}
+
+/**
+ * What the request channel (`mcpgate:pipeline:request`) publishes: `start` when a JSON-RPC request's context is
+ * made (before its first step), `asyncEnd` once its answer is final (shaped for its era), with `response`, or
+ * without one when the client cancelled it. Metrics count requests here and tracing opens and closes each
+ * request's server span; the steps' own channels come in between.
+ */
+export interface RequestMessage {
+  readonly context: RequestContext;
+  response?: JsonRpcResponse | undefined;
+}
+
+const REQUEST = tracingChannel<unknown, RequestMessage>('mcpgate:pipeline:request');
+
+/** The request channel, for subscribers. */
+export function requestChannel(): TracingChannel<unknown, RequestMessage> {
+  return REQUEST;
+}
+
+/** Whether anybody listens to requests: a transport allocates what subscribers fill in (ObservedIds) only then. */
+export function observingRequests(): boolean {
+  return REQUEST.hasSubscribers;
+}
+
+/** Publishes a request's start; undefined (nothing allocated) when nobody listens. */
+export function requestStarted(context: RequestContext): RequestMessage | undefined {
+  if (!REQUEST.hasSubscribers) return undefined;
+  const message: RequestMessage = { context };
+  REQUEST.start.publish(message);
+  return message;
+}
+
+/** Publishes a request's end with its final answer (undefined: cancelled, nothing sent). */
+export function requestEnded(message: RequestMessage, response: JsonRpcResponse | undefined): void {
+  message.response = response;
+  REQUEST.asyncEnd.publish(message);
 }

@@ -25,7 +25,7 @@ import type { TransportKind } from '../model/transport-kind.js';
 import type { AccessDecision } from '../policy/decision.js';
 import { RequestContext, type RequestOrigin } from '../pipeline/request-context.js';
 import type { StepName } from '../pipeline/steps.js';
-import { traced } from '../pipeline/tracing.js';
+import { requestEnded, requestStarted, traced } from '../pipeline/tracing.js';
 import type { DownstreamSession, RequestStream } from '../session/downstream-session.js';
 import type { SessionManager, SessionSlot } from '../session/session-manager.js';
 import type { PrincipalBindings } from '../session/principal-bindings.js';
@@ -209,15 +209,19 @@ export class Router {
     const signal = new CancelScope();
     session.inflight.set(request.id, signal);
     const context = RequestContext.ofSession(request, origin, session, stream, signal);
+    const observed = requestStarted(context);
+    let response: JsonRpcResponse | undefined;
     try {
-      return await this.run(context);
+      response = await this.run(context);
     } catch (error) {
       if (signal.aborted && GatewayError.is(error) && error.code === 'MCPGATE_ERR_CANCELLED') return undefined;
       if (!GatewayError.is(error)) this.options.logger.error({ err: error, method: request.method }, 'request failed');
-      return toJsonRpcError(request.id, error);
+      response = toJsonRpcError(request.id, error);
     } finally {
       if (session.inflight.get(request.id) === signal) session.inflight.delete(request.id);
+      if (observed !== undefined) requestEnded(observed, response);
     }
+    return response;
   }
 
   /**
@@ -228,7 +232,8 @@ export class Router {
   async handleModern(request: JsonRpcRequest, meta: ModernMeta, stream: RequestStream | undefined, origin: RequestOrigin, signal: CancelScope): Promise<JsonRpcResponse | undefined> {
     const binding = this.options.bindings.acquire(origin.caller, this.openBinding);
     const context = RequestContext.ofModern(request, origin, binding, stream, signal, meta);
-    let response: JsonRpcResponse;
+    const observed = requestStarted(context);
+    let response: JsonRpcResponse | undefined;
     try {
       response = MODERN_ONLY.has(request.method) ? await this.modernOnly(context) : await this.run(context);
     } catch (error) {
@@ -237,8 +242,11 @@ export class Router {
       response = toJsonRpcError(request.id, error);
     } finally {
       this.options.bindings.release(binding);
+      if (observed !== undefined && response === undefined) requestEnded(observed, undefined);
     }
-    return context.shaped && 'result' in response ? response : shapeModern(request.method, response, this.modernShape, context.cacheTtlMs);
+    const shaped = context.shaped && 'result' in response ? response : shapeModern(request.method, response, this.modernShape, context.cacheTtlMs);
+    if (observed !== undefined) requestEnded(observed, shaped);
+    return shaped;
   }
 
 

@@ -5,7 +5,8 @@ import { GatewayError, toJsonRpcError } from '../errors/gateway-error.js';
 import type { Logger } from '../observability/logger.js';
 import { clientIpOf, type CidrSet } from '../util/client-ip.js';
 import { callerAt, type Caller } from '../model/caller.js';
-import type { TraceContext } from '../pipeline/request-context.js';
+import type { ObservedIds, TraceContext, TransportKind } from '../pipeline/request-context.js';
+import { observingRequests } from '../pipeline/tracing.js';
 
 export interface HttpAuthOptions {
   /** Undefined only for `auth.mode: none` (dev mode on loopback, enforced by the schema). */
@@ -36,6 +37,11 @@ export interface RequestIdentity {
   readonly clientIp?: string | undefined;
   /** The request's W3C trace context headers, for tracing subscribers (issue 24 §1). */
   readonly trace?: TraceContext | undefined;
+  readonly transport?: TransportKind | undefined;
+  /** performance.now() when the HTTP request arrived, before authentication. */
+  readonly receivedAt?: number | undefined;
+  /** Allocated only while a subscriber listens to requests (pipeline/tracing.ts `observingRequests`). */
+  readonly observed?: ObservedIds | undefined;
 }
 
 export type HttpAuthOutcome = ({ readonly refused: false } & RequestIdentity) | { readonly refused: true; readonly code: string };
@@ -52,9 +58,10 @@ export class HttpAuth {
     this.#options = options;
   }
 
-  async check(request: IncomingMessage, response: ServerResponse): Promise<HttpAuthOutcome> {
+  async check(request: IncomingMessage, response: ServerResponse, transport?: TransportKind, receivedAt?: number): Promise<HttpAuthOutcome> {
     const { authenticator, trustedProxies, logger } = this.#options;
-    if (authenticator === undefined) return { refused: false, caller: undefined, inbound: undefined, keyInOwnHeader: false, trace: traceOf(request) };
+    const observed = observingRequests() ? {} : undefined;
+    if (authenticator === undefined) return { refused: false, caller: undefined, inbound: undefined, keyInOwnHeader: false, trace: traceOf(request), transport, receivedAt, observed };
     const clientIp = clientIpOf(request.socket.remoteAddress, request.headers['x-forwarded-for'], trustedProxies);
     // The socket: a key presented again on a keep-alive connection is not hashed again. headersDistinct: Node
     // keeps only the first Authorization in `headers` and joins repeated X-Mcpgate-Keys, hiding a second credential.
@@ -67,6 +74,9 @@ export class HttpAuth {
         keyInOwnHeader: result.caller.viaHeader === 'x-mcpgate-key',
         clientIp,
         trace: traceOf(request),
+        transport,
+        receivedAt,
+        observed,
       };
     }
     const path = request.url?.split('?')[0];

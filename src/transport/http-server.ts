@@ -251,7 +251,7 @@ export class GatewayHttpServer {
     }
     this.checkHostAndOrigin(request);
     if (this.closing) throw new GatewayError('MCPGATE_ERR_SHUTTING_DOWN', 'The gateway is shutting down');
-    const outcome = await this.options.auth.check(request, response);
+    const outcome = await this.options.auth.check(request, response, path === '/mcp' ? 'streamable-http' : 'legacy-sse', started);
     if (outcome.refused) {
       logRefusedRequest(this.options.logger, request.method, path, response.statusCode, outcome.code, started);
       return;

@@ -36,7 +36,7 @@ export class StdioServer {
   constructor(options: StdioServerOptions) {
     this.options = options;
     this.stream = { send: (message) => this.write(message) };
-    this.origin = { caller: options.caller, inbound: undefined };
+    this.origin = { caller: options.caller, inbound: undefined, transport: 'stdio' };
   }
 
   /** Serves until stdin ends. */
