@@ -102,6 +102,12 @@ export const auditQuery = z.strictObject({
   tool: name.optional(),
   /** The name the client used, e.g. `notes__add_note` (issue 22 B9). */
   exposed: name.optional(),
+  /** A W3C trace id (32 lowercase hex, not all zero): every record of one distributed trace (issue 26). */
+  traceId: z
+    .string()
+    .regex(/^[0-9a-f]{32}$/)
+    .refine((value) => value !== '0'.repeat(32), 'an all-zero trace id is invalid')
+    .optional(),
   decision: z.enum(AUDIT_DECISIONS).optional(),
   kind: z.enum(AUDIT_KINDS).optional(),
   chain: z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/).optional(),

@@ -40,6 +40,8 @@ describe('GET /admin/v1/audit', () => {
           server: n % 4 === 0 ? 'ops' : 'notes',
           tool: `tool_${n % 6}`,
           args: { n },
+          // Six records of one distributed trace per chain, to join with a trace backend (issue 26).
+          ...(n % 9 === 0 ? { traceId: '4bf92f3577b34da6a3ce929d0e0e4736' } : {}),
           time: new Date(Date.UTC(2026, 0, 1, 0, n)),
         });
       }
@@ -117,6 +119,9 @@ describe('GET /admin/v1/audit', () => {
     assert.equal((await pick('?tool=tool_0&chain=gw-b')).length, 10);
     assert.equal((await pick('?kind=policy')).length, 12);
     assert.equal((await pick('?session=sess-1&chain=gw-a')).length, 12);
+    const traced = await pick('?traceId=4bf92f3577b34da6a3ce929d0e0e4736');
+    assert.equal(traced.length, 12);
+    assert.ok(traced.every((r) => r.traceId === '4bf92f3577b34da6a3ce929d0e0e4736'));
     const window = await pick('?since=2026-01-01T00:10:00Z&until=2026-01-01T00:20:00%2B00:00');
     assert.equal(window.length, 20);
     assert.ok(window.every((r) => r.time >= '2026-01-01T00:10:00.000Z' && r.time < '2026-01-01T00:20:00.000Z'));
@@ -124,7 +129,7 @@ describe('GET /admin/v1/audit', () => {
   });
 
   it('refuses bad queries with ADMIN_INVALID and keeps its admin guard', async () => {
-    for (const query of ['?limit=0', '?limit=1001', '?limit=abc', '?decision=maybe', '?kind=x', '?since=yesterday', '?since=2026-01-01T00:00:00', '?chain=a%20b', '?cursor=bm9wZQ', '?verbose=1', '?limit=1&limit=2']) {
+    for (const query of ['?limit=0', '?limit=1001', '?limit=abc', '?decision=maybe', '?kind=x', '?since=yesterday', '?since=2026-01-01T00:00:00', '?chain=a%20b', '?cursor=bm9wZQ', '?verbose=1', '?traceId=4BF92F3577B34DA6A3CE929D0E0E4736', '?traceId=00000000000000000000000000000000', '?traceId=abc', '?limit=1&limit=2']) {
       const reply = await get(query);
       assert.equal(reply.status, 400, query);
       assert.equal(reply.json.error?.code, 'MCPGATE_ERR_ADMIN_INVALID', query);
