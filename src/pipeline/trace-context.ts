@@ -1,4 +1,4 @@
-import { traceIdOf } from '../audit/trace-id.js';
+import { traceIdOf } from '../util/trace-id.js';
 import type { JsonObject } from '../jsonrpc/message.js';
 import type { TraceContext } from './request-context.js';
 
