@@ -6,7 +6,9 @@ import { createStore } from '../../src/store/create-store.js';
 import { AccessStore, TEST_KEY_SECRET, type IssuedKey } from '../fixtures/integration/access-store.js';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../fixtures/integration/otlp-receiver.js';
 import { startTapUpstream, type TapRequest, type TapUpstream } from '../fixtures/integration/tap-upstream.js';
-import { cleanup, mcpHeaders, raw, rawSession, readEvents, startGateway, stdioFixture, tempPath, waitFor, type Gateway, type RawResponse } from './harness.js';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { cleanup, closeClient, GATEWAY_BIN, mcpHeaders, raw, rawSession, readEvents, ROOT, startGateway, stdioFixture, tempPath, track, waitFor, writeConfig, type Gateway, type RawResponse } from './harness.js';
 
 /**
  * Issue 26, traces: a real gateway process exports its spans over OTLP/HTTP to a real receiver in this test, in
@@ -273,5 +275,50 @@ describe('bad trace context (issue 26)', () => {
     assert.equal(plain.logLines().some((entry) => entry.msg === 'tracing on'), false);
     const line = plain.logLines().find((entry) => entry.msg === 'access' && entry.method === 'tools/call');
     assert.ok(line !== undefined && !('traceId' in line) && !('spanId' in line));
+  });
+});
+
+describe('traces of a stdio gateway, turned on by the OTEL_* variables (issue 26)', () => {
+  it('OTEL_TRACES_EXPORTER=otlp exports to OTEL_EXPORTER_OTLP_TRACES_ENDPOINT; each stdio request has its own span ids on its access line', async () => {
+    const file = writeConfig({ servers: { kid: stdioFixture(`${STDIO}-stdio`) } }, 'tracing-stdio');
+    const env = { ...process.env, OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: receiver.url, OTEL_SERVICE_NAME: 'mcpgate-stdio', OTEL_BSP_SCHEDULE_DELAY: '50' } as Record<string, string>;
+    const transport = new StdioClientTransport({ command: process.execPath, args: [GATEWAY_BIN, 'stdio', '--config', file], cwd: ROOT, stderr: 'pipe', env });
+    let stderr = '';
+    transport.stderr?.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString('utf8');
+    });
+    const client = track(new Client({ name: 'stdio-client', version: '1.0.0' }));
+    await client.connect(transport);
+    await client.callTool({ name: 'kid__echo', arguments: { over: 'stdio' } });
+    await client.callTool({ name: 'kid__echo', arguments: { over: 'stdio again' } });
+    const lines = await waitFor(() => {
+      const found = stderr
+        .split('\n')
+        .filter((line) => line.startsWith('{'))
+        .map((line) => JSON.parse(line) as Record<string, unknown>)
+        .filter((line) => line.msg === 'access' && line.method === 'tools/call');
+      return found.length === 2 && found;
+    }, 'the access lines');
+    const servers = await waitFor(() => {
+      const found = receiver.spans.filter((span) => span.kind === 2 && span.serviceName === 'mcpgate-stdio');
+      return found.length === 2 && found;
+    }, 'the stdio server spans');
+    await closeClient(client);
+    assert.deepEqual(
+      lines.map((line) => [line.traceId, line.spanId]).sort(),
+      servers.map((span) => [span.traceId, span.spanId]).sort(),
+      'each access line names its own request’s span',
+    );
+    assert.notEqual(lines[0]?.spanId, lines[1]?.spanId);
+    for (const span of servers) {
+      assert.equal(span.attributes['network.transport'], 'pipe');
+      assert.equal(span.attributes['network.protocol.name'], undefined);
+      assert.equal(span.attributes['mcpgate.server'], 'kid');
+      // No HTTP edge: no authentication span.
+      assert.equal(receiver.spans.filter((child) => child.parentSpanId === span.spanId && child.name === 'authenticate').length, 0);
+    }
+    const upstream = receiver.spans.find((span) => span.parentSpanId === servers[1]?.spanId && span.name === 'upstream');
+    assert.ok(upstream !== undefined);
+    assert.equal(lastStdioMeta(`${STDIO}-stdio`)?.traceparent, `00-${upstream.traceId}-${upstream.spanId}-01`);
   });
 });

@@ -123,8 +123,9 @@ export function subscribeSpans(tracer: Tracer): () => void {
         observed.traceId = ids.traceId;
         observed.spanId = ids.spanId;
       }
-      // Authentication ran at the HTTP edge before this context existed: its span is drawn after the fact.
-      if (context.receivedAt !== undefined) tracer.startSpan('authenticate', { startTime }, spanContext).end(epochOf(context.startedAt));
+      // Authentication ran at the HTTP edge before this context existed: its span is drawn after the fact. A stdio
+      // gateway authenticated its one principal at start, not per request.
+      if (context.receivedAt !== undefined && context.transport !== 'stdio') tracer.startSpan('authenticate', { startTime }, spanContext).end(epochOf(context.startedAt));
     },
     asyncEnd(message: RequestMessage): void {
       const spans = requests.get(message.context);
