@@ -34,6 +34,8 @@ import type { Store } from './store/store.js';
 import { HttpAuth } from './transport/http-auth.js';
 import { GatewayHttpServer } from './transport/http-server.js';
 import { subscribeServerTiming } from './observability/server-timing.js';
+import type { RunningTracing } from './observability/tracing/start-tracing.js';
+import { tracingSettingsOf } from './observability/tracing/tracing-settings.js';
 import { StdioServer } from './transport/stdio-server.js';
 import { buildUpstreams } from './upstream/build-upstreams.js';
 import type { UpstreamRegistry } from './upstream/upstream-registry.js';
@@ -357,8 +359,10 @@ export async function startHttpGateway(config: GatewayConfig, logger: Logger): P
     logger,
   });
   const unsubscribeTiming = subscribeServerTiming();
+  const tracing = await startTraces(config, logger);
   const url = await server.listen().catch(async (error: unknown) => {
     unsubscribeTiming();
+    await tracing?.shutdown();
     await passthrough.close();
     await parts.close();
     throw error;
@@ -369,6 +373,8 @@ export async function startHttpGateway(config: GatewayConfig, logger: Logger): P
     async close() {
       await server.close(config.gateway.limits.shutdownGraceMs, config.gateway.limits.shutdownDelayMs);
       unsubscribeTiming();
+      // After the server drained its requests, so that their spans are ended and flushed with the rest.
+      await tracing?.shutdown();
       await passthrough.close();
       await parts.close();
     },
@@ -381,8 +387,10 @@ export async function startHttpGateway(config: GatewayConfig, logger: Logger): P
  */
 export async function runStdioGateway(config: GatewayConfig, logger: Logger, env: NodeJS.ProcessEnv = process.env): Promise<void> {
   const parts = await assemble(config, logger);
+  let tracing: RunningTracing | undefined;
   try {
     const caller = await stdioCaller(parts.access, env);
+    tracing = await startTraces(config, logger, env);
     const server = new StdioServer({
       router: parts.core.router,
       input: process.stdin,
@@ -393,8 +401,20 @@ export async function runStdioGateway(config: GatewayConfig, logger: Logger, env
     });
     await server.run();
   } finally {
+    await tracing?.shutdown();
     await parts.close();
   }
+}
+
+/**
+ * Traces (issue 26), when `gateway.tracing` or the OTEL_* variables turn them on. The OpenTelemetry code is loaded
+ * only then: a gateway without traces never imports it, and its pipeline channels have no tracing subscriber.
+ */
+async function startTraces(config: GatewayConfig, logger: Logger, env: NodeJS.ProcessEnv = process.env): Promise<RunningTracing | undefined> {
+  const settings = tracingSettingsOf(config.gateway.tracing, config.gateway.name, env);
+  if (settings === undefined) return undefined;
+  const { startTracing } = await import('./observability/tracing/start-tracing.js');
+  return startTracing(settings, logger);
 }
 
 /** The stdio process's principal: a local process, so its client IP is loopback. */

@@ -209,6 +209,29 @@ export async function startMcpgate(ctx, { urls = [], stdio = 0, extraGateway = '
   });
 }
 
+/**
+ * mcpgate with traces on (issue 26): every call sampled and exported over OTLP/HTTP to a sink on the load core
+ * (bench/mock/otlp-sink.mjs) that answers 200 and keeps nothing, so the gateway pays for making, batching and
+ * exporting spans and nothing else. The sink stops with the contender.
+ */
+export async function startTracedMcpgate(ctx) {
+  const sink = await startProcess('otlp sink', process.execPath, [join(ctx.benchDir, 'mock/otlp-sink.mjs'), '--watch-stdin'], { core: LOAD_CORE, ready: jsonReady('port') });
+  const tracing = `  tracing: { enabled: true, endpoint: "http://127.0.0.1:${sink.value}/v1/traces", sampleRatio: 1 }`;
+  try {
+    const gateway = await startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (tracing)', extraGateway: tracing });
+    const stopGateway = gateway.stop;
+    gateway.mode = `${gateway.mode}, traces on (100 % sampled, OTLP/HTTP to a local sink)`;
+    gateway.stop = async () => {
+      await stopGateway();
+      await sink.stop();
+    };
+    return gateway;
+  } catch (error) {
+    await sink.stop();
+    throw error;
+  }
+}
+
 export async function mcpHub(ctx, { stdio = false } = {}) {
   const port = await freePort();
   const { command, args } = stdioMockCommand(ctx);

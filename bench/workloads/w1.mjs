@@ -17,6 +17,9 @@ export const W1_CONTENDERS = {
   // Audit (sync, as by default) plus a Cedar policy set at both decision points: issue 7's governance whole,
   // against the bare forwarder and the peers in the same run (W9 splits its cost against governance off).
   'mcpgate (governed)': { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (governed)', extraGateway: governedGateway(ctx) }), levels: 'peer' },
+  // Issue 26: the same gateway with traces on, every call sampled and exported to a local OTLP sink; its CPU per
+  // call and added latency are set against mcpgate's (docs/benchmarks.md).
+  'mcpgate (tracing)': { start: (ctx) => starters.startTracedMcpgate(ctx), levels: 'core' },
   'bare+rewrite': { start: (ctx) => starters.bareForwarder(ctx, { rewrite: true }), levels: 'peer' },
   'mcpgate (legacy SSE)': { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], transport: 'sse', name: 'mcpgate (legacy SSE)' }), levels: 'peer' },
   'mcp-hub': { start: (ctx) => starters.mcpHub(ctx), levels: 'peer' },

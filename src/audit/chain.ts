@@ -1,6 +1,6 @@
 import type { AuditRecordRow } from '../store/audit-chain-store.js';
 import { canonicalJson } from '../util/canonical-json.js';
-import { isTraceId } from './trace-id.js';
+import { isTraceId } from '../util/trace-id.js';
 import {
   AUDIT_DECISIONS,
   AUDIT_EVIDENCE,

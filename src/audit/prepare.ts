@@ -11,7 +11,7 @@ import {
   type AuditRecordFields,
 } from './record.js';
 import { errorMessage } from '../errors/error-message.js';
-import { isTraceId } from './trace-id.js';
+import { isTraceId } from '../util/trace-id.js';
 
 /**
  * An append's input made ready for the chain, before it gets a seq: checked, redacted, hashed and bounded.

@@ -15,10 +15,10 @@ import type { Logger } from '../observability/logger.js';
 import type { Caller } from '../model/caller.js';
 import { evidenceOf, type UpstreamEvidence } from './evidence.js';
 import { errorMessage } from '../errors/error-message.js';
-import { isTraceId } from '../audit/trace-id.js';
+import { isTraceId } from '../util/trace-id.js';
 
 /** For the router: a request's `traceparent` to the record's `traceId` (undefined unless a valid version-00 one). */
-export { traceIdOf } from '../audit/trace-id.js';
+export { traceIdOf } from '../util/trace-id.js';
 
 const MAX_COUNTED_SESSIONS = 100_000;
 

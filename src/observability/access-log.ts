@@ -1,4 +1,5 @@
 import type { JsonRpcRequest, JsonRpcResponse } from '../jsonrpc/message.js';
+import type { ObservedIds } from '../pipeline/request-context.js';
 import type { Logger } from './logger.js';
 
 /** Who made a call, as far as the access line names them: ids only, never a credential. */
@@ -12,6 +13,8 @@ export interface AccessCaller {
  * `tools/call`, who called (key id and principal id; with auth off, no one), how it ended and how long it took.
  * `ok` is a JSON-RPC result (a tool's own `isError` result included: the audit record tells those apart),
  * `error` carries the gateway's error code, `cancelled` got no answer. Arguments and results are never logged.
+ * With tracing on, `traceId` and `spanId` name the request's server span (`observed`, filled by the tracing
+ * subscriber), so a line leads to its trace.
  *
  * It runs once per call on the hot path, so it builds one flat object and nothing when info is off; pino's
  * redaction still applies to it like to every line.
@@ -23,6 +26,7 @@ export function logCall(
   response: JsonRpcResponse | undefined,
   caller: AccessCaller | undefined,
   started: number,
+  observed?: ObservedIds | undefined,
 ): void {
   if (!logger.isLevelEnabled('info')) return;
   const name = request.method === 'tools/call' ? request.params?.name : undefined;
@@ -44,6 +48,8 @@ export function logCall(
       status,
       code,
       ms: elapsedMs(started),
+      traceId: observed?.traceId,
+      spanId: observed?.spanId,
     },
     'access',
   );

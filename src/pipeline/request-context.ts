@@ -1,11 +1,12 @@
 import type { InboundCredentials } from '../model/inbound-credentials.js';
 import type { OnBehalf } from '../model/upstream-credentials.js';
-import type { JsonObject, JsonRpcErrorObject, JsonRpcRequest } from '../jsonrpc/message.js';
+import { asObject, type JsonObject, type JsonRpcErrorObject, type JsonRpcRequest } from '../jsonrpc/message.js';
 import type { ModernMeta } from '../jsonrpc/modern-meta.js';
 import type { Caller } from '../model/caller.js';
 import type { AccessDecision } from '../policy/decision.js';
 import type { CancelScope } from '../session/cancel-scope.js';
 import type { DownstreamSession, RequestStream } from '../session/downstream-session.js';
+import { traceContextOf, traceContextOfMeta } from './trace-context.js';
 
 /** The protocol era of a request (DESIGN.md §3): sessions and `initialize`, or per-request `_meta`. */
 export type Era = 'legacy' | 'modern';
@@ -23,7 +24,10 @@ export interface ObservedIds {
 /** How a request reached the gateway. */
 export type TransportKind = 'streamable-http' | 'legacy-sse' | 'stdio';
 
-/** W3C trace context as the request carried it (HTTP headers); read by tracing subscribers, never by the core. */
+/**
+ * W3C trace context (HTTP headers, or `_meta` per SEP-414), valid when it reaches a context (pipeline/trace-context.ts):
+ * what upstream hops carry, and what tracing subscribers read and replace with the gateway's own span.
+ */
 export interface TraceContext {
   readonly traceparent?: string | undefined;
   readonly tracestate?: string | undefined;
@@ -101,6 +105,8 @@ export class RequestContext implements OnBehalf {
   deadline: number | undefined;
   /** Set by the `authorize` step. */
   decision: AccessDecision | undefined;
+  /** The one server a single-server request goes to, once its `upstream` step begins; for tracing subscribers. */
+  server: string | undefined;
   /** A 2026-07-28 result already shaped for its era by the upstream step (router/modern-results.ts). */
   shaped: boolean;
   /** How long a merged list answer may be called fresh (2026-07-28 `ttlMs`), once the list step knows. */
@@ -138,6 +144,7 @@ export class RequestContext implements OnBehalf {
     this.startedAt = performance.now();
     this.deadline = undefined;
     this.decision = undefined;
+    this.server = undefined;
     this.held = undefined;
     this.cacheTtlMs = undefined;
     this.shaped = false;
@@ -149,7 +156,11 @@ export class RequestContext implements OnBehalf {
 
   /** A context for a request of a legacy (2025-era) session: the protocol facts are the session's. */
   static ofSession(request: JsonRpcRequest, origin: RequestOrigin, session: DownstreamSession, stream: RequestStream | undefined, signal: CancelScope): RequestContext {
-    return new RequestContext(request, origin, session, session, stream, signal, {
+    // SEP-414 applies to every era: a valid trace context in `_meta` is the request's own and wins over the HTTP
+    // headers, which belong to the POST that carried it (OpenTelemetry MCP conventions, context propagation).
+    const fromMeta = traceContextOfMeta(asObject(request.params?._meta));
+    const traced = fromMeta === undefined ? origin : { ...origin, trace: fromMeta };
+    return new RequestContext(request, traced, session, session, stream, signal, {
       era: 'legacy',
       protocolVersion: session.protocolVersion,
       clientCapabilities: session.clientCapabilities,
@@ -160,7 +171,8 @@ export class RequestContext implements OnBehalf {
 
   /** A context for a 2026-07-28 request: the protocol facts are its own `_meta`; its binding is its principal's. */
   static ofModern(request: JsonRpcRequest, origin: RequestOrigin, binding: DownstreamSession, stream: RequestStream | undefined, signal: CancelScope, meta: ModernMeta): RequestContext {
-    const traced = meta.traceparent === undefined ? origin : { ...origin, trace: { traceparent: meta.traceparent, tracestate: meta.tracestate, baggage: meta.baggage } };
+    const fromMeta = meta.traceparent === undefined ? undefined : traceContextOf(meta.traceparent, meta.tracestate, meta.baggage);
+    const traced = fromMeta === undefined ? origin : { ...origin, trace: fromMeta };
     return new RequestContext(request, traced, undefined, binding, stream, signal, {
       era: 'modern',
       protocolVersion: meta.protocolVersion,

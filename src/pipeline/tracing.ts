@@ -13,6 +13,11 @@ export interface StepMessage {
   readonly context: RequestContext;
   /** performance.now() when the step started: every subscriber that times a step needs it, so it is here once. */
   readonly startedAt: number;
+  /**
+   * Set before `end`: whether the step returned a promise, so that a subscriber knows at `end` whether the step
+   * is over (false) or ends at `asyncEnd` (true); unset when it threw before returning.
+   */
+  settles?: boolean;
   error?: unknown;
   result?: unknown;
 }
@@ -59,6 +64,7 @@ export function traced<S, T>(step: StepName, context: RequestContext, run: StepR
     channel.end.publish(message);
     throw error;
   }
+  message.settles = value instanceof Promise;
   channel.end.publish(message);
   if (!(value instanceof Promise)) return value;
   // The synchronous part already published start and end; the settled promise publishes the async events.

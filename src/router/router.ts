@@ -658,6 +658,7 @@ export class Router {
         return;
       default: {
         const facts = state.facts as CallFacts & { readonly server: string };
+        context.server = facts.server;
         if (request.method === 'resources/subscribe') session.subscribe(state.params.uri as string);
         if (request.method === 'resources/unsubscribe') session.unsubscribe(state.params.uri as string);
         if (request.method === 'resources/subscribe' || request.method === 'resources/unsubscribe') {

@@ -6,6 +6,7 @@ import type { Logger } from '../observability/logger.js';
 import { clientIpOf, type CidrSet } from '../util/client-ip.js';
 import { callerAt, type Caller } from '../model/caller.js';
 import type { ObservedIds, TraceContext, TransportKind } from '../pipeline/request-context.js';
+import { traceContextOf } from '../pipeline/trace-context.js';
 import { observingRequests } from '../pipeline/tracing.js';
 
 export interface HttpAuthOptions {
@@ -103,11 +104,12 @@ export class HttpAuth {
   }
 }
 
-/** The W3C trace context headers of a request; undefined (nothing allocated) when it carries no `traceparent`. */
+/**
+ * The W3C trace context headers of a request, checked (pipeline/trace-context.ts); undefined (nothing allocated)
+ * when it carries no valid `traceparent`.
+ */
 function traceOf(request: IncomingMessage): TraceContext | undefined {
   const traceparent = request.headers.traceparent;
-  if (typeof traceparent !== 'string') return undefined;
-  const tracestate = request.headers.tracestate;
-  const baggage = request.headers.baggage;
-  return { traceparent, tracestate: typeof tracestate === 'string' ? tracestate : undefined, baggage: typeof baggage === 'string' ? baggage : undefined };
+  if (traceparent === undefined) return undefined;
+  return traceContextOf(traceparent, request.headers.tracestate, request.headers.baggage);
 }

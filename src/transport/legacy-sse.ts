@@ -120,7 +120,7 @@ export class LegacySseEndpoint {
     }
     const response = await router.handleRequest(session, message, session.channel, identity);
     if (response !== undefined) stream.send(response);
-    logCall(logger, 'legacy-sse', message, response, identity.caller, started);
+    logCall(logger, 'legacy-sse', message, response, identity.caller, started, identity.observed);
   }
 
   closeAll(): void {

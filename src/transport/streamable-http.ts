@@ -131,7 +131,7 @@ export class StreamableHttpEndpoint {
       requests.map(async (message) => {
         const answer = await this.options.router.handleRequest(session, message, responder, identity);
         responder.complete(answer);
-        logCall(this.options.logger, 'streamable-http', message, answer, identity.caller, started);
+        logCall(this.options.logger, 'streamable-http', message, answer, identity.caller, started, identity.observed);
       }),
     );
   }
@@ -152,7 +152,7 @@ export class StreamableHttpEndpoint {
     } catch (error) {
       if (!GatewayError.is(error)) throw error;
       sendError(response, error, message.id);
-      logCall(this.options.logger, 'streamable-http', message, toJsonRpcError(message.id, error), identity.caller, started);
+      logCall(this.options.logger, 'streamable-http', message, toJsonRpcError(message.id, error), identity.caller, started, identity.observed);
       return;
     }
     const signal = new CancelScope();
@@ -171,7 +171,7 @@ export class StreamableHttpEndpoint {
     } else {
       responder.complete(answer);
     }
-    logCall(this.options.logger, 'streamable-http', message, answer, identity.caller, started);
+    logCall(this.options.logger, 'streamable-http', message, answer, identity.caller, started, identity.observed);
   }
 
   private initialize(message: JsonRpcRequest, response: ServerResponse, identity: RequestIdentity, started: number): void {
@@ -183,7 +183,7 @@ export class StreamableHttpEndpoint {
       // left to the listener's catch-all it would go out with id null.
       if (!GatewayError.is(error)) throw error;
       sendError(response, error, message.id);
-      logCall(this.options.logger, 'streamable-http', message, toJsonRpcError(message.id, error), identity.caller, started);
+      logCall(this.options.logger, 'streamable-http', message, toJsonRpcError(message.id, error), identity.caller, started, identity.observed);
       return;
     }
     const { session, response: answer } = opened;
@@ -194,7 +194,7 @@ export class StreamableHttpEndpoint {
       'Mcp-Session-Id': session.id,
     });
     response.end(body);
-    logCall(this.options.logger, 'streamable-http', message, answer, identity.caller, started);
+    logCall(this.options.logger, 'streamable-http', message, answer, identity.caller, started, identity.observed);
   }
 
   private get(request: IncomingMessage, response: ServerResponse, identity: RequestIdentity): void {

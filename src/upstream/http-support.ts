@@ -6,7 +6,7 @@ import type { OnBehalf, UpstreamCredentials } from '../model/upstream-credential
 import type { Logger } from '../observability/logger.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import { collectStream } from '../util/collect-stream.js';
-import { toMessage, type JsonRpcMessage } from '../jsonrpc/message.js';
+import { toMessage, type JsonObject, type JsonRpcMessage } from '../jsonrpc/message.js';
 import { SseEventTooLargeError, type SseParser } from './sse-parser.js';
 
 /**
@@ -37,6 +37,21 @@ export function buildHeaders(
     if (value !== undefined) headers[name.toLowerCase()] = value;
   }
   return headers;
+}
+
+/**
+ * Adds the W3C trace context of a hop's `_meta` to `headers` (SEP-414 puts it in `_meta`; the HTTP headers let
+ * an upstream's HTTP instrumentation join the same trace). The values were checked where the request's trace
+ * context was read (pipeline/trace-context.ts) or made by the tracing subscriber. Nothing happens, and nothing
+ * is allocated, for a hop without one.
+ */
+export function addTraceHeaders(headers: Record<string, string | undefined>, meta: JsonObject | undefined): void {
+  const traceparent = meta?.traceparent;
+  if (typeof traceparent !== 'string') return;
+  headers.traceparent = traceparent;
+  const { tracestate, baggage } = meta as JsonObject;
+  if (typeof tracestate === 'string') headers.tracestate = tracestate;
+  if (typeof baggage === 'string') headers.baggage = baggage;
 }
 
 export function headerValue(headers: IncomingHttpHeaders, name: string): string | undefined {

@@ -18,6 +18,13 @@ export const PER_REQUEST_META_KEYS: readonly string[] = [META_PROTOCOL_VERSION, 
 /** W3C trace context and baggage (SEP-414): carried in `_meta` in both eras. */
 export const TRACE_META_KEYS: readonly string[] = ['traceparent', 'tracestate', 'baggage'];
 
+/**
+ * The keys of a caller's own `params._meta` that never go upstream as the caller wrote them: its hop's protocol
+ * fields, and its trace context, which the hop's `meta` carries instead once checked (pipeline/trace-context.ts)
+ * or replaced by the gateway's span, so that a malformed one is not forwarded.
+ */
+const HOP_META_KEYS: readonly string[] = [...PER_REQUEST_META_KEYS, ...TRACE_META_KEYS];
+
 /** The spec-reserved error codes a modern server answers with (basic/index §error codes). */
 const MODERN_ERROR_CODES: ReadonlySet<number> = new Set([RpcCode.HeaderMismatch, RpcCode.MissingRequiredClientCapability, RpcCode.UnsupportedProtocolVersion]);
 
@@ -87,15 +94,15 @@ export function supportedVersionsOf(error: JsonRpcErrorObject): string[] | undef
 
 /**
  * `params` with `_meta` merged for a modern upstream: the keys the params already carry (a progress token, a
- * vendor key) stay; the per-request protocol fields come from `meta` when the caller gave them, else from the
- * client's own defaults; any other key of `meta` (trace context) is added; the protocol version is always the
- * one the client negotiated.
+ * vendor key) stay, but for the trace context, which comes from `meta` only; the per-request protocol fields come
+ * from `meta` when the caller gave them, else from the client's own defaults; any other key of `meta` (trace
+ * context) is added; the protocol version is always the one the client negotiated.
  */
 export function withModernMeta(params: JsonObject | undefined, meta: JsonObject | undefined, defaults: JsonObject, version: string): JsonObject {
   const own = asObject(params?._meta);
   const merged: JsonObject = {};
   if (own !== undefined) {
-    for (const [key, value] of Object.entries(own)) if (!PER_REQUEST_META_KEYS.includes(key)) merged[key] = value;
+    for (const [key, value] of Object.entries(own)) if (!HOP_META_KEYS.includes(key)) merged[key] = value;
   }
   for (const [key, value] of Object.entries(defaults)) merged[key] = value;
   if (meta !== undefined) for (const [key, value] of Object.entries(meta)) if (key !== 'progressToken') merged[key] = value;
@@ -106,12 +113,12 @@ export function withModernMeta(params: JsonObject | undefined, meta: JsonObject 
 /**
  * `params` for a legacy upstream. A 2026-07-28 caller's per-request protocol fields describe its own hop, not this
  * one, and over HTTP they would make the request go the modern way: they are left out. The trace context of `meta`
- * is carried (SEP-414 applies to both eras). `params` is returned unchanged when there is nothing to do.
+ * is carried (SEP-414 applies to both eras), never the caller's own. `params` is returned unchanged when there is nothing to do.
  */
 export function withLegacyMeta(params: JsonObject | undefined, meta: JsonObject | undefined): JsonObject | undefined {
   const own = asObject(params?._meta);
   let strip = false;
-  if (own !== undefined) for (const key of PER_REQUEST_META_KEYS) if (key in own) strip = true;
+  if (own !== undefined) for (const key of HOP_META_KEYS) if (key in own) strip = true;
   let trace: JsonObject | undefined;
   if (meta !== undefined) {
     for (const key of TRACE_META_KEYS) {
@@ -121,7 +128,7 @@ export function withLegacyMeta(params: JsonObject | undefined, meta: JsonObject 
   }
   if (!strip && trace === undefined) return params;
   const merged: JsonObject = {};
-  if (own !== undefined) for (const [key, value] of Object.entries(own)) if (!PER_REQUEST_META_KEYS.includes(key)) merged[key] = value;
+  if (own !== undefined) for (const [key, value] of Object.entries(own)) if (!HOP_META_KEYS.includes(key)) merged[key] = value;
   if (trace !== undefined) Object.assign(merged, trace);
   const out: JsonObject = { ...params };
   if (Object.keys(merged).length === 0) delete out._meta;

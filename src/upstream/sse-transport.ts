@@ -8,6 +8,7 @@ import { encodeMessage } from './delivery.js';
 import { SseParser, type SseEvent } from './sse-parser.js';
 import type { InboundContext, SendOptions, UpstreamTransport } from './transport.js';
 import {
+  addTraceHeaders,
   buildHeaders,
   closedError,
   discardBody,
@@ -92,11 +93,13 @@ export class SseTransport implements UpstreamTransport {
     if (this.#closing || this.#endpoint === undefined) throw closedError(this.#server, 'transport is not open');
     const endpoint = this.#endpoint;
     const body = encodeMessage(message);
+    const protocol: Record<string, string | undefined> = { 'content-type': 'application/json' };
+    addTraceHeaders(protocol, options?.meta);
     const response = await withCredentials(this.#credentials, options?.onBehalf, async (credential) => {
       try {
         return await request(endpoint, {
           method: 'POST',
-          headers: buildHeaders(this.#headers, { 'content-type': 'application/json' }, credential),
+          headers: buildHeaders(this.#headers, protocol, credential),
           body,
           dispatcher: this.#dispatcher,
           signal: this.#lifetime.signal,

@@ -8,7 +8,7 @@ import type { Logger } from '../observability/logger.js';
 import { encodeMessage, isConnectError, undeliveredError } from './delivery.js';
 import { SseParser, type SseEvent } from './sse-parser.js';
 import type { InboundContext, SendOptions, UpstreamTransport } from './transport.js';
-import { abortBody, buildHeaders, closedError, deleteSession, discardBody, headerValue, httpStatusError, mediaTypeOf, type HttpTransportOptions } from './http-support.js';
+import { abortBody, addTraceHeaders, buildHeaders, closedError, deleteSession, discardBody, headerValue, httpStatusError, mediaTypeOf, type HttpTransportOptions } from './http-support.js';
 import { parseEventData, pause, protocolError, pumpSse, readJsonBody, toMessages, unavailableError, withCredentials } from './http-support.js';
 import { forwardableHeaders, modernRequestHeaders, modernVersionOf } from './modern-era.js';
 
@@ -102,8 +102,9 @@ export class StreamableHttpTransport implements UpstreamTransport {
     const modernVersion = modernVersionOf(message);
     if (modernVersion !== undefined) return this.#sendModern(message, modernVersion, options);
     const requestId = isRequest(message) ? message.id : undefined;
-    const accept = 'application/json, text/event-stream';
-    const { statusCode, headers, body } = await this.#request('POST', { accept, 'content-type': 'application/json' }, encodeMessage(message), options?.onBehalf);
+    const extra: Record<string, string | undefined> = { accept: 'application/json, text/event-stream', 'content-type': 'application/json' };
+    addTraceHeaders(extra, options?.meta);
+    const { statusCode, headers, body } = await this.#request('POST', extra, encodeMessage(message), options?.onBehalf);
     // Spec §session management: 404 to a request carrying a session id means the session is gone for good.
     if (statusCode === 404 && this.#sessionId !== undefined) {
       await discardBody(body);
@@ -156,6 +157,7 @@ export class StreamableHttpTransport implements UpstreamTransport {
       Object.assign(extra, kept);
     }
     Object.assign(extra, { accept: 'application/json, text/event-stream', 'content-type': 'application/json' }, modernRequestHeaders(message, version));
+    addTraceHeaders(extra, options?.meta);
     if (requestId !== undefined) this.#modern.set(requestId, undefined);
     try {
       const { statusCode, headers, body } = await this.#request('POST', extra, encodeMessage(message), options?.onBehalf, true);

@@ -1,5 +1,5 @@
 import type { OnBehalf } from '../model/upstream-credentials.js';
-import type { JsonRpcId, JsonRpcMessage } from '../jsonrpc/message.js';
+import type { JsonObject, JsonRpcId, JsonRpcMessage } from '../jsonrpc/message.js';
 
 /**
  * Where a message from an upstream came from. On Streamable HTTP, messages that arrive on the SSE stream of a
@@ -30,6 +30,11 @@ export interface SendOptions {
    * protocol headers always win. Ignored by stdio and by legacy-era messages.
    */
   headers?: Readonly<Record<string, string>> | undefined;
+  /**
+   * The hop's `_meta` fields (RequestOptions.meta). HTTP transports also send its W3C `traceparent`, `tracestate`
+   * and `baggage` as headers of the POST (both eras), for an upstream's HTTP instrumentation; stdio ignores it.
+   */
+  meta?: JsonObject | undefined;
 }
 
 /**

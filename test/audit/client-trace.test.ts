@@ -5,7 +5,7 @@ import { AuditLog } from '../../src/audit/audit-log.js';
 import { prepareRecord } from '../../src/audit/prepare.js';
 import { exportAudit } from '../../src/audit/query.js';
 import { canonicalBody, hashRecordBody, MAX_CLIENT_TEXT, type AuditRecordBody } from '../../src/audit/record.js';
-import { isTraceId, traceIdOf } from '../../src/audit/trace-id.js';
+import { isTraceId, traceIdOf } from '../../src/util/trace-id.js';
 import { verifyAudit, verifyExport } from '../../src/audit/verify.js';
 import { createStore } from '../../src/store/create-store.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';

@@ -1,5 +1,6 @@
 /**
- * The W3C trace id an audit record carries (issue 25 §12): read from a request's `traceparent`
+ * The W3C trace id of a `traceparent` (issue 25 §12: what an audit record carries; issue 26: whether a trace
+ * context may be forwarded at all), read from a request's `traceparent`
  * (https://www.w3.org/TR/trace-context/#traceparent-header), version `00` only:
  * `00-<trace-id: 32 lowercase hex>-<parent-id: 16 lowercase hex>-<trace-flags: 2 lowercase hex>`. An all-zero
  * trace id or parent id makes the header invalid, as the specification says; an invalid header gives no trace id.
