@@ -13,7 +13,8 @@ function npm(args: readonly string[]): Promise<string> {
 
 // Issue 22 C13: npm 11 warns after every `npm ci` about dependencies whose install scripts the project has not
 // reviewed; `allowScripts` in package.json approves the two that need theirs (better-sqlite3's native build,
-// esbuild's binary). `npm install-scripts ls` reads the same policy against the installed tree, in seconds.
+// esbuild's binary) and denies protobufjs's (an OpenTelemetry dependency; its postinstall only prints a version-scheme
+// warning). `npm install-scripts ls` reads the same policy against the installed tree, in seconds.
 test('npm finds no dependency with unreviewed install scripts', async (context) => {
   const major = Number((await npm(['--version'])).split('.')[0]);
   if (major < 11) {
