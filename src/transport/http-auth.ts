@@ -6,6 +6,7 @@ import type { Logger } from '../observability/logger.js';
 import { clientIpOf, type CidrSet } from '../util/client-ip.js';
 import { callerAt, type Caller } from '../model/caller.js';
 import type { ObservedIds, TraceContext, TransportKind } from '../pipeline/request-context.js';
+import { publishAuthFailure } from '../pipeline/events.js';
 import { observingRequests } from '../pipeline/tracing.js';
 
 export interface HttpAuthOptions {
@@ -81,6 +82,7 @@ export class HttpAuth {
     }
     const path = request.url?.split('?')[0];
     this.#options.onRefused?.({ reason: result.reason, code: result.code, clientIp, path });
+    publishAuthFailure(result.reason);
     logger.warn(
       {
         reason: result.reason,
