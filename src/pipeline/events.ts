@@ -38,11 +38,15 @@ export interface PolicyDecisionEvent {
   readonly advisoryDenies: readonly string[];
 }
 
-/** A `tools/call` resolved to a configured server's upstream tool: what its latency is labelled with. */
+/** A `tools/call` resolved to a configured server: what its latency is labelled with. */
 export interface CallRoutedEvent {
   readonly context: RequestContext;
   readonly server: string;
-  readonly tool: string;
+  /**
+   * The upstream's tool name when the server's cached list has it; undefined for a name only its prefix resolved
+   * (`prefix: always` forwards it unchecked), which a client may make up at will.
+   */
+  readonly tool: string | undefined;
 }
 
 export interface BreakerOpenedEvent {
@@ -100,7 +104,12 @@ export function publishPolicyDecision(phase: PolicyDecisionEvent['phase'], outco
   policyDecision.publish({ phase, decision: outcome.decision, determining: outcome.determining, advisoryDenies: outcome.advisoryDenies } satisfies PolicyDecisionEvent);
 }
 
-export function publishCallRouted(context: RequestContext, server: string, tool: string): void {
+/** Whether anybody listens to routed calls: the router looks the tool up in its list only then. */
+export function observingCalls(): boolean {
+  return callRouted.hasSubscribers;
+}
+
+export function publishCallRouted(context: RequestContext, server: string, tool: string | undefined): void {
   if (!callRouted.hasSubscribers) return;
   callRouted.publish({ context, server, tool } satisfies CallRoutedEvent);
 }

@@ -11,7 +11,7 @@ import { afterEach, describe, it } from 'node:test';
 import { parseConfig } from '../../src/config/load.js';
 import type { JsonRpcResponse } from '../../src/jsonrpc/message.js';
 import { createLogger } from '../../src/observability/logger.js';
-import { GatewayMetrics } from '../../src/observability/metrics/gateway-metrics.js';
+import { GatewayMetrics, UNLISTED_TOOL } from '../../src/observability/metrics/gateway-metrics.js';
 import { MetricsEndpoint } from '../../src/observability/metrics/metrics-endpoint.js';
 import type { MetricsSources } from '../../src/observability/metrics/scrape-gauges.js';
 import { publishAuthFailure, publishCallRouted, publishPolicyDecision } from '../../src/pipeline/events.js';
@@ -59,7 +59,7 @@ function contextOf(method: string, ageMs: number): RequestContext {
 }
 
 /** One request through the real channels: start, routed, its `upstream` step taking `upstreamMs`, its answer. */
-function simulate(context: RequestContext, response: JsonRpcResponse | undefined, route?: { server: string; tool: string; upstreamMs: number }): void {
+function simulate(context: RequestContext, response: JsonRpcResponse | undefined, route?: { server: string; tool: string | undefined; upstreamMs: number }): void {
   const started = requestStarted(context);
   assert.ok(started !== undefined, 'the request channel has a subscriber');
   if (route !== undefined) {
@@ -120,14 +120,18 @@ describe('request and call metrics', () => {
     assert.ok(gateway >= 0.2 && gateway <= 1 - upstream + 0.5, `gateway ${gateway}`);
   });
 
-  it('labels latency only with a configured server whose tool resolved: a refused or unknown name makes no series', async () => {
+  it('labels latency only with a configured server and a tool it lists: any other name makes no series of its own', async () => {
     const metrics = metricsWith(100);
     // Never routed (the name did not resolve), and routed to a server that is not configured.
     simulate(contextOf('tools/call', 5), ok(1));
     simulate(contextOf('tools/call', 5), ok(2), { server: 'not-configured', tool: 'x', upstreamMs: 1 });
-    const text = await metrics.scrape();
+    let text = await metrics.scrape();
     assert.equal(samples(text, 'mcpgate_call_upstream_duration_seconds_count').length, 0, text);
     assert.equal(samples(text, 'mcpgate_call_gateway_duration_seconds_count').length, 0);
+    // Routed by its prefix alone, to names the server does not list: one placeholder series for all of them.
+    for (let n = 0; n < 5; n += 1) simulate(contextOf('tools/call', 5), ok(3 + n), { server: 'files', tool: undefined, upstreamMs: 1 });
+    text = await metrics.scrape();
+    assert.deepEqual(samples(text, 'mcpgate_call_upstream_duration_seconds_count'), [`mcpgate_call_upstream_duration_seconds_count{server="files",tool="${UNLISTED_TOOL}"} 5`]);
   });
 
   it('counts policy decisions by phase, set and decision', async () => {
@@ -207,7 +211,8 @@ describe('GET /metrics with a token (on loopback: the check is the same off it)'
   it('answers 401 with a Bearer challenge without the token or with another, 200 with it', async () => {
     const token = 'a-scrape-token-of-32-characters!';
     const url = await serve(token);
-    for (const headers of [{}, { authorization: 'Bearer not-the-token-at-all-000000' }, { authorization: `Basic ${token}` }, { authorization: `Bearer ${token}x` }]) {
+    const attempts: Array<Record<string, string>> = [{}, { authorization: 'Bearer not-the-token-at-all-000000' }, { authorization: `Basic ${token}` }, { authorization: `Bearer ${token}x` }];
+    for (const headers of attempts) {
       const refused = await get(url, headers);
       assert.equal(refused.status, 401, JSON.stringify(headers));
       assert.match(String(refused.headers['www-authenticate']), /^Bearer /);

@@ -153,7 +153,7 @@ export class GatewayMetrics {
   };
 
   readonly #onCallRouted = (message: unknown): void => {
-    const { context, server, tool } = message as CallRoutedEvent;
+    const { context, server, tool = UNLISTED_TOOL } = message as CallRoutedEvent;
     if (!this.#servers.has(server)) return;
     this.#calls.set(context, { key: `${server}\u0001${tool}`, server, tool, upstreamMs: undefined });
   };
@@ -194,6 +194,9 @@ export class GatewayMetrics {
     ],
   ];
 }
+
+/** The tool label of a call whose name its server does not list (or whose list is not cached): one series, not one per name. */
+export const UNLISTED_TOOL = '(unlisted)';
 
 /** The series of most policy decisions, keyed without joining anything per call. */
 const ALLOWED = { ingress: 'ingress\u0001*\u0001allow', egress: 'egress\u0001*\u0001allow' } as const;
