@@ -53,7 +53,12 @@ interface CallTiming {
 export class GatewayMetrics {
   readonly registry = new Registry();
   readonly #servers: ReadonlySet<string>;
-  readonly #calls = new WeakMap<RequestContext, CallTiming>();
+  /**
+   * Routed calls whose answer is not final yet. A Map, not a WeakMap: every request published on the request
+   * channel ends there, which deletes its entry, and a Map costs the collector nothing per call (ephemerons do).
+   * Bounded all the same ({@link MAX_CALLS_IN_FLIGHT}), should a request ever end without being published.
+   */
+  readonly #calls = new Map<RequestContext, CallTiming>();
   readonly #requests: LabelledSeries<Counter.Internal>;
   readonly #gatewayTime: LabelledSeries<Histogram.Internal<string>>;
   readonly #upstreamTime: LabelledSeries<Histogram.Internal<string>>;
@@ -114,6 +119,7 @@ export class GatewayMetrics {
     upstream.end.unsubscribe(this.#onUpstreamEnd);
     upstream.asyncEnd.unsubscribe(this.#onUpstreamSettled);
     for (const [name, handler] of this.#facts) unsubscribe(EVENT_CHANNELS[name], handler);
+    this.#calls.clear();
   }
 
   /** The Prometheus text exposition of every metric. */
@@ -134,7 +140,9 @@ export class GatewayMetrics {
     const key = `${context.era}\u0001${transport}\u0001${method}\u0001${outcome}`;
     (this.#requests.get(key) ?? this.#requests.add(key, [context.era, transport, method, outcome]))?.inc();
     const call = this.#calls.get(context);
-    if (call?.upstreamMs === undefined) return;
+    if (call === undefined) return;
+    this.#calls.delete(context);
+    if (call.upstreamMs === undefined) return;
     const upstream = call.upstreamMs / 1000;
     const total = (ended - (context.receivedAt ?? context.startedAt)) / 1000;
     (this.#upstreamTime.get(call.key) ?? this.#upstreamTime.add(call.key, [call.server, call.tool]))?.observe(upstream);
@@ -154,7 +162,7 @@ export class GatewayMetrics {
 
   readonly #onCallRouted = (message: unknown): void => {
     const { context, server, tool = UNLISTED_TOOL } = message as CallRoutedEvent;
-    if (!this.#servers.has(server)) return;
+    if (!this.#servers.has(server) || this.#calls.size >= MAX_CALLS_IN_FLIGHT) return;
     this.#calls.set(context, { key: `${server}\u0001${tool}`, server, tool, upstreamMs: undefined });
   };
 
@@ -194,6 +202,9 @@ export class GatewayMetrics {
     ],
   ];
 }
+
+/** Far above any gateway's concurrent calls (sessions × their calls are bounded well below it). */
+const MAX_CALLS_IN_FLIGHT = 100_000;
 
 /** The tool label of a call whose name its server does not list (or whose list is not cached): one series, not one per name. */
 export const UNLISTED_TOOL = '(unlisted)';
