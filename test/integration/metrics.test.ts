@@ -7,13 +7,14 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { networkInterfaces } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { AccessStore, TEST_KEY_SECRET, type IssuedKey } from '../fixtures/integration/access-store.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../fixtures/integration/recording-upstream.js';
-import { cleanup, connect, raw, startGateway, tempPath, textOf, trackChild, waitFor, type Gateway, type GatewayInput } from './harness.js';
+import { cleanup, connect, raw, ROOT, startGateway, tempPath, textOf, trackChild, waitFor, type Gateway, type GatewayInput } from './harness.js';
 
 const PROMETHEUS = '/usr/bin/prometheus';
 const CALLS = 3;
@@ -107,9 +108,24 @@ describe('metrics on the main listener', () => {
       assert.equal(await query('mcpgate_call_upstream_duration_seconds_count{server="files",tool="write"}'), CALLS);
       assert.equal(await query('mcpgate_call_gateway_duration_seconds_count{server="files",tool="write"}'), CALLS);
       assert.equal(await query('up{job="mcpgate"}'), 1);
+      // The example dashboard's queries, its variables filled in as Grafana would: each parses and runs.
+      for (const expr of dashboardQueries()) {
+        const promql = expr.replaceAll('$__rate_interval', '1m').replaceAll('$job', '.+').replaceAll('$instance', '.+');
+        const response = await raw(`http://127.0.0.1:${port}/api/v1/query?query=${encodeURIComponent(promql)}`, { method: 'GET' });
+        assert.equal(response.status, 200, `${promql}: ${response.body}`);
+      }
     } finally {
       prometheus.kill('SIGKILL');
     }
+  });
+});
+
+describe('the example dashboard', () => {
+  it('names only metrics the gateway exposes', async () => {
+    const exposed = new Set([...(await scrape(`${gateway.origin}/metrics`)).matchAll(/^# TYPE (\S+) /gm)].map((match) => match[1]));
+    const named = new Set(dashboardQueries().flatMap((expr) => [...expr.matchAll(/mcpgate_[a-z0-9_]+/g)].map((match) => match[0].replace(/_(bucket|sum|count)$/, ''))));
+    assert.ok(named.size > 10);
+    for (const name of named) assert.ok(exposed.has(name), `the dashboard names ${name}, which the gateway does not expose`);
   });
 });
 
@@ -143,6 +159,12 @@ describe('metrics on a listener of their own', () => {
     );
   });
 });
+
+/** Every PromQL expression of examples/observability/grafana-dashboard.json. */
+function dashboardQueries(): string[] {
+  const dashboard = JSON.parse(readFileSync(join(ROOT, 'examples/observability/grafana-dashboard.json'), 'utf8')) as { panels: Array<{ targets?: Array<{ expr: string }> }> };
+  return dashboard.panels.flatMap((panel) => (panel.targets ?? []).map((target) => target.expr));
+}
 
 function nonLoopbackAddress(): string | undefined {
   for (const entries of Object.values(networkInterfaces())) {
