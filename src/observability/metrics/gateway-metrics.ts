@@ -1,4 +1,4 @@
-import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import { channel, type Channel } from 'node:diagnostics_channel';
 import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
 import {
   EVENT_CHANNELS,
@@ -104,22 +104,25 @@ export class GatewayMetrics {
   subscribe(): void {
     if (this.#subscribed) return;
     this.#subscribed = true;
-    requestChannel().asyncEnd.subscribe(this.#onRequestEnd);
-    const upstream = stepChannel('upstream');
-    upstream.end.subscribe(this.#onUpstreamEnd);
-    upstream.asyncEnd.subscribe(this.#onUpstreamSettled);
-    for (const [name, handler] of this.#facts) subscribe(EVENT_CHANNELS[name], handler);
+    for (const [source, handler] of this.#subscriptions()) source.subscribe(handler);
   }
 
   unsubscribe(): void {
     if (!this.#subscribed) return;
     this.#subscribed = false;
-    requestChannel().asyncEnd.unsubscribe(this.#onRequestEnd);
-    const upstream = stepChannel('upstream');
-    upstream.end.unsubscribe(this.#onUpstreamEnd);
-    upstream.asyncEnd.unsubscribe(this.#onUpstreamSettled);
-    for (const [name, handler] of this.#facts) unsubscribe(EVENT_CHANNELS[name], handler);
+    for (const [source, handler] of this.#subscriptions()) source.unsubscribe(handler);
     this.#calls.clear();
+  }
+
+  /** Every channel this subscribes to, with its handler: the request's end, the `upstream` step, the core's facts. */
+  #subscriptions(): Array<readonly [Channel, (message: unknown) => void]> {
+    const upstream = stepChannel('upstream');
+    return [
+      [requestChannel().asyncEnd, this.#onRequestEnd],
+      [upstream.end, this.#onUpstreamEnd],
+      [upstream.asyncEnd, this.#onUpstreamSettled],
+      ...this.#facts.map(([name, handler]) => [channel(EVENT_CHANNELS[name]), handler] as const),
+    ];
   }
 
   /** The Prometheus text exposition of every metric. */
