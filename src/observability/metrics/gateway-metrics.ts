@@ -17,6 +17,7 @@ import type { RequestContext } from '../../pipeline/request-context.js';
 import { requestChannel, stepChannel, type RequestMessage, type StepMessage } from '../../pipeline/tracing.js';
 import { methodLabel, outcomeLabel, policySetOf } from './labels.js';
 import { registerScrapeGauges, type MetricsSources } from './scrape-gauges.js';
+import { InFlightCalls } from './in-flight-calls.js';
 import { LabelledSeries, SeriesBudget } from './series-budget.js';
 
 export interface GatewayMetricsOptions {
@@ -54,11 +55,10 @@ export class GatewayMetrics {
   readonly registry = new Registry();
   readonly #servers: ReadonlySet<string>;
   /**
-   * Routed calls whose answer is not final yet. A Map, not a WeakMap: every request published on the request
-   * channel ends there, which deletes its entry, and a Map costs the collector nothing per call (ephemerons do).
-   * Bounded all the same ({@link MAX_CALLS_IN_FLIGHT}), should a request ever end without being published.
+   * Routed calls whose answer is not final yet: every request published on the request channel ends there, which
+   * takes its entry; bounded all the same, should a request ever end unpublished.
    */
-  readonly #calls = new Map<RequestContext, CallTiming>();
+  readonly #calls = new InFlightCalls<RequestContext, CallTiming>(MAX_CALLS_IN_FLIGHT);
   readonly #requests: LabelledSeries<Counter.Internal>;
   readonly #gatewayTime: LabelledSeries<Histogram.Internal<string>>;
   readonly #upstreamTime: LabelledSeries<Histogram.Internal<string>>;
@@ -142,10 +142,8 @@ export class GatewayMetrics {
     const outcome = outcomeLabel(response);
     const key = `${context.era}\u0001${transport}\u0001${method}\u0001${outcome}`;
     (this.#requests.get(key) ?? this.#requests.add(key, [context.era, transport, method, outcome]))?.inc();
-    const call = this.#calls.get(context);
-    if (call === undefined) return;
-    this.#calls.delete(context);
-    if (call.upstreamMs === undefined) return;
+    const call = this.#calls.take(context);
+    if (call?.upstreamMs === undefined) return;
     const upstream = call.upstreamMs / 1000;
     const total = (ended - (context.receivedAt ?? context.startedAt)) / 1000;
     (this.#upstreamTime.get(call.key) ?? this.#upstreamTime.add(call.key, [call.server, call.tool]))?.observe(upstream);
@@ -165,8 +163,7 @@ export class GatewayMetrics {
 
   readonly #onCallRouted = (message: unknown): void => {
     const { context, server, tool = UNLISTED_TOOL } = message as CallRoutedEvent;
-    if (!this.#servers.has(server) || this.#calls.size >= MAX_CALLS_IN_FLIGHT) return;
-    this.#calls.set(context, { key: `${server}\u0001${tool}`, server, tool, upstreamMs: undefined });
+    if (this.#servers.has(server)) this.#calls.add(context, { key: `${server}\u0001${tool}`, server, tool, upstreamMs: undefined });
   };
 
   readonly #onPolicyDecision = (message: unknown): void => {
@@ -206,8 +203,8 @@ export class GatewayMetrics {
   ];
 }
 
-/** Far above any gateway's concurrent calls (sessions × their calls are bounded well below it). */
-const MAX_CALLS_IN_FLIGHT = 100_000;
+/** Far above the calls one gateway has in flight (bulkheads and session limits hold them well below). */
+const MAX_CALLS_IN_FLIGHT = 10_000;
 
 /** The tool label of a call whose name its server does not list (or whose list is not cached): one series, not one per name. */
 export const UNLISTED_TOOL = '(unlisted)';
