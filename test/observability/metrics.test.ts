@@ -12,6 +12,7 @@ import { parseConfig } from '../../src/config/load.js';
 import type { JsonRpcResponse } from '../../src/jsonrpc/message.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { GatewayMetrics, UNLISTED_TOOL } from '../../src/observability/metrics/gateway-metrics.js';
+import { InFlightCalls } from '../../src/observability/metrics/in-flight-calls.js';
 import { MetricsEndpoint } from '../../src/observability/metrics/metrics-endpoint.js';
 import type { MetricsSources } from '../../src/observability/metrics/scrape-gauges.js';
 import { publishAuthFailure, publishCallRouted, publishPolicyDecision } from '../../src/pipeline/events.js';
@@ -169,6 +170,24 @@ describe('request and call metrics', () => {
     text = await metrics.scrape();
     assert.equal(value(text, 'mcpgate_upstream_state{server="files",state="failed"}'), 1);
     assert.equal(value(text, 'mcpgate_upstream_state{server="files",state="ready"}'), undefined);
+  });
+});
+
+describe('calls in flight', () => {
+  it('finds entries by identity, gives each back once, and keeps no more than its bound', () => {
+    const calls = new InFlightCalls<object, string>(2);
+    const [a, b, c] = [{}, {}, {}];
+    assert.equal(calls.add(a, 'a'), true);
+    assert.equal(calls.add(b, 'b'), true);
+    assert.equal(calls.add(c, 'c'), false, 'past the bound nothing is kept');
+    assert.equal(calls.get(c), undefined);
+    assert.equal(calls.get({}), undefined, 'an equal object is not the same request');
+    assert.equal(calls.take(a), 'a');
+    assert.equal(calls.take(a), undefined);
+    assert.equal(calls.get(b), 'b', 'the entry moved into the hole is still found');
+    assert.equal(calls.add(c, 'c'), true);
+    calls.clear();
+    assert.equal(calls.get(b), undefined);
   });
 });
 
