@@ -33,8 +33,9 @@ const LAYERS = {
   redact: { foundation: true, mayImport: [] },
   errors: { foundation: true, mayImport: ['jsonrpc'] },
   util: { foundation: true, mayImport: ['errors'] },
-  // Its subscribers (Server-Timing, later metrics and traces) read the pipeline's tracing channels (issue 24 §3).
-  observability: { foundation: true, mayImport: ['jsonrpc', 'redact', 'pipeline'] },
+  // Its subscribers (Server-Timing, metrics, traces) read the pipeline's channels (issue 24 §3, issue 26); the
+  // metrics endpoint answers with the error catalogue's codes.
+  observability: { foundation: true, mayImport: ['jsonrpc', 'redact', 'pipeline', 'errors'] },
   // Beneath every layer: the configuration schema and the control-plane store.
   config: { foundation: true, mayImport: ['errors', 'util'] },
   store: { foundation: true, mayImport: ['errors', 'util'] },
@@ -122,6 +123,12 @@ const folders = readdirSync(new URL('./src/', import.meta.url), { withFileTypes:
 const missing = folders.filter((folder) => !(folder in LAYERS));
 if (missing.length > 0) throw new Error(`eslint.config.js: no layer rule for src/${missing.join(', src/')}`);
 
+/**
+ * pipeline/events.ts is where every layer publishes the facts metrics count (issue 26): it imports only types, so
+ * importing it crosses no layer, and each layer may.
+ */
+const OPEN_TO_ALL = { pipeline: ['events.js'] };
+
 function layerRule(folder) {
   const { foundation = false, mayImport, exceptions = [] } = LAYERS[folder];
   const allowed = new Set([folder, ...mayImport, ...(foundation ? [] : SHARED)]);
@@ -130,14 +137,21 @@ function layerRule(folder) {
     if (allowed.has(other)) continue;
     const exception = exceptions.find((entry) => entry.folder === other);
     if (exception !== undefined && exception.files === undefined) continue;
-    const group = [`**/${other}/**`, ...(exception?.files ?? []).map((file) => `!**/${other}/${file}`)];
+    const open = [...(exception?.files ?? []), ...(OPEN_TO_ALL[other] ?? [])];
+    const group = [`**/${other}/**`, ...open.map((file) => `!**/${other}/${file}`)];
     patterns.push({
       group,
       message: `src/${folder}/ may not import src/${other}/${exception === undefined ? '' : ` beyond ${exception.files.join(', ')}`} (DESIGN.md §1 layers; the allowed imports are in eslint.config.js and src/${folder}/README.md).`,
     });
   }
-  return { files: [`src/${folder}/**`], rules: { 'no-restricted-imports': ['error', { patterns }] } };
+  const rules = [{ files: [`src/${folder}/**`], rules: { 'no-restricted-imports': ['error', { patterns, paths: METRICS_LIBRARY }] } }];
+  // Flat config replaces a rule's options rather than merging them, so the subscriber's folder restates the layer.
+  if (folder === 'observability') rules.push({ files: ['src/observability/metrics/**'], rules: { 'no-restricted-imports': ['error', { patterns }] } });
+  return rules;
 }
+
+/** The core publishes facts and never imports a metrics library (issue 26): prom-client is the subscriber's alone. */
+const METRICS_LIBRARY = [{ name: 'prom-client', message: 'prom-client lives in src/observability/metrics/ only (issue 26, decision 0019).' }];
 
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', 'bench/node_modules/**', 'bench/results/**', 'coverage/**'] },
@@ -153,5 +167,6 @@ export default tseslint.config(
       'no-restricted-syntax': ['error', { selector: 'ExportAllDeclaration', message: 'Use named exports (STYLE.md §10).' }],
     },
   },
-  ...Object.keys(LAYERS).map(layerRule),
+  ...Object.keys(LAYERS).flatMap(layerRule),
+  { files: ['src/*.ts'], rules: { 'no-restricted-imports': ['error', { paths: METRICS_LIBRARY }] } },
 );

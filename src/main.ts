@@ -36,6 +36,7 @@ import { GatewayHttpServer } from './transport/http-server.js';
 import { subscribeServerTiming } from './observability/server-timing.js';
 import type { RunningTracing } from './observability/tracing/start-tracing.js';
 import { tracingSettingsOf } from './observability/tracing/tracing-settings.js';
+import type { RunningMetrics } from './observability/metrics/start-metrics.js';
 import { StdioServer } from './transport/stdio-server.js';
 import { buildUpstreams } from './upstream/build-upstreams.js';
 import type { UpstreamRegistry } from './upstream/upstream-registry.js';
@@ -336,6 +337,10 @@ export async function startHttpGateway(config: GatewayConfig, logger: Logger): P
   }
   const parts = await assemble(config, logger);
   const { access, core, governance } = parts;
+  const metrics = await startGatewayMetrics(config, logger, parts).catch(async (error: unknown) => {
+    await parts.close();
+    throw error;
+  });
   const selfService = access.vault === undefined ? undefined : new SelfServiceSecrets({ vault: access.vault, config, logger });
   const passthrough = new PassthroughGate({
     servers: config.servers,
@@ -356,6 +361,7 @@ export async function startHttpGateway(config: GatewayConfig, logger: Logger): P
     governance: () => governanceStatus(governance),
     failed: () => governance.audit?.failure !== undefined,
     unavailable: () => governance.audit?.unavailable,
+    metrics: metrics?.endpoint,
     logger,
   });
   const unsubscribeTiming = subscribeServerTiming();
@@ -363,6 +369,7 @@ export async function startHttpGateway(config: GatewayConfig, logger: Logger): P
   const url = await server.listen().catch(async (error: unknown) => {
     unsubscribeTiming();
     await tracing?.shutdown();
+    await metrics?.close();
     await passthrough.close();
     await parts.close();
     throw error;
@@ -375,10 +382,45 @@ export async function startHttpGateway(config: GatewayConfig, logger: Logger): P
       unsubscribeTiming();
       // After the server drained its requests, so that their spans are ended and flushed with the rest.
       await tracing?.shutdown();
+      await metrics?.close();
       await passthrough.close();
       await parts.close();
     },
   };
+}
+
+/**
+ * Metrics (issue 26), when `gateway.metrics.enabled`: their module is imported only then, so a gateway without
+ * them never loads prom-client. The gauges read figures the core already keeps, at scrape time. The token rule is
+ * checked again against the effective address, because `serve --host` can move a loopback config off loopback.
+ */
+async function startGatewayMetrics(config: GatewayConfig, logger: Logger, parts: Assembled): Promise<RunningMetrics | undefined> {
+  const { metrics, listen } = config.gateway;
+  if (!metrics.enabled) return undefined;
+  const host = (metrics.listen ?? listen).host;
+  if (metrics.token === undefined && !isLoopbackHost(host)) {
+    throw new GatewayError('MCPGATE_ERR_CONFIG_INVALID', `metrics on ${host}, a non-loopback address, need gateway.metrics.token`);
+  }
+  const { core, governance } = parts;
+  const { startMetrics } = await import('./observability/metrics/start-metrics.js');
+  return startMetrics(metrics, {
+    servers: core.registry.serverNames,
+    logger,
+    sources: {
+      upstreams: () =>
+        Object.fromEntries(
+          Object.entries(core.registry.snapshot()).map(([server, status]) => [
+            server,
+            { state: status.state, bulkheadActive: status.bulkhead?.active ?? 0, bulkheadQueued: status.bulkhead?.queued ?? 0, breaker: status.breaker?.state ?? 'closed' },
+          ]),
+        ),
+      liveChildren: () => core.registry.liveChildren(),
+      sessions: () => core.sessions.size,
+      listenStreams: () => core.router.listenStreamCount,
+      quarantinedTools: () => governance.catalog.quarantinedCount,
+      auditQueueDepth: () => governance.audit?.pending ?? 0,
+    },
+  });
 }
 
 /**
@@ -388,7 +430,11 @@ export async function startHttpGateway(config: GatewayConfig, logger: Logger): P
 export async function runStdioGateway(config: GatewayConfig, logger: Logger, env: NodeJS.ProcessEnv = process.env): Promise<void> {
   const parts = await assemble(config, logger);
   let tracing: RunningTracing | undefined;
+  let metrics: RunningMetrics | undefined;
   try {
+    // Without an HTTP listener, metrics are served only on one of their own.
+    if (config.gateway.metrics.enabled && config.gateway.metrics.listen === undefined) logger.warn('gateway.metrics needs gateway.metrics.listen under stdio: metrics are off');
+    else metrics = await startGatewayMetrics(config, logger, parts);
     const caller = await stdioCaller(parts.access, env);
     tracing = await startTraces(config, logger, env);
     const server = new StdioServer({
@@ -402,6 +448,7 @@ export async function runStdioGateway(config: GatewayConfig, logger: Logger, env
     await server.run();
   } finally {
     await tracing?.shutdown();
+    await metrics?.close();
     await parts.close();
   }
 }

@@ -32,6 +32,13 @@ export function targets(results) {
     const single = pairedRatio(W1, 'mcpgate (modern)', 'mcpgate', 1, 'cpuUsPerCall');
     if (single.n > 0) rows.push([`2026-07-28 client: CPU per call against legacy client's at c=1 (issue 25)`, `${single.median.toFixed(2)}× (${single.min.toFixed(2)}–${single.max.toFixed(2)})`, 'informative']);
   }
+  // Issue 26: metrics on cost at most 3 % more CPU per call than off, paired per round like the eras above.
+  const metrics = pairedRatio(W1, 'mcpgate (metrics)', 'mcpgate', cost, 'cpuUsPerCall');
+  if (metrics.n > 0) {
+    add(`metrics on: CPU per call ≤ 1.03× metrics off (c=${cost}, issue 26; median of ${metrics.n} per-round ratios)`, metrics.median, '×', (v) => v <= 1.03, 3);
+    const single = pairedRatio(W1, 'mcpgate (metrics)', 'mcpgate', 1, 'cpuUsPerCall');
+    if (single.n > 0) rows.push([`metrics on: CPU per call against metrics off at c=1 (issue 26)`, `${single.median.toFixed(3)}× (${single.min.toFixed(3)}–${single.max.toFixed(3)})`, 'informative']);
+  }
   const hundred = W2?.rows?.find((row) => row.upstreams === 100);
   add('Cached tools/list, 100 × 50 tools: p99 ≤ 5 ms', hundred?.cached?.[1]?.latencyMs.p99, ' ms', (v) => v <= 5);
   add('Cold tools/list, 100 × 50: ≤ slowest upstream + 25 ms', hundred?.coldOverSlowestMs, ' ms over', (v) => v <= 25, 1);

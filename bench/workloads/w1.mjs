@@ -14,6 +14,9 @@ export const W1_CONTENDERS = {
   // Issue 25: the same gateway and config, clients of the 2026-07-28 era (no initialize, no session, `_meta` and
   // the Mcp-* headers on every request); the mock upstream stays legacy. Its CPU per call is set against mcpgate's.
   'mcpgate (modern)': { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], transport: 'modern', name: 'mcpgate (modern)' }), levels: 'core' },
+  // Issue 26: the same gateway and config with Prometheus metrics on (served on the main listener, never scraped
+  // during the run): what the request channel and the upstream step's subscribers cost per call, against mcpgate's.
+  'mcpgate (metrics)': { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (metrics)', extraGateway: '  metrics: { enabled: true }' }), levels: 'core' },
   // Audit (sync, as by default) plus a Cedar policy set at both decision points: issue 7's governance whole,
   // against the bare forwarder and the peers in the same run (W9 splits its cost against governance off).
   'mcpgate (governed)': { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (governed)', extraGateway: governedGateway(ctx) }), levels: 'peer' },

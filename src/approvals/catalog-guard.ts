@@ -2,6 +2,7 @@ import type { CatalogConfig } from '../config/governance-schema.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { JsonObject } from '../jsonrpc/message.js';
 import type { Logger } from '../observability/logger.js';
+import { publishDrift } from '../pipeline/events.js';
 import { catalogSnapshotHash, type ApprovedTool, type CatalogFile } from './catalog-file.js';
 import { diffDefinitions, type DefinitionDiff } from './definition-diff.js';
 import { toolDefinition, toolDefinitionHash } from './definition-hash.js';
@@ -117,6 +118,13 @@ export class CatalogGuard {
     return this.#liveHash(tool);
   }
 
+  /** How many tools are hidden and refused right now for their drift (pinned mode), without sorting {@link drifts}. */
+  get quarantinedCount(): number {
+    let count = 0;
+    for (const { record } of this.#current.values()) if (record.quarantined) count += 1;
+    return count;
+  }
+
   /** The tools whose latest live definition differs from their approval, sorted by server and tool. */
   drifts(): DriftRecord[] {
     return [...this.#current.values()].map(({ record }) => record).sort((a, b) => compare(a.server, b.server) || compare(a.tool, b.tool));
@@ -206,6 +214,7 @@ export class CatalogGuard {
       { server, tool: name, kind: record.kind, approvedHash: record.approvedHash, liveHash: live, quarantined: record.quarantined },
       record.kind === 'changed' ? 'tool definition differs from its approval' : 'tool was never approved',
     );
+    publishDrift(server, record.kind, record.quarantined);
     if (this.#onDrift === undefined) return;
     const { detectedAt: _detectedAt, quarantined: _quarantined, ...event } = record;
     try {

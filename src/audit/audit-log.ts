@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { AuditConfig } from '../config/governance-schema.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { Logger } from '../observability/logger.js';
+import { publishAuditBatch, publishAuditWriteFailure } from '../pipeline/events.js';
 import type { AuditRecordWriter, AuditWriterOptions } from '../store/audit-chain-store.js';
 import type { Store } from '../store/store.js';
 import { toRow } from './chain.js';
@@ -420,6 +421,7 @@ export class AuditLog {
       for (let batch = this.#batches[0]; batch !== undefined && this.#failure === undefined; batch = this.#batches[0]) {
         batch.closed = true;
         if (!(await this.#write(batch))) break;
+        publishAuditBatch(batch.records.length, (performance.now() - batch.openedAt) / 1000);
         this.#batches.shift();
         this.#pending -= batch.records.length;
         batch.done.resolve();
@@ -445,6 +447,7 @@ export class AuditLog {
       }
       this.#writeFailing = true;
       const code = GatewayError.is(error) ? error.code : undefined;
+      publishAuditWriteFailure(code ?? 'MCPGATE_ERR_STORE_UNAVAILABLE');
       if (code === 'MCPGATE_ERR_AUDIT_UNAVAILABLE') {
         // The writer lost records it had taken (a journal deleted under it): the chain has a hole here.
         this.#fail(error instanceof Error ? error.message : 'the audit writer lost records', error);

@@ -90,6 +90,9 @@ export const ErrorCatalogue = {
   MCPGATE_ERR_MRTR_ROUNDS: { http: 400, rpc: RpcCode.InvalidParams },
   MCPGATE_ERR_HELD_CALL_ELSEWHERE: { http: 409, rpc: RpcCode.InvalidParams },
   MCPGATE_ERR_LISTEN_LIMIT: { http: 429, rpc: RpcCode.ServerError },
+  MCPGATE_ERR_METRICS_UNAUTHORIZED: { http: 401, rpc: RpcCode.InvalidRequest },
+  MCPGATE_ERR_METRICS_METHOD_NOT_ALLOWED: { http: 405, rpc: RpcCode.InvalidRequest },
+  MCPGATE_ERR_METRICS_LISTEN: { http: 500, rpc: RpcCode.InternalError },
 } as const;
 
 export type ErrorCode = keyof typeof ErrorCatalogue;

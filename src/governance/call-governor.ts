@@ -16,6 +16,7 @@ import type { Caller } from '../model/caller.js';
 import { evidenceOf, type UpstreamEvidence } from './evidence.js';
 import { errorMessage } from '../errors/error-message.js';
 import { isTraceId } from '../util/trace-id.js';
+import { publishPolicyDecision } from '../pipeline/events.js';
 
 /** For the router: a request's `traceparent` to the record's `traceId` (undefined unless a valid version-00 one). */
 export { traceIdOf } from '../util/trace-id.js';
@@ -330,6 +331,7 @@ export class CallGovernor {
       ...(result === undefined ? {} : { result }),
     });
     if (outcome.errors.length > 0) this.#logger.warn({ server: facts.server, tool: facts.name, action: facts.action, phase, errors: outcome.errors }, 'policy evaluation errors');
+    publishPolicyDecision(phase, outcome);
     return outcome;
   }
 }

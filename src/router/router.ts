@@ -25,6 +25,7 @@ import type { TransportKind } from '../model/transport-kind.js';
 import type { AccessDecision } from '../policy/decision.js';
 import { RequestContext, type RequestOrigin } from '../pipeline/request-context.js';
 import type { StepName } from '../pipeline/steps.js';
+import { observingCalls, publishCallRouted } from '../pipeline/events.js';
 import { requestEnded, requestStarted, traced } from '../pipeline/tracing.js';
 import type { DownstreamSession, RequestStream } from '../session/downstream-session.js';
 import type { SessionManager, SessionSlot } from '../session/session-manager.js';
@@ -401,6 +402,11 @@ export class Router {
     return makeResult(context.request.id, {});
   }
 
+  /** 2026-07-28 `subscriptions/listen` streams open now. */
+  get listenStreamCount(): number {
+    return this.listenStreams.size;
+  }
+
   /** Ends every `subscriptions/listen` stream with its result (the spec's graceful closure), at shutdown. */
   endListenStreams(): void {
     for (const end of this.listenEnds) end();
@@ -544,6 +550,8 @@ export class Router {
         }
         state.facts = this.factsOf(context, action, route.server, route.name, name, params.arguments);
         state.upstreamParams = { ...params, name: route.name };
+        // Only a tool its server lists labels a call's latency: a name a client made up must not make a series.
+        if (kind === 'tools' && observingCalls()) publishCallRouted(context, route.server, view.listedTools(route.server)?.has(route.name) === true ? route.name : undefined);
         return;
       }
       case 'resources/read':

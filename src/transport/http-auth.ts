@@ -7,6 +7,7 @@ import { clientIpOf, type CidrSet } from '../util/client-ip.js';
 import { callerAt, type Caller } from '../model/caller.js';
 import type { ObservedIds, TraceContext, TransportKind } from '../pipeline/request-context.js';
 import { traceContextOf } from '../pipeline/trace-context.js';
+import { publishAuthFailure } from '../pipeline/events.js';
 import { observingRequests } from '../pipeline/tracing.js';
 
 export interface HttpAuthOptions {
@@ -82,6 +83,7 @@ export class HttpAuth {
     }
     const path = request.url?.split('?')[0];
     this.#options.onRefused?.({ reason: result.reason, code: result.code, clientIp, path });
+    publishAuthFailure(result.reason);
     logger.warn(
       {
         reason: result.reason,

@@ -9,6 +9,7 @@ import type { PassthroughGate } from '../credentials/passthrough-gate.js';
 import type { SelfServiceSecrets } from '../vault/self-service.js';
 import { logRefusedRequest } from '../observability/access-log.js';
 import type { Logger } from '../observability/logger.js';
+import type { MetricsEndpoint } from '../observability/metrics/metrics-endpoint.js';
 import type { Router } from '../router/router.js';
 import type { SessionManager } from '../session/session-manager.js';
 import type { HttpAuth } from './http-auth.js';
@@ -48,12 +49,14 @@ export interface HttpServerOptions {
    * is read-only, full or gone), or undefined: `/readyz` then answers 503 `unavailable` with the reason.
    */
   unavailable?: () => string | undefined;
+  /** `GET /metrics` on this listener (issue 26): set when metrics are on and have no listener of their own. */
+  metrics?: MetricsEndpoint | undefined;
   logger: Logger;
 }
 
 /**
- * The gateway's HTTP listener: `/mcp` (Streamable HTTP), `/sse` + `/messages` (2024-11-05), `/healthz` and
- * `/readyz`. A request repeating a single-value header is refused on every path; Host and Origin are checked on
+ * The gateway's HTTP listener: `/mcp` (Streamable HTTP), `/sse` + `/messages` (2024-11-05), `/healthz`,
+ * `/readyz` and, when metrics are on here, `/metrics`. A request repeating a single-value header is refused on every path; Host and Origin are checked on
  * every MCP path before anything else is read.
  */
 export class GatewayHttpServer {
@@ -211,6 +214,14 @@ export class GatewayHttpServer {
       const reason = state === 'unavailable' ? this.options.unavailable?.() : undefined;
       const body = this.options.gateway.mode === 'dev' ? this.status() : { status: state };
       sendJson(response, state === 'ready' ? 200 : 503, reason === undefined ? body : { ...body, reason });
+      return;
+    }
+    const metrics = path === '/metrics' ? this.options.metrics : undefined;
+    if (metrics !== undefined) {
+      // Its own bearer token, never an API key: a scraper is not a principal. Without a token the endpoint is on
+      // loopback only (the config says so), where a browser page could still reach it through DNS rebinding.
+      if (!metrics.requiresToken) this.checkHostAndOrigin(request);
+      await metrics.handle(request, response);
       return;
     }
     const serverMetadata = PER_SERVER_METADATA.exec(path)?.[1];

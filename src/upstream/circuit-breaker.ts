@@ -1,4 +1,5 @@
 import { GatewayError } from '../errors/gateway-error.js';
+import { publishBreakerOpened } from '../pipeline/events.js';
 
 export type BreakerState = 'closed' | 'open' | 'half-open';
 
@@ -205,6 +206,7 @@ export class CircuitBreaker {
     const doublings = Math.min(Math.max(0, this.failedProbes - FAST_PROBES), 30);
     this.openMs = Math.min(this.options.cooldownMs, FIRST_OPEN_MS * 2 ** doublings);
     this.opens += 1;
+    publishBreakerOpened(this.options.server, this.options.scope);
   }
 
   private openError(retryAfterMs: number): GatewayError {

@@ -4,6 +4,7 @@ import type { Writable } from 'node:stream';
 import { GatewayError } from '../errors/gateway-error.js';
 import { toMessage, type JsonRpcMessage } from '../jsonrpc/message.js';
 import type { Logger } from '../observability/logger.js';
+import { publishSpawnFailure } from '../pipeline/events.js';
 import { encodeMessage, undeliveredError } from './delivery.js';
 import { buildChildEnv } from './child-env.js';
 import { resolveCommand, verifyMeasurement } from './measured-spawn.js';
@@ -108,6 +109,7 @@ export class StdioTransport implements UpstreamTransport {
       if (measured !== undefined) this.#logger.debug({ server: this.#server, file: measured }, 'upstream digest verified');
     } catch (error) {
       this.#logger.error({ server: this.#server, command, executable, measure: this.#options.measure, err: error }, 'upstream spawn refused');
+      publishSpawnFailure(this.#server, GatewayError.is(error) ? error.code : 'MCPGATE_ERR_INTERNAL');
       throw error;
     }
     if (this.#closeRequested) {
@@ -133,6 +135,7 @@ export class StdioTransport implements UpstreamTransport {
       });
     } catch (error) {
       this.#logger.error({ server: this.#server, command, err: error }, 'could not start upstream process');
+      publishSpawnFailure(this.#server, 'MCPGATE_ERR_UPSTREAM_UNAVAILABLE');
       const code = (error as { code?: unknown }).code;
       throw new GatewayError('MCPGATE_ERR_UPSTREAM_UNAVAILABLE', `upstream "${this.#server}" is unavailable: its process could not be started${typeof code === 'string' ? ` (${code})` : ''}`, {
         data: { server: this.#server },

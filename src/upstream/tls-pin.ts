@@ -6,6 +6,7 @@ import type { ServerConfig } from '../config/schema.js';
 import type { TlsConfig } from '../config/tls-rules.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { Logger } from '../observability/logger.js';
+import { publishPinMismatch } from '../pipeline/events.js';
 import { isLoopbackHost, isPlaceholderPin, pinsOfCertificate, toPinList, type CertificatePins } from '../util/tls-pins.js';
 
 /**
@@ -26,12 +27,6 @@ export interface PinnedConnectorOptions {
   timeoutMs?: number;
 }
 
-const mismatches = new Map<string, number>();
-
-/** How many connections to `server` were closed for a pin mismatch (until metrics exist, issue 4 §3). */
-export function pinMismatchCount(server: string): number {
-  return mismatches.get(server) ?? 0;
-}
 
 /** Servers already warned about, per logger: one warning per server, not per connection (issue 4 §3). */
 const warned = new WeakMap<Logger, Set<string>>();
@@ -116,7 +111,7 @@ export function createPinnedConnector(options: PinnedConnectorOptions): UndiciCo
       }
       // Closed before undici sees the socket: it never writes a request on it (DESIGN.md invariant 2).
       socket.destroy();
-      mismatches.set(serverName, pinMismatchCount(serverName) + 1);
+      publishPinMismatch(serverName);
       const failure = pinError(serverName, placeholderOnly ? 'only the placeholder pin is configured' : 'certificate not in the pin list');
       logger.error({ server: serverName, code: failure.code, expected, seen: seen ?? null }, 'upstream TLS pin mismatch: connection closed');
       callback(failure, null);

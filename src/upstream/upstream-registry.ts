@@ -199,6 +199,17 @@ export class UpstreamRegistry<C> {
     return `shared\u0000${this.options.identityOf?.(server) ?? server}`;
   }
 
+  /** stdio children running now, per server (shared and `scope: session` alike), for metrics read at scrape time. */
+  liveChildren(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const entry of this.entries.values()) {
+      const client = entry.client;
+      if (client === undefined || !client.isOpen || this.options.servers[client.serverName]?.transport !== 'stdio') continue;
+      counts.set(client.serverName, (counts.get(client.serverName) ?? 0) + 1);
+    }
+    return counts;
+  }
+
   /** The MCPGATE_ERR_CHILD_LIMIT error acquire() would give this binding now, if any: never opens anything. */
   childRefusal(server: string, bindingKey: string): GatewayError | undefined {
     const children = this.children.get(server);

@@ -60,4 +60,22 @@ describe('layer import rules', () => {
     assert.match(messages[0]?.message ?? '', /src\/credentials\/ may not import src\/policy\/ beyond access-policy\.js/);
     assert.equal(messages.length, 1);
   });
+  // Issue 26: the core publishes facts; only the metrics subscriber imports a metrics library.
+  it('refuses prom-client outside src/observability/metrics/, and allows it there', async () => {
+    const messages = await lintAs('imports-prom-client.ts.txt', 'router/lint-fixture.ts');
+    assert.deepEqual(
+      restricted(messages).map((m) => m.line),
+      [2],
+    );
+    assert.match(messages[0]?.message ?? '', /prom-client lives in src\/observability\/metrics\/ only/);
+    assert.deepEqual(await lintAs('imports-prom-client.ts.txt', 'observability/metrics/lint-fixture.ts'), []);
+  });
+
+  it('lets any layer import pipeline/events.js, and no more of pipeline/ than its rule allows', async () => {
+    const messages = await lintAs('upstream-imports-pipeline.ts.txt', 'upstream/lint-fixture.ts');
+    assert.deepEqual(
+      restricted(messages).map((m) => m.line),
+      [3],
+    );
+  });
 });

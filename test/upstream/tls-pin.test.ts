@@ -8,7 +8,9 @@ import { parseConfig } from '../../src/config/load.js';
 import type { TlsConfig } from '../../src/config/tls-rules.js';
 import { GatewayError } from '../../src/errors/gateway-error.js';
 import { createLogger, type Logger } from '../../src/observability/logger.js';
-import { connectOptionsFor, createPinnedConnector, pinMismatchCount } from '../../src/upstream/tls-pin.js';
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import { EVENT_CHANNELS, type ServerEvent } from '../../src/pipeline/events.js';
+import { connectOptionsFor, createPinnedConnector } from '../../src/upstream/tls-pin.js';
 import { isLoopbackHost, pinFormatProblem, pinsOfCertificate, PLACEHOLDER_PIN } from '../../src/util/tls-pins.js';
 import { generateTestPki, type TestPki } from '../fixtures/tls/certs.js';
 import { startCountingTlsServer, type CountingTlsServer } from '../fixtures/tls/counting-server.js';
@@ -102,8 +104,12 @@ describe('pinned connector', () => {
   it('closes the connection before any request byte on a mismatch, and logs and counts it', async () => {
     const { logger, lines } = capturingLogger();
     const server = await serve();
-    const before = pinMismatchCount('wrong');
-    const error = await rejection(get(pool(server, 'wrong', { pin: [pki.other.certPin], spkiPin: [pki.other.spkiPin] }, logger)));
+    const published: string[] = [];
+    const onMismatch = (message: unknown): void => void published.push((message as ServerEvent).server);
+    subscribe(EVENT_CHANNELS.pinMismatch, onMismatch);
+    const error = await rejection(get(pool(server, 'wrong', { pin: [pki.other.certPin], spkiPin: [pki.other.spkiPin] }, logger))).finally(() =>
+      unsubscribe(EVENT_CHANNELS.pinMismatch, onMismatch),
+    );
     assert.ok(GatewayError.is(error), String(error));
     assert.equal(error.code, 'MCPGATE_ERR_UPSTREAM_TLS_PIN');
     assert.equal(error.httpStatus, 502);
@@ -111,7 +117,7 @@ describe('pinned connector', () => {
     assert.match(error.message, /upstream "wrong": the TLS pin did not match/);
     assert.deepEqual(error.data, { server: 'wrong' });
     assert.equal(server.bytesReceived(), 0);
-    assert.equal(pinMismatchCount('wrong'), before + 1);
+    assert.deepEqual(published, ['wrong'], 'published once for the metrics (issue 26)');
     const logged = lines.find((line) => line.msg === 'upstream TLS pin mismatch: connection closed');
     assert.ok(logged !== undefined);
     assert.equal(logged.level, 50);

@@ -1,4 +1,5 @@
 import { GatewayError } from '../../errors/gateway-error.js';
+import { publishStoreFailure } from '../../pipeline/events.js';
 
 const CONFLICT = new Set(['SQLITE_CONSTRAINT_UNIQUE', 'SQLITE_CONSTRAINT_PRIMARYKEY', '23505']);
 const MISSING_REFERENCE = new Set(['SQLITE_CONSTRAINT_FOREIGNKEY', '23503']);
@@ -14,6 +15,8 @@ export function mapStoreError(error: unknown, action: string): GatewayError {
   if (MISSING_REFERENCE.has(code)) {
     return new GatewayError('MCPGATE_ERR_STORE_NOT_FOUND', `${action}: a referenced record does not exist`, { cause: error });
   }
+  // A conflict or a missing reference is the caller's request, answered as such; this is the store failing.
+  publishStoreFailure('MCPGATE_ERR_STORE_UNAVAILABLE');
   // Never echo the driver's message to clients (it can hold connection details); it stays in `cause`.
   return new GatewayError('MCPGATE_ERR_STORE_UNAVAILABLE', `${action}: the store is unavailable`, { cause: error });
 }

@@ -1,0 +1,213 @@
+import { channel, type Channel } from 'node:diagnostics_channel';
+import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+import {
+  EVENT_CHANNELS,
+  type AuditBatchEvent,
+  type AuthFailureEvent,
+  type BreakerOpenedEvent,
+  type CallRoutedEvent,
+  type DriftEvent,
+  type EventName,
+  type FailureEvent,
+  type PolicyDecisionEvent,
+  type ServerEvent,
+  type SpawnFailureEvent,
+} from '../../pipeline/events.js';
+import type { RequestContext } from '../../pipeline/request-context.js';
+import { requestChannel, stepChannel, type RequestMessage, type StepMessage } from '../../pipeline/tracing.js';
+import { methodLabel, outcomeLabel, policySetOf } from './labels.js';
+import { registerScrapeGauges, type MetricsSources } from './scrape-gauges.js';
+import { InFlightCalls } from './in-flight-calls.js';
+import { LabelledSeries, SeriesBudget } from './series-budget.js';
+
+export interface GatewayMetricsOptions {
+  /** `gateway.metrics.maxSeries`. */
+  readonly maxSeries: number;
+  /** The configured servers: only they label a call's latency. */
+  readonly servers: readonly string[];
+  readonly sources: MetricsSources;
+}
+
+/** Seconds: a gateway's own share of a call is well under a millisecond, an upstream's up to its timeout. */
+const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+const BATCH_BUCKETS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000];
+const DURABLE_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+
+/** One routed `tools/call` on its way: the labels its latency goes under and its time in the `upstream` step. */
+interface CallTiming {
+  readonly key: string;
+  readonly server: string;
+  readonly tool: string;
+  /** Milliseconds in the `upstream` step; undefined until the step ends (a call refused before it has none). */
+  upstreamMs: number | undefined;
+}
+
+/**
+ * The Prometheus metrics of one gateway (issue 26), as a subscriber of the pipeline's channels: the request
+ * channel (each request counted once its answer is final), the `upstream` step (a call's time upstream) and the
+ * facts of pipeline/events.ts; gauges are read from {@link MetricsSources} at scrape time. It subscribes to no other
+ * step, since each subscribed step makes `traced()` allocate a message and wrap a promise for every request.
+ * Handlers are made once and children cached per label set, so counting a request allocates no closure.
+ *
+ * Channels are the process's: two gateways in one process that both turn metrics on count each other's requests.
+ */
+export class GatewayMetrics {
+  readonly registry = new Registry();
+  readonly #servers: ReadonlySet<string>;
+  /**
+   * Routed calls whose answer is not final yet: every request published on the request channel ends there, which
+   * takes its entry; bounded all the same, should a request ever end unpublished.
+   */
+  readonly #calls = new InFlightCalls<RequestContext, CallTiming>(MAX_CALLS_IN_FLIGHT);
+  readonly #requests: LabelledSeries<Counter.Internal>;
+  readonly #gatewayTime: LabelledSeries<Histogram.Internal<string>>;
+  readonly #upstreamTime: LabelledSeries<Histogram.Internal<string>>;
+  readonly #authFailures: LabelledSeries<Counter.Internal>;
+  readonly #policy: LabelledSeries<Counter.Internal>;
+  readonly #breakerOpens: LabelledSeries<Counter.Internal>;
+  readonly #pinMismatches: LabelledSeries<Counter.Internal>;
+  readonly #spawnFailures: LabelledSeries<Counter.Internal>;
+  readonly #drifts: LabelledSeries<Counter.Internal>;
+  readonly #auditWriteFailures: LabelledSeries<Counter.Internal>;
+  readonly #storeErrors: LabelledSeries<Counter.Internal>;
+  readonly #auditBatch: Histogram;
+  readonly #auditDurable: Histogram;
+  #subscribed = false;
+
+  constructor(options: GatewayMetricsOptions) {
+    this.#servers = new Set(options.servers);
+    const registers = [this.registry];
+    const dropped = new Counter({ name: 'mcpgate_metrics_series_dropped_total', help: 'Observations dropped because gateway.metrics.maxSeries label sets exist.', labelNames: ['metric'], registers });
+    const budget = new SeriesBudget(options.maxSeries, dropped);
+    const counter = (name: string, help: string, labelNames: string[]): LabelledSeries<Counter.Internal> =>
+      new LabelledSeries(name, new Counter({ name, help, labelNames, registers }), budget);
+    const latency = (name: string, help: string): LabelledSeries<Histogram.Internal<string>> =>
+      new LabelledSeries(name, new Histogram({ name, help, labelNames: ['server', 'tool'], buckets: LATENCY_BUCKETS, registers }), budget);
+    this.#requests = counter('mcpgate_requests_total', 'JSON-RPC requests answered (or cancelled), by era, transport, method and outcome.', ['era', 'transport', 'method', 'outcome']);
+    this.#gatewayTime = latency('mcpgate_call_gateway_duration_seconds', "A tools/call's time in the gateway itself: its whole time less its time upstream.");
+    this.#upstreamTime = latency('mcpgate_call_upstream_duration_seconds', "A tools/call's time in the upstream step: bulkhead queue, upstream session, the exchange.");
+    this.#authFailures = counter('mcpgate_auth_failures_total', 'Requests refused by authentication, by reason.', ['reason']);
+    this.#policy = counter('mcpgate_policy_decisions_total', 'Cedar decisions by phase, policy set (* when none denied) and decision (allow, deny, advisory).', ['phase', 'policy_set', 'decision']);
+    this.#breakerOpens = counter('mcpgate_upstream_breaker_opens_total', 'Times a circuit breaker opened, by server and scope (server, caller).', ['server', 'scope']);
+    this.#pinMismatches = counter('mcpgate_upstream_tls_pin_mismatches_total', 'Upstream connections closed for a TLS pin mismatch.', ['server']);
+    this.#spawnFailures = counter('mcpgate_upstream_spawn_failures_total', 'stdio children that could not be started, by server and error code.', ['server', 'code']);
+    this.#drifts = counter('mcpgate_catalog_drift_events_total', 'Tool definitions seen differing from their approval, by server and kind (changed, unapproved).', ['server', 'kind']);
+    this.#auditWriteFailures = counter('mcpgate_audit_write_failures_total', 'Audit batch writes that failed (and are retried), by error code.', ['code']);
+    this.#storeErrors = counter('mcpgate_store_errors_total', 'Control-plane store operations that failed, by error code.', ['code']);
+    this.#auditBatch = new Histogram({ name: 'mcpgate_audit_batch_records', help: 'Records per audit batch committed.', buckets: BATCH_BUCKETS, registers });
+    this.#auditDurable = new Histogram({ name: 'mcpgate_audit_durable_seconds', help: "From an audit batch's first record to its commit.", buckets: DURABLE_BUCKETS, registers });
+    registerScrapeGauges(this.registry, budget, options.sources);
+    collectDefaultMetrics({ register: this.registry, prefix: 'mcpgate_' });
+  }
+
+  /** Attaches the subscribers; until then (and after {@link unsubscribe}) the channels have none of them. */
+  subscribe(): void {
+    if (this.#subscribed) return;
+    this.#subscribed = true;
+    for (const [source, handler] of this.#subscriptions()) source.subscribe(handler);
+  }
+
+  unsubscribe(): void {
+    if (!this.#subscribed) return;
+    this.#subscribed = false;
+    for (const [source, handler] of this.#subscriptions()) source.unsubscribe(handler);
+    this.#calls.clear();
+  }
+
+  /** Every channel this subscribes to, with its handler: the request's end, the `upstream` step, the core's facts. */
+  #subscriptions(): Array<readonly [Channel, (message: unknown) => void]> {
+    const upstream = stepChannel('upstream');
+    return [
+      [requestChannel().asyncEnd, this.#onRequestEnd],
+      [upstream.end, this.#onUpstreamEnd],
+      [upstream.asyncEnd, this.#onUpstreamSettled],
+      ...this.#facts.map(([name, handler]) => [channel(EVENT_CHANNELS[name]), handler] as const),
+    ];
+  }
+
+  /** The Prometheus text exposition of every metric. */
+  scrape(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  readonly #onRequestEnd = (message: unknown): void => {
+    const { context, response } = message as RequestMessage;
+    const ended = performance.now();
+    const transport = context.transport ?? 'unknown';
+    const method = methodLabel(context.method);
+    const outcome = outcomeLabel(response);
+    const key = `${context.era}\u0001${transport}\u0001${method}\u0001${outcome}`;
+    (this.#requests.get(key) ?? this.#requests.add(key, [context.era, transport, method, outcome]))?.inc();
+    const call = this.#calls.take(context);
+    if (call?.upstreamMs === undefined) return;
+    const upstream = call.upstreamMs / 1000;
+    const total = (ended - (context.receivedAt ?? context.startedAt)) / 1000;
+    (this.#upstreamTime.get(call.key) ?? this.#upstreamTime.add(call.key, [call.server, call.tool]))?.observe(upstream);
+    (this.#gatewayTime.get(call.key) ?? this.#gatewayTime.add(call.key, [call.server, call.tool]))?.observe(Math.max(0, total - upstream));
+  };
+
+  /** `end` ends a step only when it threw before returning its promise; one that returned a promise settles at `asyncEnd`. */
+  readonly #onUpstreamEnd = (message: unknown): void => {
+    if ((message as StepMessage).error !== undefined) this.#onUpstreamSettled(message);
+  };
+
+  readonly #onUpstreamSettled = (message: unknown): void => {
+    const step = message as StepMessage;
+    const call = this.#calls.get(step.context);
+    if (call !== undefined) call.upstreamMs = (call.upstreamMs ?? 0) + performance.now() - step.startedAt;
+  };
+
+  readonly #onCallRouted = (message: unknown): void => {
+    const { context, server, tool = UNLISTED_TOOL } = message as CallRoutedEvent;
+    if (this.#servers.has(server)) this.#calls.add(context, { key: `${server}\u0001${tool}`, server, tool, upstreamMs: undefined });
+  };
+
+  readonly #onPolicyDecision = (message: unknown): void => {
+    const { phase, decision, determining, advisoryDenies } = message as PolicyDecisionEvent;
+    if (decision === 'allow' && advisoryDenies.length === 0) {
+      (this.#policy.get(ALLOWED[phase]) ?? this.#policy.add(ALLOWED[phase], [phase, '*', 'allow']))?.inc();
+      return;
+    }
+    if (decision === 'deny') for (const set of new Set(determining.map(policySetOf))) this.#count(this.#policy, phase, set, 'deny');
+    for (const set of new Set(advisoryDenies.map(policySetOf))) this.#count(this.#policy, phase, set, 'advisory');
+  };
+
+  /** Facts seen rarely (refusals, failures): their key is joined here rather than by each handler. */
+  #count(series: LabelledSeries<Counter.Internal>, ...values: string[]): void {
+    const key = values.join('\u0001');
+    (series.get(key) ?? series.add(key, values))?.inc();
+  }
+
+  readonly #facts: ReadonlyArray<readonly [EventName, (message: unknown) => void]> = [
+    ['callRouted', this.#onCallRouted],
+    ['policyDecision', this.#onPolicyDecision],
+    ['authFailure', (message) => this.#count(this.#authFailures, (message as AuthFailureEvent).reason)],
+    ['breakerOpened', (message) => this.#count(this.#breakerOpens, (message as BreakerOpenedEvent).server, (message as BreakerOpenedEvent).scope)],
+    ['pinMismatch', (message) => this.#count(this.#pinMismatches, (message as ServerEvent).server)],
+    ['spawnFailure', (message) => this.#count(this.#spawnFailures, (message as SpawnFailureEvent).server, (message as SpawnFailureEvent).code)],
+    ['drift', (message) => this.#count(this.#drifts, (message as DriftEvent).server, (message as DriftEvent).kind)],
+    ['auditWriteFailure', (message) => this.#count(this.#auditWriteFailures, (message as FailureEvent).code)],
+    ['storeFailure', (message) => this.#count(this.#storeErrors, (message as FailureEvent).code)],
+    [
+      'auditBatch',
+      (message) => {
+        const batch = message as AuditBatchEvent;
+        this.#auditBatch.observe(batch.records);
+        this.#auditDurable.observe(batch.seconds);
+      },
+    ],
+  ];
+}
+
+/** Far above the calls one gateway has in flight (bulkheads and session limits hold them well below). */
+const MAX_CALLS_IN_FLIGHT = 10_000;
+
+/** The tool label of a call whose name its server does not list (or whose list is not cached): one series, not one per name. */
+export const UNLISTED_TOOL = '(unlisted)';
+
+/** The series of most policy decisions, keyed without joining anything per call. */
+const ALLOWED = { ingress: 'ingress\u0001*\u0001allow', egress: 'egress\u0001*\u0001allow' } as const;

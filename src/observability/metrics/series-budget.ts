@@ -1,0 +1,71 @@
+import type { Counter } from 'prom-client';
+
+/**
+ * The one cap on label sets across every mcpgate metric (`gateway.metrics.maxSeries`, issue 26 §5). A series
+ * is admitted once, the first time its label set is seen, and stays; past the cap, an observation that would
+ * make a new one is dropped and counted in `mcpgate_metrics_series_dropped_total{metric}` (whose own label is a
+ * metric name, fixed in code, so it is not capped). Labels are bounded where they are made as well (labels.ts);
+ * the cap is what holds when something slips through, such as an upstream that invents tool names without end.
+ */
+export class SeriesBudget {
+  readonly #max: number;
+  readonly #dropped: Counter<'metric'>;
+  #used = 0;
+
+  constructor(max: number, dropped: Counter<'metric'>) {
+    if (!Number.isInteger(max) || max <= 0) throw new TypeError('SeriesBudget: max must be a positive integer');
+    this.#max = max;
+    this.#dropped = dropped;
+  }
+
+  /** Takes one place for a new series of `metric`; false (and counted as dropped) when none is left. */
+  take(metric: string): boolean {
+    if (this.#used >= this.#max) {
+      this.#dropped.inc({ metric });
+      return false;
+    }
+    this.#used += 1;
+    return true;
+  }
+
+  get used(): number {
+    return this.#used;
+  }
+}
+
+/** A prom-client metric, as far as its children go: `labels(...)` gives the child bound to one label set. */
+interface Labelled<C> {
+  labels(...values: string[]): C;
+}
+
+/**
+ * One metric's children, made once per label set under the budget and cached by a key the caller joins from
+ * the values, so that an observation on a known series is one Map lookup:
+ * `(series.get(key) ?? series.add(key, [a, b]))?.inc()` builds the values array only on a miss.
+ */
+export class LabelledSeries<C> {
+  readonly #name: string;
+  readonly #metric: Labelled<C>;
+  readonly #budget: SeriesBudget;
+  readonly #children = new Map<string, C>();
+
+  constructor(name: string, metric: Labelled<C>, budget: SeriesBudget) {
+    this.#name = name;
+    this.#metric = metric;
+    this.#budget = budget;
+  }
+
+  get(key: string): C | undefined {
+    return this.#children.get(key);
+  }
+
+  /** The child of a label set not seen yet, or undefined when the budget is spent (the observation is dropped). */
+  add(key: string, values: readonly string[]): C | undefined {
+    const known = this.#children.get(key);
+    if (known !== undefined) return known;
+    if (!this.#budget.take(this.#name)) return undefined;
+    const child = this.#metric.labels(...values);
+    this.#children.set(key, child);
+    return child;
+  }
+}
