@@ -19,6 +19,7 @@ import { methodLabel, outcomeLabel, policySetOf } from './labels.js';
 import { registerScrapeGauges, type MetricsSources } from './scrape-gauges.js';
 import { InFlightCalls } from './in-flight-calls.js';
 import { LabelledSeries, SeriesBudget } from './series-budget.js';
+import { HotCounter, HotHistogram, type CounterSeries, type HistogramSeries } from './hot-series.js';
 
 export interface GatewayMetricsOptions {
   /** `gateway.metrics.maxSeries`. */
@@ -59,17 +60,17 @@ export class GatewayMetrics {
    * takes its entry; bounded all the same, should a request ever end unpublished.
    */
   readonly #calls = new InFlightCalls<RequestContext, CallTiming>(MAX_CALLS_IN_FLIGHT);
-  readonly #requests: LabelledSeries<Counter.Internal>;
-  readonly #gatewayTime: LabelledSeries<Histogram.Internal<string>>;
-  readonly #upstreamTime: LabelledSeries<Histogram.Internal<string>>;
-  readonly #authFailures: LabelledSeries<Counter.Internal>;
-  readonly #policy: LabelledSeries<Counter.Internal>;
-  readonly #breakerOpens: LabelledSeries<Counter.Internal>;
-  readonly #pinMismatches: LabelledSeries<Counter.Internal>;
-  readonly #spawnFailures: LabelledSeries<Counter.Internal>;
-  readonly #drifts: LabelledSeries<Counter.Internal>;
-  readonly #auditWriteFailures: LabelledSeries<Counter.Internal>;
-  readonly #storeErrors: LabelledSeries<Counter.Internal>;
+  readonly #requests: LabelledSeries<CounterSeries>;
+  readonly #gatewayTime: LabelledSeries<HistogramSeries>;
+  readonly #upstreamTime: LabelledSeries<HistogramSeries>;
+  readonly #authFailures: LabelledSeries<CounterSeries>;
+  readonly #policy: LabelledSeries<CounterSeries>;
+  readonly #breakerOpens: LabelledSeries<CounterSeries>;
+  readonly #pinMismatches: LabelledSeries<CounterSeries>;
+  readonly #spawnFailures: LabelledSeries<CounterSeries>;
+  readonly #drifts: LabelledSeries<CounterSeries>;
+  readonly #auditWriteFailures: LabelledSeries<CounterSeries>;
+  readonly #storeErrors: LabelledSeries<CounterSeries>;
   readonly #auditBatch: Histogram;
   readonly #auditDurable: Histogram;
   #subscribed = false;
@@ -79,10 +80,10 @@ export class GatewayMetrics {
     const registers = [this.registry];
     const dropped = new Counter({ name: 'mcpgate_metrics_series_dropped_total', help: 'Observations dropped because gateway.metrics.maxSeries label sets exist.', labelNames: ['metric'], registers });
     const budget = new SeriesBudget(options.maxSeries, dropped);
-    const counter = (name: string, help: string, labelNames: string[]): LabelledSeries<Counter.Internal> =>
-      new LabelledSeries(name, new Counter({ name, help, labelNames, registers }), budget);
-    const latency = (name: string, help: string): LabelledSeries<Histogram.Internal<string>> =>
-      new LabelledSeries(name, new Histogram({ name, help, labelNames: ['server', 'tool'], buckets: LATENCY_BUCKETS, registers }), budget);
+    const counter = (name: string, help: string, labelNames: string[]): LabelledSeries<CounterSeries> =>
+      new LabelledSeries(name, new HotCounter(name, help, labelNames).register(this.registry), budget);
+    const latency = (name: string, help: string): LabelledSeries<HistogramSeries> =>
+      new LabelledSeries(name, new HotHistogram(name, help, ['server', 'tool'], LATENCY_BUCKETS).register(this.registry), budget);
     this.#requests = counter('mcpgate_requests_total', 'JSON-RPC requests answered (or cancelled), by era, transport, method and outcome.', ['era', 'transport', 'method', 'outcome']);
     this.#gatewayTime = latency('mcpgate_call_gateway_duration_seconds', "A tools/call's time in the gateway itself: its whole time less its time upstream.");
     this.#upstreamTime = latency('mcpgate_call_upstream_duration_seconds', "A tools/call's time in the upstream step: bulkhead queue, upstream session, the exchange.");
@@ -177,7 +178,7 @@ export class GatewayMetrics {
   };
 
   /** Facts seen rarely (refusals, failures): their key is joined here rather than by each handler. */
-  #count(series: LabelledSeries<Counter.Internal>, ...values: string[]): void {
+  #count(series: LabelledSeries<CounterSeries>, ...values: string[]): void {
     const key = values.join('\u0001');
     (series.get(key) ?? series.add(key, values))?.inc();
   }
