@@ -4,6 +4,7 @@ import type { TransportKind } from '../model/transport-kind.js';
 import type { JsonObject, JsonRpcId, JsonRpcMessage } from '../jsonrpc/message.js';
 import type { ProtocolVersion } from '../jsonrpc/protocol-versions.js';
 import type { CancelScope } from './cancel-scope.js';
+import { PackedTable } from '../util/packed-table.js';
 
 /**
  * Where the gateway can reach a client outside a request's own stream: the GET stream of a Streamable HTTP
@@ -59,7 +60,8 @@ export class DownstreamSession {
   capabilitySignature: string | undefined;
   channel: SessionChannel | undefined;
   /** Downstream request id → the controller that cancels its upstream work. */
-  readonly inflight = new Map<JsonRpcId, CancelScope>();
+  /** Requests in flight, by id: a client may run many at once on one session (util/packed-table.ts says why not a Map). */
+  readonly inflight = new PackedTable<JsonRpcId, CancelScope>();
   private outbound: Map<JsonRpcId, OutboundRequest> | undefined;
   private subscriptions: Set<string> | undefined;
   private readonly closeHooks: Array<() => void> = [];

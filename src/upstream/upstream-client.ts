@@ -20,6 +20,7 @@ import { undeliveredError } from './delivery.js';
 import type { OnBehalf } from '../model/upstream-credentials.js';
 import type { EraCache } from './era-cache.js';
 import { META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_SERVER_INFO, MODERN_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSIONS } from '../jsonrpc/modern-meta.js';
+import { PackedTable } from '../util/packed-table.js';
 import { isRecognizedModernError, supportedVersionsOf, withLegacyMeta, withModernMeta, type ProtocolEra } from './modern-era.js';
 import { StdioTransport } from './stdio-transport.js';
 import type { InboundContext, UpstreamTransport } from './transport.js';
@@ -160,7 +161,7 @@ export class UpstreamClient<C = unknown> {
   readonly serverName: string;
   private readonly options: UpstreamClientOptions<C>;
   private readonly transport: UpstreamTransport;
-  private readonly pending = new Map<number, Pending<C>>();
+  private readonly pending = new PackedTable<number, Pending<C>>();
   private readonly inboundRequests = new Map<JsonRpcId, AbortController>();
   private nextId = 1;
   private closed = false;
@@ -714,7 +715,7 @@ export class UpstreamClient<C = unknown> {
     if (this.closed) return;
     this.closed = true;
     const error = this.closedError();
-    for (const [id, entry] of this.pending) {
+    for (const [id, entry] of this.pending.entries()) {
       if (!entry.sent) continue;
       this.pending.delete(id);
       entry.cleanup();
