@@ -128,22 +128,10 @@ export function withLegacyMeta(params: JsonObject | undefined, meta: JsonObject 
   }
   if (!strip && trace === undefined) return params;
   const merged: JsonObject = {};
-  let kept = false;
-  if (own !== undefined) {
-    for (const key of Object.keys(own)) {
-      if (HOP_META_KEYS.includes(key)) continue;
-      merged[key] = own[key];
-      kept = true;
-    }
-  }
-  if (trace !== undefined) {
-    Object.assign(merged, trace);
-    kept = true;
-  }
-  // Built key by key rather than spread and `delete`d: a deleted property puts the object in V8's dictionary
-  // mode, and every 2026-07-28 call to a legacy upstream serialises this object.
-  const out: JsonObject = {};
-  if (params !== undefined) for (const key of Object.keys(params)) if (key !== '_meta') out[key] = params[key];
-  if (kept) out._meta = merged;
+  if (own !== undefined) for (const [key, value] of Object.entries(own)) if (!HOP_META_KEYS.includes(key)) merged[key] = value;
+  if (trace !== undefined) Object.assign(merged, trace);
+  const out: JsonObject = { ...params };
+  if (Object.keys(merged).length === 0) delete out._meta;
+  else out._meta = merged;
   return out;
 }
