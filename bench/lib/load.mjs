@@ -44,13 +44,18 @@ function withTimeout(promise, ms) {
  *   call:(worker:number)=>Promise<{ok:boolean, bytes:number, error?:string, timing?:object}>,
  *   pids?:number[], treePids?:number[], onSample?:(elapsedMs:number)=>void, sampleMs?:number}} options
  *   pids: processes whose own CPU/RSS is measured (summed); treePids: also with their descendants.
+ *   countDrained: a slice of an interleaved point (W1's `w1SliceMs`): the calls issued in the window are counted
+ *   once they answer, after it closes too, and the CPU is read once they all have, so that every counted call's
+ *   CPU is in the window and no call's CPU is split between two slices. `latency`/`gatewayTime`: histograms to
+ *   record into (shared by a point's slices), else new ones.
  */
 export async function closedLoop(options) {
   const { concurrency, durationMs, warmupMs = 0, maxCalls = Number.POSITIVE_INFINITY, ratePerSec, call } = options;
   const pids = options.pids ?? [];
   const treePids = options.treePids ?? pids;
-  const latency = histogram();
-  const gatewayTime = histogram();
+  const countDrained = options.countDrained === true;
+  const latency = options.latency ?? histogram();
+  const gatewayTime = options.gatewayTime ?? histogram();
   const errors = new Map();
   let calls = 0;
   let failed = 0;
@@ -75,6 +80,9 @@ export async function closedLoop(options) {
   const end = () => {
     if (stopped) return;
     stopped = true;
+    if (!countDrained) readAfter();
+  };
+  const readAfter = () => {
     t1 = performance.now();
     after = { cpu: sum(pids.map(cpuMicros)), main: sum(pids.map(mainThreadCpuMicros)), audit: sum(pids.map(auditThreadCpu)), tree: sum(treePids.map(treeCpuMicros)), eld: Math.max(0, loopDelay.percentile(99) / 1e6 - ELD_RESOLUTION_MS) };
   };
@@ -100,7 +108,7 @@ export async function closedLoop(options) {
       const began = performance.now();
       const outcome = await withTimeout(call(index), CALL_TIMEOUT_MS);
       const finished = performance.now();
-      if (!counted || stopped) continue;
+      if (!counted || (stopped && !countDrained)) continue;
       if (outcome.ok) {
         calls += 1;
         bytes += outcome.bytes;
@@ -130,6 +138,7 @@ export async function closedLoop(options) {
   clearTimeout(endTimer);
   clearInterval(sampler);
   await Promise.race([drained, sleep(DRAIN_TIMEOUT_MS)]);
+  if (countDrained) readAfter();
   const seconds = (t1 - t0) / 1000;
   const peak = pids.length > 0 ? sum(pids.map((pid) => memory(pid).peak)) : NaN;
   const cpuUs = after.cpu - before.cpu;
@@ -145,6 +154,8 @@ export async function closedLoop(options) {
     latencyMs: summarise(latency),
     gatewaySelfMs: gatewayTime.totalCount > 0 ? summarise(gatewayTime) : undefined,
     cpuUsPerCall: pids.length > 0 && calls > 0 ? round(cpuUs / calls, 1) : undefined,
+    // The raw sums, for a point made of slices (W1's interleaved points add them up before dividing).
+    raw: { seconds: t1 - t0, cpuUs, mainUs: after.main - before.main, auditUs: after.audit - before.audit, treeUs, bytes },
     // The main threads alone: what limits calls/s when helper threads (GC, thread pool, workers) have other cores.
     cpuMainUsPerCall: pids.length > 0 && calls > 0 ? round((after.main - before.main) / calls, 1) : undefined,
     // mcpgate's audit writer thread (named `mcpgate-audit`): 0 for a process without one.

@@ -35,7 +35,14 @@ const FULL = {
   costConcurrency: 32,
   p99BoundsMs: [1, 5, 10, 50],
   levels: { core: [1, 4, 16, 32, 64, 128, 256], peer: [1, 32, 256], spawn: [1, 8] },
-  w1: Object.keys(W1_CONTENDERS),
+  w1: Object.keys(W1_CONTENDERS).filter((name) => W1_CONTENDERS[name].onlyWhenNamed !== true),
+  /**
+   * W1's points are made of slices this long, the contenders taking turns slice by slice (decision 0022);
+   * 0 runs each contender's point whole, back to back.
+   */
+  w1SliceMs: 500,
+  /** 1: W1's contenders are restarted (and primed again) before every round but the first (decision 0022). */
+  w1FreshRounds: 1,
   w2: { upstreams: [1, 10, 50, 100], coldSamples: 5, cachedSeconds: 2, listDelayMs: 0 },
   w3: { streamable: [0, 100, 1000, 10000], withUpstream: [0, 100, 1000], legacySse: [0, 100, 1000, 10000] },
   w4: { levels: [1, 8], seconds: 2, sizeBytes: 1048576 },

@@ -39,6 +39,9 @@ export function targets(results) {
     const single = pairedRatio(W1, 'mcpgate (metrics)', 'mcpgate', 1, 'cpuUsPerCall');
     if (single.n > 0) rows.push([`metrics on: CPU per call against metrics off at c=1 (issue 26)`, `${single.median.toFixed(3)}× (${single.min.toFixed(3)}–${single.max.toFixed(3)})`, 'informative']);
   }
+  // The instrument's own spread (decision 0022): two identical gateways, which should read 1.
+  const same = pairedRatio(W1, 'mcpgate (again)', 'mcpgate', cost, 'cpuUsPerCall');
+  if (same.n > 0) rows.push([`A/A: an identical gateway's CPU per call against mcpgate's (c=${cost}, median of ${same.n} per-round ratios)`, `${same.median.toFixed(3)}× (${same.min.toFixed(3)}–${same.max.toFixed(3)})`, 'informative']);
   const hundred = W2?.rows?.find((row) => row.upstreams === 100);
   add('Cached tools/list, 100 × 50 tools: p99 ≤ 5 ms', hundred?.cached?.[1]?.latencyMs.p99, ' ms', (v) => v <= 5);
   add('Cold tools/list, 100 × 50: ≤ slowest upstream + 25 ms', hundred?.coldOverSlowestMs, ' ms over', (v) => v <= 25, 1);

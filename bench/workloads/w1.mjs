@@ -3,7 +3,7 @@
 // so that drifts of a shared, noisy machine land on all of them alike. Figures are medians over rounds.
 
 import * as starters from '../lib/contenders.mjs';
-import { closedLoop } from '../lib/load.mjs';
+import { closedLoop, histogram, round as roundTo, summarise } from '../lib/load.mjs';
 import { spread, spreadOf } from '../lib/stats.mjs';
 
 /** What W1 can run; `levels` picks the concurrency list from the profile. */
@@ -14,6 +14,9 @@ export const W1_CONTENDERS = {
   // Issue 25: the same gateway and config, clients of the 2026-07-28 era (no initialize, no session, `_meta` and
   // the Mcp-* headers on every request); the mock upstream stays legacy. Its CPU per call is set against mcpgate's.
   'mcpgate (modern)': { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], transport: 'modern', name: 'mcpgate (modern)' }), levels: 'core' },
+  // The A/A check of the instrument (decision 0022): a second gateway identical to mcpgate, whose per-round ratio
+  // against mcpgate says how far two equal gateways read apart. Run only when named (`--contenders`).
+  'mcpgate (again)': { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (again)' }), levels: 'core', onlyWhenNamed: true },
   // Issue 26: the same gateway and config with Prometheus metrics on (served on the main listener, never scraped
   // during the run): what the request channel and the upstream step's subscribers cost per call, against mcpgate's.
   'mcpgate (metrics)': { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (metrics)', extraGateway: '  metrics: { enabled: true }' }), levels: 'core' },
@@ -56,9 +59,12 @@ async function eldOf(url) {
 export async function point(contender, concurrency, profile, extra = {}) {
   const sessions = contender.sessions.slice(0, Math.max(1, Math.min(concurrency, contender.sessions.length)));
   const params = extra.paramsJson ?? `{"name":"${contender.toolName}","arguments":${TOOL_ARGS}}`;
-  await eldOf(contender.statsUrl);
+  if (!extra.countDrained) await eldOf(contender.statsUrl);
   const result = await closedLoop({
     concurrency,
+    countDrained: extra.countDrained,
+    latency: extra.latency,
+    gatewayTime: extra.gatewayTime,
     durationMs: extra.durationMs ?? profile.pointSeconds * 1000,
     warmupMs: profile.warmupSeconds * 1000,
     maxCalls: profile.maxCallsPerPoint,
@@ -66,7 +72,7 @@ export async function point(contender, concurrency, profile, extra = {}) {
     treePids: contender.treePids,
     call: (worker) => contender.client.call(sessions[worker % sessions.length], 'tools/call', params),
   });
-  result.contenderEldP99Ms = await eldOf(contender.statsUrl);
+  if (!extra.countDrained) result.contenderEldP99Ms = await eldOf(contender.statsUrl);
   return result;
 }
 
@@ -79,34 +85,30 @@ export async function runW1(ctx, profile) {
       failures.push({ name, error: 'unknown contender' });
       continue;
     }
-    let contender;
     try {
-      contender = await spec.start(ctx);
-      await contender.prepare(profile.sessions);
-      // Priming: JIT and pools warm before the first measured point, or the first contender pays for it.
-      const levels = profile.levels[spec.levels];
-      const primed = await point(contender, Math.min(8, Math.max(...levels)), { ...profile, warmupSeconds: 0 }, { durationMs: profile.primeSeconds * 1000 });
-      // A contender none of whose calls succeed has no CPU per call to report (failures are never counted as
-      // calls, so a partly failing one reports more CPU per call, not less, and its errors in the table).
-      if (primed.calls === 0) throw new Error(`priming: ${primed.calls} calls, ${primed.errors} errors: ${JSON.stringify(primed.errorSamples)}`);
-      started.push({ contender, levels });
-      ctx.log(`W1: ${contender.name} ready (tool ${contender.toolName})`);
+      started.push({ name, contender: await startPrimed(ctx, profile, name, spec), levels: profile.levels[spec.levels] });
     } catch (error) {
       // A contender that cannot run here is recorded with its reason; the run goes on without it.
       ctx.log(`W1: ${name} cannot run: ${error.message}`);
       failures.push({ name, error: String(error.message).slice(0, 500) });
-      await contender?.stop().catch(() => undefined);
     }
   }
   const runs = new Map(started.map(({ contender }) => [contender.name, new Map()]));
   const levels = [...new Set(started.flatMap((entry) => entry.levels))].sort((a, b) => a - b);
   try {
     for (let round = 0; round < profile.rounds; round += 1) {
+      // Fresh processes each round (decision 0022): what one process's JIT and heap layout happen to cost is then
+      // spread over the rounds instead of leaning every round of the run the same way.
+      if (round > 0 && profile.w1FreshRounds) {
+        for (const entry of started) {
+          await entry.contender.stop().catch(() => undefined);
+          entry.contender = await startPrimed(ctx, profile, entry.name, W1_CONTENDERS[entry.name]);
+        }
+      }
       for (const concurrency of levels) {
-        const here = started.filter((entry) => entry.levels.includes(concurrency));
-        const shift = round % Math.max(1, here.length);
-        for (const { contender } of [...here.slice(shift), ...here.slice(0, shift)]) {
-          const result = await point(contender, concurrency, profile);
+        const here = started.filter((entry) => entry.levels.includes(concurrency)).map((entry) => entry.contender);
+        const results = profile.w1SliceMs > 0 ? await interleaved(here, concurrency, profile, round) : await sequential(here, concurrency, profile, round);
+        for (const [contender, result] of results) {
           result.round = round;
           const byLevel = runs.get(contender.name);
           byLevel.set(concurrency, [...(byLevel.get(concurrency) ?? []), result]);
@@ -124,6 +126,84 @@ export async function runW1(ctx, profile) {
     points: Object.fromEntries([...runs.get(contender.name)].map(([level, rounds]) => [level, { rounds, summary: summarisePoint(rounds) }])),
   }));
   return { contenders, failures, derived: derive(contenders, profile) };
+}
+
+/** One point per contender, back to back, in an order rotated per round. */
+async function sequential(here, concurrency, profile, round) {
+  const shift = round % Math.max(1, here.length);
+  const results = [];
+  for (const contender of [...here.slice(shift), ...here.slice(0, shift)]) results.push([contender, await point(contender, concurrency, profile)]);
+  return results;
+}
+
+/**
+ * One point per contender made of slices of `w1SliceMs`, the contenders taking turns slice by slice (the order
+ * rotated every slice), so that a drift of the machine's speed over seconds lands on every contender of the
+ * round alike (decision 0022). Each slice counts the calls it issued once they answer and reads the CPU after
+ * the last of them, so a call's CPU is never split between slices; the point's figures are the slices' sums.
+ */
+async function interleaved(here, concurrency, profile, round) {
+  const slices = Math.max(1, Math.round((profile.pointSeconds * 1000) / profile.w1SliceMs));
+  const parts = new Map(here.map((contender) => [contender, { slices: [], latency: histogram(), gatewayTime: histogram() }]));
+  for (const contender of here) await eldOf(contender.statsUrl);
+  for (let slice = 0; slice < slices; slice += 1) {
+    const shift = (round + slice) % Math.max(1, here.length);
+    for (const contender of [...here.slice(shift), ...here.slice(0, shift)]) {
+      const part = parts.get(contender);
+      part.slices.push(await point(contender, concurrency, { ...profile, warmupSeconds: 0 }, { durationMs: profile.w1SliceMs, countDrained: true, latency: part.latency, gatewayTime: part.gatewayTime }));
+    }
+  }
+  const results = [];
+  for (const contender of here) {
+    const { slices: done, latency, gatewayTime } = parts.get(contender);
+    const total = (field) => done.reduce((sum, result) => sum + (result.raw?.[field] ?? 0), 0);
+    const calls = done.reduce((sum, result) => sum + result.calls, 0);
+    const seconds = total('seconds') / 1000;
+    const perCall = (field) => (calls > 0 && contender.pids.length > 0 ? roundTo(total(field) / calls, 1) : undefined);
+    const rss = done.map((result) => result.rssMaxBytes).filter(Number.isFinite);
+    results.push([
+      contender,
+      {
+        concurrency,
+        slices: done.length,
+        seconds: roundTo(seconds, 3),
+        calls,
+        errors: done.reduce((sum, result) => sum + result.errors, 0),
+        errorSamples: Object.assign({}, ...done.map((result) => result.errorSamples)),
+        throughput: roundTo(calls / seconds, 1),
+        mbPerSec: roundTo(total('bytes') / seconds / 1e6, 2),
+        latencyMs: summarise(latency),
+        gatewaySelfMs: gatewayTime.totalCount > 0 ? summarise(gatewayTime) : undefined,
+        cpuUsPerCall: perCall('cpuUs'),
+        cpuMainUsPerCall: perCall('mainUs'),
+        cpuAuditUsPerCall: perCall('auditUs'),
+        cpuTreeUsPerCall: (contender.treePids ?? contender.pids).length > 0 && calls > 0 ? roundTo(total('treeUs') / calls, 1) : undefined,
+        rssMaxBytes: rss.length > 0 ? Math.max(...rss) : undefined,
+        loadgenEldP99Ms: Math.max(...done.map((result) => result.loadgenEldP99Ms)),
+        contenderEldP99Ms: await eldOf(contender.statsUrl),
+      },
+    ]);
+  }
+  return results;
+}
+
+/** Starts one contender, opens its sessions and primes it: JIT and pools warm before it is measured. */
+async function startPrimed(ctx, profile, name, spec) {
+  let contender;
+  try {
+    contender = await spec.start(ctx);
+    await contender.prepare(profile.sessions);
+    const levels = profile.levels[spec.levels];
+    const primed = await point(contender, Math.min(8, Math.max(...levels)), { ...profile, warmupSeconds: 0 }, { durationMs: profile.primeSeconds * 1000 });
+    // A contender none of whose calls succeed has no CPU per call to report (failures are never counted as
+    // calls, so a partly failing one reports more CPU per call, not less, and its errors in the table).
+    if (primed.calls === 0) throw new Error(`priming: ${primed.calls} calls, ${primed.errors} errors: ${JSON.stringify(primed.errorSamples)}`);
+    ctx.log(`W1: ${contender.name} ready (tool ${contender.toolName})`);
+    return contender;
+  } catch (error) {
+    await contender?.stop().catch(() => undefined);
+    throw error;
+  }
 }
 
 function summarisePoint(rounds) {
