@@ -1,5 +1,4 @@
 import { channel } from 'node:diagnostics_channel';
-import type { RequestContext } from './request-context.js';
 
 /**
  * Facts the core publishes that the request and step channels (tracing.ts) do not show (issue 26): refusals,
@@ -13,7 +12,6 @@ import type { RequestContext } from './request-context.js';
 export const EVENT_CHANNELS = {
   authFailure: 'mcpgate:authn:failure',
   policyDecision: 'mcpgate:policy:decision',
-  callRouted: 'mcpgate:router:call-routed',
   breakerOpened: 'mcpgate:upstream:breaker-opened',
   pinMismatch: 'mcpgate:upstream:pin-mismatch',
   spawnFailure: 'mcpgate:upstream:spawn-failure',
@@ -36,17 +34,6 @@ export interface PolicyDecisionEvent {
   readonly decision: 'allow' | 'deny';
   readonly determining: readonly string[];
   readonly advisoryDenies: readonly string[];
-}
-
-/** A `tools/call` resolved to a configured server: what its latency is labelled with. */
-export interface CallRoutedEvent {
-  readonly context: RequestContext;
-  readonly server: string;
-  /**
-   * The upstream's tool name when the server's cached list has it; undefined for a name only its prefix resolved
-   * (`prefix: always` forwards it unchecked), which a client may make up at will.
-   */
-  readonly tool: string | undefined;
 }
 
 export interface BreakerOpenedEvent {
@@ -84,7 +71,6 @@ export interface FailureEvent {
 
 const authFailure = channel(EVENT_CHANNELS.authFailure);
 const policyDecision = channel(EVENT_CHANNELS.policyDecision);
-const callRouted = channel(EVENT_CHANNELS.callRouted);
 const breakerOpened = channel(EVENT_CHANNELS.breakerOpened);
 const pinMismatch = channel(EVENT_CHANNELS.pinMismatch);
 const spawnFailure = channel(EVENT_CHANNELS.spawnFailure);
@@ -102,16 +88,6 @@ export function publishAuthFailure(reason: string): void {
 export function publishPolicyDecision(phase: PolicyDecisionEvent['phase'], outcome: Omit<PolicyDecisionEvent, 'phase'>): void {
   if (!policyDecision.hasSubscribers) return;
   policyDecision.publish({ phase, decision: outcome.decision, determining: outcome.determining, advisoryDenies: outcome.advisoryDenies } satisfies PolicyDecisionEvent);
-}
-
-/** Whether anybody listens to routed calls: the router looks the tool up in its list only then. */
-export function observingCalls(): boolean {
-  return callRouted.hasSubscribers;
-}
-
-export function publishCallRouted(context: RequestContext, server: string, tool: string | undefined): void {
-  if (!callRouted.hasSubscribers) return;
-  callRouted.publish({ context, server, tool } satisfies CallRoutedEvent);
 }
 
 export function publishBreakerOpened(server: string, scope: BreakerOpenedEvent['scope']): void {

@@ -13,8 +13,8 @@ export type Era = 'legacy' | 'modern';
 
 /**
  * The ids of a request's server span, filled in by a tracing subscriber (observability/) so that the transport's
- * access line can name them. A transport allocates one only while somebody listens to the request channel
- * (pipeline/tracing.ts `observingRequests`), so an unobserved gateway allocates nothing for it.
+ * access line can name them. A transport allocates one only while somebody follows requests from their start
+ * (pipeline/tracing.ts `observingRequestStarts`), so a gateway without traces allocates nothing for it.
  */
 export interface ObservedIds {
   traceId?: string | undefined;
@@ -107,6 +107,17 @@ export class RequestContext implements OnBehalf {
   decision: AccessDecision | undefined;
   /** The one server a single-server request goes to, once its `upstream` step begins; for tracing subscribers. */
   server: string | undefined;
+  /**
+   * A `tools/call`'s upstream tool when its server's list has it (a name a client made up never is), set only
+   * while somebody listens to requests (pipeline/tracing.ts `observingRequests`): a metrics label.
+   */
+  tool: string | undefined;
+  /**
+   * Milliseconds the request spent in its `upstream` step, measured only while somebody listens to requests;
+   * undefined when the step did not run (or nobody listened). Subscribers read it at the request's end rather
+   * than each subscribing to the step, which would make `traced()` allocate a message and wrap a promise per call.
+   */
+  upstreamMs: number | undefined;
   /** A 2026-07-28 result already shaped for its era by the upstream step (router/modern-results.ts). */
   shaped: boolean;
   /** How long a merged list answer may be called fresh (2026-07-28 `ttlMs`), once the list step knows. */
@@ -145,6 +156,8 @@ export class RequestContext implements OnBehalf {
     this.deadline = undefined;
     this.decision = undefined;
     this.server = undefined;
+    this.tool = undefined;
+    this.upstreamMs = undefined;
     this.held = undefined;
     this.cacheTtlMs = undefined;
     this.shaped = false;

@@ -112,6 +112,14 @@ export function observingRequests(): boolean {
   return REQUEST.hasSubscribers;
 }
 
+/**
+ * Whether anybody follows requests from their start, as a tracing subscriber opening a span does (metrics count
+ * at the end): a transport allocates ObservedIds, which only such a subscriber fills in, only then.
+ */
+export function observingRequestStarts(): boolean {
+  return REQUEST.start.hasSubscribers;
+}
+
 /** Publishes a request's start; undefined (nothing allocated) when nobody listens. */
 export function requestStarted(context: RequestContext): RequestMessage | undefined {
   if (!REQUEST.hasSubscribers) return undefined;

@@ -25,8 +25,7 @@ import type { TransportKind } from '../model/transport-kind.js';
 import type { AccessDecision } from '../policy/decision.js';
 import { RequestContext, type RequestOrigin } from '../pipeline/request-context.js';
 import type { StepName } from '../pipeline/steps.js';
-import { observingCalls, publishCallRouted } from '../pipeline/events.js';
-import { requestEnded, requestStarted, traced } from '../pipeline/tracing.js';
+import { observingRequests, requestEnded, requestStarted, traced } from '../pipeline/tracing.js';
 import type { DownstreamSession, RequestStream } from '../session/downstream-session.js';
 import type { SessionManager, SessionSlot } from '../session/session-manager.js';
 import type { PrincipalBindings } from '../session/principal-bindings.js';
@@ -500,7 +499,8 @@ export class Router {
       case 'ingress':
         return this.ingress(context, state);
       case 'upstream':
-        return this.upstream(context, state);
+        // Timed for the request's subscribers (RequestContext.upstreamMs) only while there are any.
+        return observingRequests() ? this.timedUpstream(context, state) : this.upstream(context, state);
       case 'egress':
         this.egress(context, state);
         return undefined;
@@ -551,7 +551,7 @@ export class Router {
         state.facts = this.factsOf(context, action, route.server, route.name, name, params.arguments);
         state.upstreamParams = { ...params, name: route.name };
         // Only a tool its server lists labels a call's latency: a name a client made up must not make a series.
-        if (kind === 'tools' && observingCalls()) publishCallRouted(context, route.server, view.listedTools(route.server)?.has(route.name) === true ? route.name : undefined);
+        if (kind === 'tools' && observingRequests() && view.listedTools(route.server)?.has(route.name) === true) context.tool = route.name;
         return;
       }
       case 'resources/read':
@@ -647,6 +647,15 @@ export class Router {
     }
     state.advisory = governance.ingress(facts as CallFacts & { readonly server: string });
     return undefined;
+  }
+
+  private async timedUpstream(context: RequestContext, state: CallState): Promise<void> {
+    const began = performance.now();
+    try {
+      await this.upstream(context, state);
+    } finally {
+      context.upstreamMs = (context.upstreamMs ?? 0) + performance.now() - began;
+    }
   }
 
   private async upstream(context: RequestContext, state: CallState): Promise<void> {

@@ -8,7 +8,7 @@ import { callerAt, type Caller } from '../model/caller.js';
 import type { ObservedIds, TraceContext, TransportKind } from '../pipeline/request-context.js';
 import { traceContextOf } from '../pipeline/trace-context.js';
 import { publishAuthFailure } from '../pipeline/events.js';
-import { observingRequests } from '../pipeline/tracing.js';
+import { observingRequestStarts } from '../pipeline/tracing.js';
 
 export interface HttpAuthOptions {
   /** Undefined only for `auth.mode: none` (dev mode on loopback, enforced by the schema). */
@@ -42,7 +42,7 @@ export interface RequestIdentity {
   readonly transport?: TransportKind | undefined;
   /** performance.now() when the HTTP request arrived, before authentication. */
   readonly receivedAt?: number | undefined;
-  /** Allocated only while a subscriber listens to requests (pipeline/tracing.ts `observingRequests`). */
+  /** Allocated only while a subscriber follows requests from their start (pipeline/tracing.ts `observingRequestStarts`). */
   readonly observed?: ObservedIds | undefined;
 }
 
@@ -62,7 +62,7 @@ export class HttpAuth {
 
   async check(request: IncomingMessage, response: ServerResponse, transport?: TransportKind, receivedAt?: number): Promise<HttpAuthOutcome> {
     const { authenticator, trustedProxies, logger } = this.#options;
-    const observed = observingRequests() ? {} : undefined;
+    const observed = observingRequestStarts() ? {} : undefined;
     if (authenticator === undefined) return { refused: false, caller: undefined, inbound: undefined, keyInOwnHeader: false, trace: traceOf(request), transport, receivedAt, observed };
     const clientIp = clientIpOf(request.socket.remoteAddress, request.headers['x-forwarded-for'], trustedProxies);
     // The socket: a key presented again on a keep-alive connection is not hashed again. headersDistinct: Node

@@ -2,7 +2,7 @@ import type { Readable, Writable } from 'node:stream';
 import { toJsonRpcError } from '../errors/gateway-error.js';
 import { isRequest, makeError, RpcCode, toMessage, type JsonRpcMessage, type JsonRpcResponse } from '../jsonrpc/message.js';
 import { logCall } from '../observability/access-log.js';
-import { observingRequests } from '../pipeline/tracing.js';
+import { observingRequestStarts, observingRequests } from '../pipeline/tracing.js';
 import type { Logger } from '../observability/logger.js';
 import type { Caller } from '../model/caller.js';
 import type { RequestOrigin } from '../pipeline/request-context.js';
@@ -104,7 +104,7 @@ export class StdioServer {
       return;
     }
     // The connection's origin is shared by its requests: one observed by a subscriber gets ids of its own.
-    const origin = observingRequests() ? { ...this.origin, receivedAt: started, observed: {} } : this.origin;
+    const origin = observingRequests() ? { ...this.origin, receivedAt: started, observed: observingRequestStarts() ? {} : undefined } : this.origin;
     const response = await router.handleRequest(session, message, this.stream, origin);
     if (response !== undefined) this.write(response);
     logCall(logger, 'stdio', message, response, caller, started, origin.observed);

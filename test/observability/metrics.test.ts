@@ -12,12 +12,12 @@ import { parseConfig } from '../../src/config/load.js';
 import type { JsonRpcResponse } from '../../src/jsonrpc/message.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { GatewayMetrics, UNLISTED_TOOL } from '../../src/observability/metrics/gateway-metrics.js';
-import { InFlightCalls } from '../../src/observability/metrics/in-flight-calls.js';
 import { MetricsEndpoint } from '../../src/observability/metrics/metrics-endpoint.js';
 import type { MetricsSources } from '../../src/observability/metrics/scrape-gauges.js';
-import { publishAuthFailure, publishCallRouted, publishPolicyDecision } from '../../src/pipeline/events.js';
+import { publishAuthFailure, publishPolicyDecision } from '../../src/pipeline/events.js';
 import type { RequestContext } from '../../src/pipeline/request-context.js';
-import { requestChannel, requestEnded, requestStarted, stepChannel, type StepMessage } from '../../src/pipeline/tracing.js';
+import { STEPS } from '../../src/pipeline/steps.js';
+import { observingRequestStarts, requestChannel, requestEnded, requestStarted, stepChannel } from '../../src/pipeline/tracing.js';
 
 const NO_SOURCES: MetricsSources = {
   upstreams: () => ({}),
@@ -59,15 +59,14 @@ function contextOf(method: string, ageMs: number): RequestContext {
   return { era: 'modern', transport: 'streamable-http', method, receivedAt: undefined, startedAt: performance.now() - ageMs } as unknown as RequestContext;
 }
 
-/** One request through the real channels: start, routed, its `upstream` step taking `upstreamMs`, its answer. */
+/**
+ * One request through the real channel: its start, what the router sets on a routed call's context (the server,
+ * the tool when listed, its time in the `upstream` step), its answer.
+ */
 function simulate(context: RequestContext, response: JsonRpcResponse | undefined, route?: { server: string; tool: string | undefined; upstreamMs: number }): void {
   const started = requestStarted(context);
   assert.ok(started !== undefined, 'the request channel has a subscriber');
-  if (route !== undefined) {
-    publishCallRouted(context, route.server, route.tool);
-    const step: StepMessage = { step: 'upstream', context, startedAt: performance.now() - route.upstreamMs };
-    stepChannel('upstream').asyncEnd.publish(step);
-  }
+  if (route !== undefined) Object.assign(context, { server: route.server, tool: route.tool, upstreamMs: route.upstreamMs });
   requestEnded(started, response);
 }
 
@@ -78,13 +77,14 @@ describe('the series cap (gateway.metrics.maxSeries)', () => {
     const metrics = metricsWith(3);
     for (const reason of ['unknown', 'expired', 'revoked', 'invalid-token', 'oversized']) publishAuthFailure(reason);
     publishAuthFailure('unknown');
-    // The cap is across metrics: a request's series is one more, past it.
+    // The cap is across metrics: a request's series is one more, past it; each observation it drops is counted.
     simulate(contextOf('tools/list', 1), ok(1));
+    simulate(contextOf('tools/list', 1), ok(2));
     const text = await metrics.scrape();
     assert.equal(samples(text, 'mcpgate_auth_failures_total').length, 3, text);
     assert.equal(value(text, 'mcpgate_auth_failures_total{reason="unknown"}'), 2, 'an admitted series keeps counting');
     assert.equal(value(text, 'mcpgate_metrics_series_dropped_total{metric="mcpgate_auth_failures_total"}'), 2);
-    assert.equal(value(text, 'mcpgate_metrics_series_dropped_total{metric="mcpgate_requests_total"}'), 1);
+    assert.equal(value(text, 'mcpgate_metrics_series_dropped_total{metric="mcpgate_requests_total"}'), 2);
     assert.equal(samples(text, 'mcpgate_requests_total').length, 0);
   });
 });
@@ -173,35 +173,15 @@ describe('request and call metrics', () => {
   });
 });
 
-describe('calls in flight', () => {
-  it('finds entries by identity, gives each back once, and keeps no more than its bound', () => {
-    const calls = new InFlightCalls<object, string>(2);
-    const [a, b, c] = [{}, {}, {}];
-    assert.equal(calls.add(a, 'a'), true);
-    assert.equal(calls.add(b, 'b'), true);
-    assert.equal(calls.add(c, 'c'), false, 'past the bound nothing is kept');
-    assert.equal(calls.get(c), undefined);
-    assert.equal(calls.get({}), undefined, 'an equal object is not the same request');
-    assert.equal(calls.take(a), 'a');
-    assert.equal(calls.take(a), undefined);
-    assert.equal(calls.get(b), 'b', 'the entry moved into the hole is still found');
-    assert.equal(calls.add(c, 'c'), true);
-    calls.clear();
-    assert.equal(calls.get(b), undefined);
-  });
-});
-
 describe('metrics off', () => {
-  it('leaves the request channel and the upstream step without subscribers until metrics subscribe, and after', () => {
+  it('leaves the request channel without subscribers until metrics subscribe, and after; no step is ever subscribed', () => {
     assert.equal(requestChannel().hasSubscribers, false);
-    assert.equal(stepChannel('upstream').hasSubscribers, false);
     const metrics = metricsWith(10);
     assert.equal(requestChannel().hasSubscribers, true);
-    assert.equal(stepChannel('upstream').hasSubscribers, true);
-    assert.equal(stepChannel('ingress').hasSubscribers, false, 'no other step is subscribed: traced() stays a plain call there');
+    assert.equal(observingRequestStarts(), false, 'metrics count at the end: no ObservedIds are allocated for them');
+    for (const step of STEPS) assert.equal(stepChannel(step).hasSubscribers, false, `${step}: traced() stays a plain call`);
     metrics.unsubscribe();
     assert.equal(requestChannel().hasSubscribers, false);
-    assert.equal(stepChannel('upstream').hasSubscribers, false);
   });
 });
 

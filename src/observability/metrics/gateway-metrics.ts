@@ -5,7 +5,6 @@ import {
   type AuditBatchEvent,
   type AuthFailureEvent,
   type BreakerOpenedEvent,
-  type CallRoutedEvent,
   type DriftEvent,
   type EventName,
   type FailureEvent,
@@ -13,12 +12,10 @@ import {
   type ServerEvent,
   type SpawnFailureEvent,
 } from '../../pipeline/events.js';
-import type { RequestContext } from '../../pipeline/request-context.js';
-import { requestChannel, stepChannel, type RequestMessage, type StepMessage } from '../../pipeline/tracing.js';
+import { requestChannel, type RequestMessage } from '../../pipeline/tracing.js';
 import { methodLabel, outcomeLabel, policySetOf } from './labels.js';
 import { registerScrapeGauges, type MetricsSources } from './scrape-gauges.js';
-import { InFlightCalls } from './in-flight-calls.js';
-import { LabelledSeries, SeriesBudget } from './series-budget.js';
+import { LabelledSeries, SeriesBudget, SeriesIndex } from './series-budget.js';
 import { HotCounter, HotHistogram, type CounterSeries, type HistogramSeries } from './hot-series.js';
 
 export interface GatewayMetricsOptions {
@@ -34,35 +31,22 @@ const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.
 const BATCH_BUCKETS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000];
 const DURABLE_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 
-/** One routed `tools/call` on its way: the labels its latency goes under and its time in the `upstream` step. */
-interface CallTiming {
-  readonly key: string;
-  readonly server: string;
-  readonly tool: string;
-  /** Milliseconds in the `upstream` step; undefined until the step ends (a call refused before it has none). */
-  upstreamMs: number | undefined;
-}
-
 /**
  * The Prometheus metrics of one gateway (issue 26), as a subscriber of the pipeline's channels: the request
- * channel (each request counted once its answer is final), the `upstream` step (a call's time upstream) and the
- * facts of pipeline/events.ts; gauges are read from {@link MetricsSources} at scrape time. It subscribes to no other
+ * channel (each request counted once its answer is final, a `tools/call`'s latency read from its context) and the
+ * facts of pipeline/events.ts; gauges are read from {@link MetricsSources} at scrape time. It subscribes to no
  * step, since each subscribed step makes `traced()` allocate a message and wrap a promise for every request.
- * Handlers are made once and children cached per label set, so counting a request allocates no closure.
+ * Handlers are made once and series found by their label values one Map level at a time, so counting a request
+ * allocates nothing and joins no key.
  *
  * Channels are the process's: two gateways in one process that both turn metrics on count each other's requests.
  */
 export class GatewayMetrics {
   readonly registry = new Registry();
   readonly #servers: ReadonlySet<string>;
-  /**
-   * Routed calls whose answer is not final yet: every request published on the request channel ends there, which
-   * takes its entry; bounded all the same, should a request ever end unpublished.
-   */
-  readonly #calls = new InFlightCalls<RequestContext, CallTiming>(MAX_CALLS_IN_FLIGHT);
-  readonly #requests: LabelledSeries<CounterSeries>;
-  readonly #gatewayTime: LabelledSeries<HistogramSeries>;
-  readonly #upstreamTime: LabelledSeries<HistogramSeries>;
+  readonly #requests: SeriesIndex<CounterSeries>;
+  readonly #gatewayTime: SeriesIndex<HistogramSeries>;
+  readonly #upstreamTime: SeriesIndex<HistogramSeries>;
   readonly #authFailures: LabelledSeries<CounterSeries>;
   readonly #policy: LabelledSeries<CounterSeries>;
   readonly #breakerOpens: LabelledSeries<CounterSeries>;
@@ -84,9 +68,9 @@ export class GatewayMetrics {
       new LabelledSeries(name, new HotCounter(name, help, labelNames).register(this.registry), budget);
     const latency = (name: string, help: string): LabelledSeries<HistogramSeries> =>
       new LabelledSeries(name, new HotHistogram(name, help, ['server', 'tool'], LATENCY_BUCKETS).register(this.registry), budget);
-    this.#requests = counter('mcpgate_requests_total', 'JSON-RPC requests answered (or cancelled), by era, transport, method and outcome.', ['era', 'transport', 'method', 'outcome']);
-    this.#gatewayTime = latency('mcpgate_call_gateway_duration_seconds', "A tools/call's time in the gateway itself: its whole time less its time upstream.");
-    this.#upstreamTime = latency('mcpgate_call_upstream_duration_seconds', "A tools/call's time in the upstream step: bulkhead queue, upstream session, the exchange.");
+    this.#requests = new SeriesIndex(counter('mcpgate_requests_total', 'JSON-RPC requests answered (or cancelled), by era, transport, method and outcome.', ['era', 'transport', 'method', 'outcome']));
+    this.#gatewayTime = new SeriesIndex(latency('mcpgate_call_gateway_duration_seconds', "A tools/call's time in the gateway itself: its whole time less its time upstream."));
+    this.#upstreamTime = new SeriesIndex(latency('mcpgate_call_upstream_duration_seconds', "A tools/call's time in the upstream step: bulkhead queue, upstream session, the exchange."));
     this.#authFailures = counter('mcpgate_auth_failures_total', 'Requests refused by authentication, by reason.', ['reason']);
     this.#policy = counter('mcpgate_policy_decisions_total', 'Cedar decisions by phase, policy set (* when none denied) and decision (allow, deny, advisory).', ['phase', 'policy_set', 'decision']);
     this.#breakerOpens = counter('mcpgate_upstream_breaker_opens_total', 'Times a circuit breaker opened, by server and scope (server, caller).', ['server', 'scope']);
@@ -112,16 +96,12 @@ export class GatewayMetrics {
     if (!this.#subscribed) return;
     this.#subscribed = false;
     for (const [source, handler] of this.#subscriptions()) source.unsubscribe(handler);
-    this.#calls.clear();
   }
 
-  /** Every channel this subscribes to, with its handler: the request's end, the `upstream` step, the core's facts. */
+  /** Every channel this subscribes to, with its handler: the request's end and the core's facts. */
   #subscriptions(): Array<readonly [Channel, (message: unknown) => void]> {
-    const upstream = stepChannel('upstream');
     return [
       [requestChannel().asyncEnd, this.#onRequestEnd],
-      [upstream.end, this.#onUpstreamEnd],
-      [upstream.asyncEnd, this.#onUpstreamSettled],
       ...this.#facts.map(([name, handler]) => [channel(EVENT_CHANNELS[name]), handler] as const),
     ];
   }
@@ -138,33 +118,16 @@ export class GatewayMetrics {
   readonly #onRequestEnd = (message: unknown): void => {
     const { context, response } = message as RequestMessage;
     const ended = performance.now();
-    const transport = context.transport ?? 'unknown';
-    const method = methodLabel(context.method);
-    const outcome = outcomeLabel(response);
-    const key = `${context.era}\u0001${transport}\u0001${method}\u0001${outcome}`;
-    (this.#requests.get(key) ?? this.#requests.add(key, [context.era, transport, method, outcome]))?.inc();
-    const call = this.#calls.take(context);
-    if (call?.upstreamMs === undefined) return;
-    const upstream = call.upstreamMs / 1000;
+    this.#requests.of4(context.era, context.transport ?? 'unknown', methodLabel(context.method), outcomeLabel(response))?.inc();
+    // A tools/call's latency, once its upstream step ran (one refused before it has none), for a configured server.
+    const upstreamMs = context.upstreamMs;
+    const server = context.server;
+    if (upstreamMs === undefined || server === undefined || context.method !== 'tools/call' || !this.#servers.has(server)) return;
+    const tool = context.tool ?? UNLISTED_TOOL;
+    const upstream = upstreamMs / 1000;
     const total = (ended - (context.receivedAt ?? context.startedAt)) / 1000;
-    (this.#upstreamTime.get(call.key) ?? this.#upstreamTime.add(call.key, [call.server, call.tool]))?.observe(upstream);
-    (this.#gatewayTime.get(call.key) ?? this.#gatewayTime.add(call.key, [call.server, call.tool]))?.observe(Math.max(0, total - upstream));
-  };
-
-  /** `end` ends a step only when it threw before returning its promise; one that returned a promise settles at `asyncEnd`. */
-  readonly #onUpstreamEnd = (message: unknown): void => {
-    if ((message as StepMessage).error !== undefined) this.#onUpstreamSettled(message);
-  };
-
-  readonly #onUpstreamSettled = (message: unknown): void => {
-    const step = message as StepMessage;
-    const call = this.#calls.get(step.context);
-    if (call !== undefined) call.upstreamMs = (call.upstreamMs ?? 0) + performance.now() - step.startedAt;
-  };
-
-  readonly #onCallRouted = (message: unknown): void => {
-    const { context, server, tool = UNLISTED_TOOL } = message as CallRoutedEvent;
-    if (this.#servers.has(server)) this.#calls.add(context, { key: `${server}\u0001${tool}`, server, tool, upstreamMs: undefined });
+    this.#upstreamTime.of2(server, tool)?.observe(upstream);
+    this.#gatewayTime.of2(server, tool)?.observe(Math.max(0, total - upstream));
   };
 
   readonly #onPolicyDecision = (message: unknown): void => {
@@ -184,7 +147,6 @@ export class GatewayMetrics {
   }
 
   readonly #facts: ReadonlyArray<readonly [EventName, (message: unknown) => void]> = [
-    ['callRouted', this.#onCallRouted],
     ['policyDecision', this.#onPolicyDecision],
     ['authFailure', (message) => this.#count(this.#authFailures, (message as AuthFailureEvent).reason)],
     ['breakerOpened', (message) => this.#count(this.#breakerOpens, (message as BreakerOpenedEvent).server, (message as BreakerOpenedEvent).scope)],
@@ -203,9 +165,6 @@ export class GatewayMetrics {
     ],
   ];
 }
-
-/** Far above the calls one gateway has in flight (bulkheads and session limits hold them well below). */
-const MAX_CALLS_IN_FLIGHT = 10_000;
 
 /** The tool label of a call whose name its server does not list (or whose list is not cached): one series, not one per name. */
 export const UNLISTED_TOOL = '(unlisted)';

@@ -69,3 +69,40 @@ export class LabelledSeries<C> {
     return child;
   }
 }
+
+/**
+ * A metric's series found by walking one Map per label value (values from bounded sets: labels.ts, the
+ * configured servers, a server's listed tools), so that an observation on a known series joins no key and
+ * allocates nothing; only a miss joins the key, once, to admit the series under the budget. A series the budget
+ * refused is not remembered, so every observation it drops is counted.
+ */
+export class SeriesIndex<C> {
+  readonly #series: LabelledSeries<C>;
+  readonly #root = new Map<string, Map<string, unknown>>();
+
+  constructor(series: LabelledSeries<C>) {
+    this.#series = series;
+  }
+
+  of2(a: string, b: string): C | undefined {
+    const level = this.#level(this.#root, a) as Map<string, C>;
+    return level.get(b) ?? this.#admit(level, b, [a, b]);
+  }
+
+  of4(a: string, b: string, c: string, d: string): C | undefined {
+    const level = this.#level(this.#level(this.#level(this.#root, a), b), c) as Map<string, C>;
+    return level.get(d) ?? this.#admit(level, d, [a, b, c, d]);
+  }
+
+  #level(parent: Map<string, unknown>, value: string): Map<string, unknown> {
+    let level = parent.get(value) as Map<string, unknown> | undefined;
+    if (level === undefined) parent.set(value, (level = new Map()));
+    return level;
+  }
+
+  #admit(level: Map<string, C>, last: string, values: readonly string[]): C | undefined {
+    const child = this.#series.add(values.join('\u0001'), values);
+    if (child !== undefined) level.set(last, child);
+    return child;
+  }
+}
