@@ -70,6 +70,13 @@ describe('a caller’s own _meta trace keys never go upstream as written', () =>
     assert.deepEqual(withLegacyMeta(params, { traceparent: VALID }), { name: 'tool', _meta: { vendor: 1, traceparent: VALID } });
   });
 
+  it('legacy: a _meta of hop fields alone leaves no _meta on the wire, and the caller’s params are not changed', () => {
+    const params = { name: 'tool', arguments: { a: 1 }, _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', traceparent: 'garbage' } };
+    const before = JSON.stringify(params);
+    assert.equal(JSON.stringify(withLegacyMeta(params, undefined)), '{"name":"tool","arguments":{"a":1}}');
+    assert.equal(JSON.stringify(params), before);
+  });
+
   it('modern: the hop’s meta only', () => {
     const out = withModernMeta({ _meta: { traceparent: 'garbage', tracestate: 'bad', vendor: 1 } }, {}, {}, '2026-07-28');
     assert.deepEqual(out._meta, { vendor: 1, 'io.modelcontextprotocol/protocolVersion': '2026-07-28' });
