@@ -1,4 +1,5 @@
 import type { CedarAction } from '../cedar/request.js';
+import type { ClientRequestMethod } from '../jsonrpc/mcp-methods.js';
 import type { StepName } from '../pipeline/steps.js';
 
 /**
@@ -31,7 +32,7 @@ const ACKNOWLEDGED = steps('authorize', 'resolve', 'ingress', 'upstream', 'recor
  */
 const LIST = steps('authorize', 'ingress', 'upstream', 'record');
 
-export const METHODS: ReadonlyMap<string, MethodEntry> = new Map<string, MethodEntry>([
+export const METHODS: ReadonlyMap<string, MethodEntry> = new Map<ClientRequestMethod, MethodEntry>([
   // Only tool calls are checked against approved definitions (issue 7 §2).
   ['tools/call', { action: 'call_tool', family: 'single', steps: steps('authorize', 'resolve', 'admit', 'ingress', 'upstream', 'egress', 'record') }],
   ['prompts/get', { action: 'get_prompt', family: 'single', steps: READ }],
@@ -48,10 +49,10 @@ export const METHODS: ReadonlyMap<string, MethodEntry> = new Map<string, MethodE
 ]);
 
 /** What 2026-07-28 removed (changelog §major 2, 4, 5): a modern request for one is method-not-found. */
-const REMOVED_IN_MODERN: ReadonlySet<string> = new Set(['ping', 'logging/setLevel', 'resources/subscribe', 'resources/unsubscribe']);
+const REMOVED_IN_MODERN: ReadonlySet<string> = new Set<ClientRequestMethod>(['ping', 'logging/setLevel', 'resources/subscribe', 'resources/unsubscribe']);
 
 /** The methods the 2026-07-28 era adds, which the router answers itself. */
-export const MODERN_ONLY: ReadonlySet<string> = new Set(['server/discover', 'subscriptions/listen']);
+export const MODERN_ONLY: ReadonlySet<string> = new Set<ClientRequestMethod>(['server/discover', 'subscriptions/listen']);
 
 /** Whether the gateway serves `method` to a 2026-07-28 client; anything else is HTTP 404 with -32601. */
 export function servesModern(method: string): boolean {

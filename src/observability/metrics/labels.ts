@@ -1,4 +1,5 @@
 import { ErrorCatalogue } from '../../errors/codes.js';
+import { CLIENT_REQUEST_METHODS } from '../../jsonrpc/mcp-methods.js';
 import { RpcCode, type JsonRpcResponse } from '../../jsonrpc/message.js';
 
 /**
@@ -7,23 +8,7 @@ import { RpcCode, type JsonRpcResponse } from '../../jsonrpc/message.js';
  */
 
 /** The MCP methods a request is counted under by name (both eras); any other is `other`. */
-const KNOWN_METHODS: ReadonlySet<string> = new Set([
-  'initialize',
-  'ping',
-  'tools/list',
-  'tools/call',
-  'prompts/list',
-  'prompts/get',
-  'resources/list',
-  'resources/templates/list',
-  'resources/read',
-  'resources/subscribe',
-  'resources/unsubscribe',
-  'completion/complete',
-  'logging/setLevel',
-  'server/discover',
-  'subscriptions/listen',
-]);
+const KNOWN_METHODS: ReadonlySet<string> = new Set(CLIENT_REQUEST_METHODS);
 
 export function methodLabel(method: string): string {
   return KNOWN_METHODS.has(method) ? method : 'other';
