@@ -20,7 +20,15 @@ export interface SealedState {
   readonly held?: { readonly id: string; readonly replica: string } | undefined;
 }
 
-const VERSION = 'mg1.';
+/**
+ * `mg2.` and lower-case hex. The state travels in a result, and every result passes the gateway's own secret scan
+ * on its way out: base64url ciphertext of ~240 characters matched a credential pattern (an AWS secret key's forty
+ * base64 characters, an `sk-` key) once in about 6,000 seals, and the scan redacted it (or, in block mode, refused
+ * the result), so the client's retry failed as an altered state. Lower-case hex contains no credential format the
+ * scan knows (`mg1.` was base64url).
+ */
+const VERSION = 'mg2.';
+const HEX = /^[0-9a-f]+$/;
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
 
@@ -52,7 +60,7 @@ export class RequestStateSealer {
     const cipher = createCipheriv('aes-256-gcm', this.key, iv);
     const plain = JSON.stringify({ ...state, expiresAt: this.now() + this.ttlMs });
     const body = Buffer.concat([cipher.update(plain, 'utf8'), cipher.final()]);
-    return VERSION + Buffer.concat([iv, body, cipher.getAuthTag()]).toString('base64url');
+    return VERSION + Buffer.concat([iv, body, cipher.getAuthTag()]).toString('hex');
   }
 
   /**
@@ -70,8 +78,10 @@ export class RequestStateSealer {
   }
 
   private decrypt(token: string): SealedState | undefined {
-    if (!token.startsWith(VERSION) || token.length > 64 * 1024) return undefined;
-    const raw = Buffer.from(token.slice(VERSION.length), 'base64url');
+    if (!token.startsWith(VERSION) || token.length > 128 * 1024) return undefined;
+    const hex = token.slice(VERSION.length);
+    if (hex.length % 2 !== 0 || !HEX.test(hex)) return undefined;
+    const raw = Buffer.from(hex, 'hex');
     if (raw.length < IV_BYTES + TAG_BYTES + 2) return undefined;
     try {
       const decipher = createDecipheriv('aes-256-gcm', this.key, raw.subarray(0, IV_BYTES));

@@ -202,7 +202,7 @@ describe('a legacy upstream asks a 2026-07-28 client mid-call: the call is held 
     assert.equal(asked.resultType, 'input_required', first.body);
     const [key, request] = Object.entries(asked.inputRequests)[0] ?? [];
     assert.equal(request?.method, 'sampling/createMessage');
-    assert.match(asked.requestState, /^mg1\./);
+    assert.match(asked.requestState, /^mg2\.[0-9a-f]+$/);
     const callsBefore = upstreamCalls();
     const answer = { role: 'assistant', content: { type: 'text', text: 'Paris' }, model: 'm', stopReason: 'endTurn' };
     // A key the call never asked is ignored, as the specification says (mrtr.mdx §error handling).

@@ -169,8 +169,8 @@ function inputRequired(result: Record<string, unknown>, key: string): string {
   assert.equal(requests?.[key]?.method, 'elicitation/create');
   const state = result.requestState;
   assert.ok(typeof state === 'string', `no requestState: ${JSON.stringify(result)}`);
-  // Sealed by the gateway (AES-256-GCM, "mg1."), not the fixture's own base64url.HMAC passed through.
-  assert.ok(state.startsWith('mg1.'), `requestState not sealed by the gateway: ${state}`);
+  // Sealed by the gateway (AES-256-GCM, "mg2." and hex), not the fixture's own base64url.HMAC passed through.
+  assert.ok(state.startsWith('mg2.'), `requestState not sealed by the gateway: ${state}`);
   return state;
 }
 
@@ -269,7 +269,7 @@ describe('2026-07-28 clients need no sticky routing: two replicas, one state key
     const state2 = inputRequired(round2, 'step2');
     assert.notEqual(state2, state1);
     const forwarded2 = upstreamRequests.filter((entry) => entry.name === 'test_input_required_result_multi_round').at(-1);
-    assert.ok(typeof forwarded2?.requestState === 'string' && !forwarded2.requestState.startsWith('mg1.'), `the fixture got ${JSON.stringify(forwarded2)}`);
+    assert.ok(typeof forwarded2?.requestState === 'string' && !forwarded2.requestState.startsWith('mg2.'), `the fixture got ${JSON.stringify(forwarded2)}`);
 
     // Round 3 on A: A opens B's state; the fixture completes with both answers, the first carried in its state.
     const round3 = resultOf(
