@@ -139,33 +139,54 @@ export async function closedLoop(options) {
   clearInterval(sampler);
   await Promise.race([drained, sleep(DRAIN_TIMEOUT_MS)]);
   if (countDrained) readAfter();
-  const seconds = (t1 - t0) / 1000;
   const peak = pids.length > 0 ? sum(pids.map((pid) => memory(pid).peak)) : NaN;
-  const cpuUs = after.cpu - before.cpu;
-  const treeUs = after.tree - before.tree;
+  return windowFigures({
+    concurrency,
+    raw: { seconds: t1 - t0, cpuUs: after.cpu - before.cpu, mainUs: after.main - before.main, auditUs: after.audit - before.audit, treeUs: after.tree - before.tree, bytes },
+    calls,
+    errors: failed,
+    errorSamples: Object.fromEntries([...errors].slice(0, 3)),
+    latency,
+    gatewayTime,
+    measured: pids.length > 0,
+    treeMeasured: treePids.length > 0,
+    rssMaxBytes: pids.length > 0 ? Math.max(rssMax, sum(pids.map((pid) => memory(pid).rss))) : undefined,
+    rssPeakBytes: Number.isFinite(peak) ? peak : undefined,
+    loadgenEldP99Ms: round(after.eld, 2),
+  });
+}
+
+/**
+ * A measured window's figures from its raw sums: one closedLoop's, or those of a point's slices added up (W1's
+ * interleaved points), so that both divide the same way. `measured`/`treeMeasured`: whether any process's CPU
+ * (and its descendants') was read.
+ */
+export function windowFigures({ concurrency, raw, calls, errors, errorSamples, latency, gatewayTime, measured, treeMeasured, rssMaxBytes, rssPeakBytes, loadgenEldP99Ms }) {
+  const seconds = raw.seconds / 1000;
+  const perCall = (micros) => (measured && calls > 0 ? round(micros / calls, 1) : undefined);
   return {
     concurrency,
     seconds: round(seconds, 3),
     calls,
-    errors: failed,
-    errorSamples: Object.fromEntries([...errors].slice(0, 3)),
+    errors,
+    errorSamples,
     throughput: round(calls / seconds, 1),
-    mbPerSec: round(bytes / seconds / 1e6, 2),
+    mbPerSec: round(raw.bytes / seconds / 1e6, 2),
     latencyMs: summarise(latency),
     gatewaySelfMs: gatewayTime.totalCount > 0 ? summarise(gatewayTime) : undefined,
-    cpuUsPerCall: pids.length > 0 && calls > 0 ? round(cpuUs / calls, 1) : undefined,
+    cpuUsPerCall: perCall(raw.cpuUs),
     // The raw sums, for a point made of slices (W1's interleaved points add them up before dividing).
-    raw: { seconds: t1 - t0, cpuUs, mainUs: after.main - before.main, auditUs: after.audit - before.audit, treeUs, bytes },
+    raw,
     // The main threads alone: what limits calls/s when helper threads (GC, thread pool, workers) have other cores.
-    cpuMainUsPerCall: pids.length > 0 && calls > 0 ? round((after.main - before.main) / calls, 1) : undefined,
+    cpuMainUsPerCall: perCall(raw.mainUs),
     // mcpgate's audit writer thread (named `mcpgate-audit`): 0 for a process without one.
-    cpuAuditUsPerCall: pids.length > 0 && calls > 0 ? round((after.audit - before.audit) / calls, 1) : undefined,
-    cpuTreeUsPerCall: treePids.length > 0 && calls > 0 ? round(treeUs / calls, 1) : undefined,
-    cpuUtil: pids.length > 0 ? round(cpuUs / 1e6 / seconds, 3) : undefined,
-    cpuUsPerMB: pids.length > 0 && bytes > 0 ? round(cpuUs / (bytes / 1e6), 1) : undefined,
-    rssMaxBytes: pids.length > 0 ? Math.max(rssMax, sum(pids.map((pid) => memory(pid).rss))) : undefined,
-    rssPeakBytes: Number.isFinite(peak) ? peak : undefined,
-    loadgenEldP99Ms: round(after.eld, 2),
+    cpuAuditUsPerCall: perCall(raw.auditUs),
+    cpuTreeUsPerCall: treeMeasured && calls > 0 ? round(raw.treeUs / calls, 1) : undefined,
+    cpuUtil: measured ? round(raw.cpuUs / 1e6 / seconds, 3) : undefined,
+    cpuUsPerMB: measured && raw.bytes > 0 ? round(raw.cpuUs / (raw.bytes / 1e6), 1) : undefined,
+    rssMaxBytes,
+    rssPeakBytes,
+    loadgenEldP99Ms,
   };
 }
 

@@ -3,7 +3,7 @@
 // so that drifts of a shared, noisy machine land on all of them alike. Figures are medians over rounds.
 
 import * as starters from '../lib/contenders.mjs';
-import { closedLoop, histogram, round as roundTo, summarise } from '../lib/load.mjs';
+import { closedLoop, histogram, windowFigures } from '../lib/load.mjs';
 import { spread, spreadOf } from '../lib/stats.mjs';
 
 /** What W1 can run; `levels` picks the concurrency list from the profile. */
@@ -156,33 +156,25 @@ async function interleaved(here, concurrency, profile, round) {
   const results = [];
   for (const contender of here) {
     const { slices: done, latency, gatewayTime } = parts.get(contender);
-    const total = (field) => done.reduce((sum, result) => sum + (result.raw?.[field] ?? 0), 0);
-    const calls = done.reduce((sum, result) => sum + result.calls, 0);
-    const seconds = total('seconds') / 1000;
-    const perCall = (field) => (calls > 0 && contender.pids.length > 0 ? roundTo(total(field) / calls, 1) : undefined);
+    const raw = {};
+    for (const field of ['seconds', 'cpuUs', 'mainUs', 'auditUs', 'treeUs', 'bytes']) raw[field] = done.reduce((sum, result) => sum + result.raw[field], 0);
     const rss = done.map((result) => result.rssMaxBytes).filter(Number.isFinite);
-    results.push([
-      contender,
-      {
-        concurrency,
-        slices: done.length,
-        seconds: roundTo(seconds, 3),
-        calls,
-        errors: done.reduce((sum, result) => sum + result.errors, 0),
-        errorSamples: Object.assign({}, ...done.map((result) => result.errorSamples)),
-        throughput: roundTo(calls / seconds, 1),
-        mbPerSec: roundTo(total('bytes') / seconds / 1e6, 2),
-        latencyMs: summarise(latency),
-        gatewaySelfMs: gatewayTime.totalCount > 0 ? summarise(gatewayTime) : undefined,
-        cpuUsPerCall: perCall('cpuUs'),
-        cpuMainUsPerCall: perCall('mainUs'),
-        cpuAuditUsPerCall: perCall('auditUs'),
-        cpuTreeUsPerCall: (contender.treePids ?? contender.pids).length > 0 && calls > 0 ? roundTo(total('treeUs') / calls, 1) : undefined,
-        rssMaxBytes: rss.length > 0 ? Math.max(...rss) : undefined,
-        loadgenEldP99Ms: Math.max(...done.map((result) => result.loadgenEldP99Ms)),
-        contenderEldP99Ms: await eldOf(contender.statsUrl),
-      },
-    ]);
+    const peaks = done.map((result) => result.rssPeakBytes).filter(Number.isFinite);
+    const figures = windowFigures({
+      concurrency,
+      raw,
+      calls: done.reduce((sum, result) => sum + result.calls, 0),
+      errors: done.reduce((sum, result) => sum + result.errors, 0),
+      errorSamples: Object.assign({}, ...done.map((result) => result.errorSamples)),
+      latency,
+      gatewayTime,
+      measured: contender.pids.length > 0,
+      treeMeasured: (contender.treePids ?? contender.pids).length > 0,
+      rssMaxBytes: rss.length > 0 ? Math.max(...rss) : undefined,
+      rssPeakBytes: peaks.length > 0 ? Math.max(...peaks) : undefined,
+      loadgenEldP99Ms: Math.max(...done.map((result) => result.loadgenEldP99Ms)),
+    });
+    results.push([contender, { ...figures, slices: done.length, contenderEldP99Ms: await eldOf(contender.statsUrl) }]);
   }
   return results;
 }
