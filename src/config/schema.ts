@@ -6,6 +6,7 @@ import { isLoopbackHost } from '../util/tls-pins.js';
 import { metricsSchema, tracingSchema } from './observability-schema.js';
 import { defaultAccessSchema, jwtSchema } from './auth-schema.js';
 import { adminSchema } from './admin-schema.js';
+import { clusterSchema } from './cluster-schema.js';
 import { credentialsSchema, vaultSchema } from './credentials-schema.js';
 import { governanceGatewayFields, governanceServerFields } from './governance-schema.js';
 
@@ -269,6 +270,8 @@ const gatewaySchema = z.strictObject({
   metrics: metricsSchema.prefault({}),
   /** OpenTelemetry traces over OTLP/HTTP (issue 26; observability-schema.ts). */
   tracing: tracingSchema.prefault({}),
+  /** Redis, the replica's name and the shared session key of a replica set (issue 27; cluster-schema.ts). */
+  cluster: clusterSchema.prefault({}),
 });
 
 export const configSchema = z
