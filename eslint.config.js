@@ -60,7 +60,7 @@ const LAYERS = {
   // The request context and the steps' names and tracing channels: what every request carries through the layers.
   pipeline: { mayImport: ['policy', 'session'] },
   router: {
-    mayImport: ['approvals', 'cedar', 'config', 'credentials', 'governance', 'pipeline', 'policy', 'upstream'],
+    mayImport: ['approvals', 'cedar', 'config', 'credentials', 'governance', 'pipeline', 'policy', 'ratelimit', 'upstream'],
     exceptions: [
       {
         // Known exception: the router creates a legacy session at initialize and keeps per-session upstream state
@@ -114,6 +114,11 @@ const LAYERS = {
     ],
   },
   audit: { mayImport: ['config', 'store'] },
+  // A replica set's coordination over Redis (issue 27): it implements the session layer's relay and names the
+  // control plane's changes, and only the composition root wires it in.
+  cluster: { mayImport: ['config', 'control', 'session'] },
+  // Rate limits (issue 27 §1): counters, local or in Redis; the router's `limit` step asks them.
+  ratelimit: { mayImport: ['config'] },
 };
 
 // A folder without an entry would escape the rule: say where a new folder sits before it lands.

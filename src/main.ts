@@ -6,6 +6,8 @@ import { JwtVerifier } from './authn/jwt-verifier.js';
 import { resolveKeySecret } from './authn/key-secret.js';
 import type { ProtectedResourceMetadata } from './authn/resource-metadata.js';
 import { defaultAccessOf } from './config/auth-schema.js';
+import { Cluster } from './cluster/cluster.js';
+import type { Invalidation } from './cluster/invalidation-bus.js';
 import { buildCredentialBroker } from './credentials/build-broker.js';
 import type { CredentialBroker } from './credentials/credential-broker.js';
 import { PassthroughGate } from './credentials/passthrough-gate.js';
@@ -29,6 +31,7 @@ import { checkParamHeaders, paramHeadersOf } from './transport/modern-headers.js
 import { RequestStateSealer } from './router/request-state.js';
 import { PrincipalBindings } from './session/principal-bindings.js';
 import { SessionManager } from './session/session-manager.js';
+import { SessionSealer } from './session/session-token.js';
 import { createStore } from './store/create-store.js';
 import type { Store } from './store/store.js';
 import { HttpAuth } from './transport/http-auth.js';
@@ -129,6 +132,7 @@ export async function buildAccess(
     readonly approveTool?: Governance['approveTool'];
     readonly receiptSettled?: Governance['receiptSettled'];
   },
+  cluster?: Cluster,
 ): Promise<GatewayAccess> {
   const catalog = governance?.catalog;
   const audit = governance?.audit;
@@ -188,13 +192,17 @@ export async function buildAccess(
       ...(audit === undefined ? {} : { flushAudit: () => audit.flush() }),
       ...(approveTool === undefined ? {} : { approveTool }),
       ...(receiptSettled === undefined ? {} : { receiptSettled }),
-      // An edit made through the admin API reaches this replica's callers at once; other replicas within the
-      // memo's TTL (1 s), the bound issue 5 §10 sets. A stored secret changes no decision.
-      onChange: (change) => {
-        if (change === 'key') authenticator.invalidate();
-        if (change !== 'secret') memo.invalidateAll();
-      },
+      // An edit made through the admin API reaches this replica's callers at once, and the other replicas as the
+      // invalidation bus delivers it (issue 27 §2); without the bus, within the caches' TTL (1 s), the bound issue
+      // 5 §10 sets.
+      onChange: (change) => (cluster === undefined ? dropCaches(change) : cluster.changed(change)),
     });
+    // Key records carry the principal's org and team; a stored secret, approvals and policies change no decision.
+    const dropCaches = (change: Invalidation): void => {
+      if (change === 'key' || change === 'principal' || change === 'team' || change === 'org' || change === 'all') authenticator.invalidate();
+      if (change !== 'secret' && change !== 'catalog' && change !== 'policies') memo.invalidateAll();
+    };
+    cluster?.onInvalidate(dropCaches);
     return {
       authenticator,
       admin,
@@ -210,6 +218,8 @@ export async function buildAccess(
 
 /** What the core is built from: the access policy, upstream credentials and governance. */
 export interface CoreDeps {
+  /** The replica set (issue 27): sealed session ids and the relay to other replicas' streams. */
+  readonly cluster?: Cluster;
   readonly access: AccessPolicy;
   readonly credentials: CredentialBroker;
   readonly governance: Governance;
@@ -220,11 +230,15 @@ export function buildCore(config: GatewayConfig, logger: Logger, deps: CoreDeps)
   const { access, credentials, governance } = deps;
   const upstreams = buildUpstreams<CallContext>(config, logger);
   const { registry } = upstreams;
+  const { sessionKey, sessionMaxAgeMs } = gateway.cluster;
+  const relay = deps.cluster?.sessionRelay;
   const sessions = new SessionManager({
     maxSessions: gateway.limits.maxSessions,
     maxSessionsPerKey: gateway.limits.maxSessionsPerKey,
     idleTimeoutMs: gateway.limits.sessionIdleTimeoutMs,
     logger,
+    ...(sessionKey === undefined ? {} : { sealer: new SessionSealer(sessionKey, sessionMaxAgeMs), maxAgeMs: sessionMaxAgeMs }),
+    ...(relay === undefined || sessionKey === undefined ? {} : { relay }),
   });
   // What the gateway declares to legacy upstreams for 2026-07-28 clients: every feature it can turn into an
   // InputRequiredResult; each request's own capabilities are checked before it does (docs/decisions/0018).
@@ -242,6 +256,7 @@ export function buildCore(config: GatewayConfig, logger: Logger, deps: CoreDeps)
   }
   const router = new Router({
     registry,
+    relay: sessionKey === undefined ? undefined : relay,
     access,
     credentials,
     catalog: governance.catalog,
@@ -296,6 +311,7 @@ interface Assembled {
   readonly access: GatewayAccess;
   readonly core: GatewayCore;
   readonly governance: Governance;
+  readonly cluster: Cluster;
   close(): Promise<void>;
 }
 
@@ -305,21 +321,47 @@ async function assemble(config: GatewayConfig, logger: Logger): Promise<Assemble
     for (const closer of closers.splice(0).reverse()) await closer();
   };
   try {
+    const cluster = new Cluster(config.gateway.cluster, logger);
+    closers.push(() => cluster.close());
+    warnAboutCluster(config, logger);
     const control = await openControlStore(config, logger);
     if (control !== undefined) closers.push(() => control.store.close());
-    const governance = await buildGovernance(config, { store: control?.store, logger });
+    const governance = await buildGovernance(config, { store: control?.store, logger, onPoliciesReloaded: () => cluster.tellOthers('policies') });
     closers.push(() => governance.close());
-    const access = await buildAccess(config, logger, control, governance);
+    cluster.onInvalidate((change) => {
+      if (change === 'catalog' || change === 'all') void governance.catalogReloader?.reload();
+      if (change === 'policies' || change === 'all') void governance.policies?.reload();
+    });
+    const approveTool: Governance['approveTool'] = async (request) => {
+      const approval = await governance.approveTool(request);
+      cluster.tellOthers('catalog');
+      return approval;
+    };
+    const access = await buildAccess(config, logger, control, { ...governance, approveTool }, cluster);
     closers.push(() => access.close());
     const credentials = await buildCredentialBroker(config, { vault: access.vault, logger });
     closers.push(() => credentials.close());
-    const core = buildCore(config, logger, { access: access.access, credentials: credentials.broker, governance });
+    const core = buildCore(config, logger, { cluster, access: access.access, credentials: credentials.broker, governance });
     // Closing the core ends every session, whose receipts the governance closer then waits for.
     closers.push(() => core.close());
-    return { access, core, governance, close };
+    return { access, core, governance, cluster, close };
   } catch (error) {
     await close().catch(() => undefined);
     throw error;
+  }
+}
+
+/** A replica-set setting that works but leaves something single-replica says so at start-up. */
+function warnAboutCluster(config: GatewayConfig, logger: Logger): void {
+  const { cluster, store } = config.gateway;
+  if (cluster.redis !== undefined && cluster.sessionKey === undefined) {
+    logger.warn('gateway.cluster.redis is set without cluster.sessionKey: a legacy session lives only on the replica that made it');
+  }
+  if (cluster.redis === undefined && cluster.sessionKey !== undefined) {
+    logger.warn('gateway.cluster.sessionKey is set without cluster.redis: sessions resume on any replica, but a DELETE and GET-stream messages stay on the replica that saw them');
+  }
+  if (cluster.redis !== undefined && (store === undefined || !/^postgres(ql)?:\/\//.test(store))) {
+    logger.warn('gateway.cluster.redis is set but the store is SQLite: replicas do not share keys, permissions or approvals');
   }
 }
 
@@ -336,7 +378,7 @@ export async function startHttpGateway(config: GatewayConfig, logger: Logger): P
     );
   }
   const parts = await assemble(config, logger);
-  const { access, core, governance } = parts;
+  const { access, core, governance, cluster } = parts;
   const metrics = await startGatewayMetrics(config, logger, parts).catch(async (error: unknown) => {
     await parts.close();
     throw error;
@@ -361,6 +403,7 @@ export async function startHttpGateway(config: GatewayConfig, logger: Logger): P
     governance: () => governanceStatus(governance),
     failed: () => governance.audit?.failure !== undefined,
     unavailable: () => governance.audit?.unavailable,
+    cluster,
     metrics: metrics?.endpoint,
     logger,
   });

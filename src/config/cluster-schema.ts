@@ -47,6 +47,11 @@ export const clusterSchema = z.strictObject({
       message: `cluster.sessionKey must be at least ${MIN_SESSION_KEY_BYTES} bytes`,
     })
     .optional(),
+  /**
+   * How long a sealed session id is accepted after its session was made, on any replica: the bound on a stolen id
+   * (which is useless without its owner's credential anyway) and on how long an ended session is remembered.
+   */
+  sessionMaxAgeMs: integer(z.number().int().positive()).default(24 * 60 * 60_000),
 });
 
 export type ClusterConfig = z.infer<typeof clusterSchema>;

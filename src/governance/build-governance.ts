@@ -57,7 +57,14 @@ export interface Governance {
  * are off and the gateway says so. Policies and catalog approvals need no store. Any invalid policy file or catalog file stops
  * the start (fail closed).
  */
-export async function buildGovernance(config: GatewayConfig, deps: { readonly store: Store | undefined; readonly logger: Logger }): Promise<Governance> {
+export interface GovernanceDeps {
+  readonly store: Store | undefined;
+  readonly logger: Logger;
+  /** Called when the Cedar policy files changed and were reloaded here, so that other replicas reload theirs. */
+  readonly onPoliciesReloaded?: () => void;
+}
+
+export async function buildGovernance(config: GatewayConfig, deps: GovernanceDeps): Promise<Governance> {
   const { gateway, servers } = config;
   const { store, logger } = deps;
   if (store === undefined && (gateway.audit.enabled || gateway.receipts.enabled)) {
@@ -78,13 +85,17 @@ export async function buildGovernance(config: GatewayConfig, deps: { readonly st
           sets: gateway.policies,
           logger,
           watch: true,
-          onReload: (event) =>
+          onReload: (event) => {
             note(
               event.ok
                 ? { kind: 'policy', decision: 'allow', reason: `policy set ${event.set} reloaded; policy hash ${event.policyHash}` }
                 : { kind: 'policy', decision: 'refused', reason: `policy set ${event.set} not reloaded (${event.error ?? 'unknown error'}); policy hash ${event.policyHash} stays in force` },
               'policy reload',
-            ),
+            );
+            // Only a reload that changed something is passed on: a replica that reloads on the news and finds the
+            // same files reports nothing, so the news stops there.
+            if (event.ok) deps.onPoliciesReloaded?.();
+          },
         });
   // The gateway writes approvals only for the admin API, which is then the writer the store's history names.
   const source = gateway.catalog.mode === 'off' ? undefined : catalogSource(gateway.catalog, { ...(store === undefined ? {} : { store }), actor: localActor('admin-api') });

@@ -48,7 +48,7 @@ export interface ClientBridgeEvents {
 export function deliver(session: DownstreamSession, stream: RequestStream | undefined, message: JsonRpcMessage): boolean {
   if (session.closed) return false;
   if (stream !== undefined && stream.send(message)) return true;
-  return session.channel?.send(message) ?? false;
+  return session.channel?.send(message) ?? session.remote?.send(message) ?? false;
 }
 
 /**

@@ -28,6 +28,7 @@ import type { StepName } from '../pipeline/steps.js';
 import { observingRequests, requestEnded, requestStarted, traced } from '../pipeline/tracing.js';
 import type { DownstreamSession, RequestStream } from '../session/downstream-session.js';
 import type { SessionManager, SessionSlot } from '../session/session-manager.js';
+import type { SessionRelay } from '../session/session-relay.js';
 import type { PrincipalBindings } from '../session/principal-bindings.js';
 import type { ModernMeta } from '../jsonrpc/modern-meta.js';
 import { ALL_PROTOCOL_VERSIONS } from '../jsonrpc/modern-meta.js';
@@ -54,6 +55,8 @@ import { errorMessage } from '../errors/error-message.js';
 
 export interface RouterOptions {
   registry: UpstreamRegistry<CallContext>;
+  /** The replica set's session relay (issue 27 §3): answers to other replicas' server→client requests go there. */
+  relay?: SessionRelay | undefined;
   /** Asked once per request, before any upstream contact (issue 5 §6-7, DESIGN.md invariants 3-4). */
   access: AccessPolicy;
   /** How each upstream session authenticates to its server, for its session's principal (issue 6). */
@@ -99,6 +102,9 @@ const LIST_KINDS: Record<string, ListKind> = {
 };
 
 /** The capabilities the gateway declares: it can front any upstream feature, so it declares them all. */
+/** The replica that sent a server→client request: DownstreamSession's `mcpgate-<n>@<replica>` ids. */
+const OUTBOUND_REPLICA = /^mcpgate-[0-9]+@([A-Za-z0-9_.-]{1,64})$/;
+
 const GATEWAY_CAPABILITIES: JsonObject = {
   logging: {},
   completions: {},
@@ -182,16 +188,35 @@ export class Router {
     }
     const protocolVersion = negotiateVersion(params.protocolVersion);
     const session = this.options.sessions.create({ transport, protocolVersion, clientCapabilities: capabilities, clientInfo, caller }, slot);
-    session.onClose(() => {
-      this.options.registry.release(session.id);
-      this.options.onSessionEnd?.(session);
-    });
+    this.sessionOpened(session);
     const response = makeResult(request.id, {
       protocolVersion,
       capabilities: GATEWAY_CAPABILITIES,
       serverInfo: this.options.serverInfo,
     });
     return { session, response };
+  }
+
+  /**
+   * A sealed session another replica made (or this one, before a restart), taken up for the caller that made it
+   * (issue 27 §3); undefined for any id that does not resume. Its upstream sessions open again as they are needed.
+   */
+  async resume(wireId: string, caller: Caller | undefined): Promise<DownstreamSession | undefined> {
+    const session = await this.options.sessions.resume(wireId, caller);
+    if (session !== undefined && !this.resumed.has(session)) {
+      this.resumed.add(session);
+      this.sessionOpened(session);
+    }
+    return session;
+  }
+
+  private readonly resumed = new WeakSet<DownstreamSession>();
+
+  private sessionOpened(session: DownstreamSession): void {
+    session.onClose(() => {
+      this.options.registry.release(session.id);
+      this.options.onSessionEnd?.(session);
+    });
   }
 
   /**
@@ -451,9 +476,14 @@ export class Router {
 
   /** A client's answer to a request the gateway relayed from an upstream. */
   handleResponse(session: DownstreamSession, response: JsonRpcResponse): void {
-    if (response.id === null || !session.settleOutbound(response.id, response)) {
-      this.options.logger.debug({ session: session.id, id: response.id }, 'response to an unknown request ignored');
+    if (response.id !== null && session.settleOutbound(response.id, response)) return;
+    // An answer to a request another replica sent on this session's behalf goes back to that replica.
+    const replica = typeof response.id === 'string' ? OUTBOUND_REPLICA.exec(response.id)?.[1] : undefined;
+    if (replica !== undefined && this.options.relay !== undefined && replica !== this.options.relay.replicaId) {
+      this.options.relay.toReplica(replica, session.id, response);
+      return;
     }
+    this.options.logger.debug({ session: session.id, id: response.id }, 'response to an unknown request ignored');
   }
 
   /**

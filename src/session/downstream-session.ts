@@ -39,7 +39,13 @@ export interface OutboundRequest {
  * sessions are the common case (issue 3 W3 budgets 50 KB per idle session).
  */
 export class DownstreamSession {
+  /** The gateway's own name for the session: logs, audit records, upstream bindings. */
   readonly id: string;
+  /**
+   * What the client sends as Mcp-Session-Id: `id` itself, or a sealed id that any replica sharing the session key
+   * can resume the session from (session-token.ts, issue 27 §3).
+   */
+  readonly wireId: string;
   readonly transport: TransportKind;
   readonly protocolVersion: ProtocolVersion;
   readonly clientCapabilities: JsonObject;
@@ -59,6 +65,8 @@ export class DownstreamSession {
   /** Memo of the router's catalogue key for these client capabilities. */
   capabilitySignature: string | undefined;
   channel: SessionChannel | undefined;
+  /** Where the client is reached when `channel` is not here: its GET stream on another replica. */
+  remote: SessionChannel | undefined;
   /** Downstream request id → the controller that cancels its upstream work. */
   /** Requests in flight, by id: a client may run many at once on one session (util/packed-table.ts says why not a Map). */
   readonly inflight = new PackedTable<JsonRpcId, CancelScope>();
@@ -66,9 +74,13 @@ export class DownstreamSession {
   private subscriptions: Set<string> | undefined;
   private readonly closeHooks: Array<() => void> = [];
   private nextOutboundId = 1;
+  /** `@replica` on the ids of requests sent to the client, so that an answer posted to another replica finds this one. */
+  private readonly outboundTag: string;
 
   constructor(init: {
     id: string;
+    wireId?: string;
+    outboundTag?: string;
     transport: TransportKind;
     protocolVersion: ProtocolVersion;
     clientCapabilities: JsonObject;
@@ -77,6 +89,8 @@ export class DownstreamSession {
     now: number;
   }) {
     this.id = init.id;
+    this.wireId = init.wireId ?? init.id;
+    this.outboundTag = init.outboundTag ?? '';
     this.transport = init.transport;
     this.protocolVersion = init.protocolVersion;
     this.clientCapabilities = init.clientCapabilities;
@@ -89,7 +103,7 @@ export class DownstreamSession {
   /** Registers a request the gateway sends to the client, returning the id to put on the wire. */
   registerOutbound(request: OutboundRequest): JsonRpcId {
     this.outbound ??= new Map();
-    const id = `mcpgate-${this.nextOutboundId++}`;
+    const id = `mcpgate-${this.nextOutboundId++}${this.outboundTag}`;
     this.outbound.set(id, request);
     return id;
   }
@@ -149,6 +163,7 @@ export class DownstreamSession {
       this.outbound.clear();
     }
     this.channel = undefined;
+    this.remote = undefined;
     for (const hook of this.closeHooks.splice(0)) {
       try {
         hook();

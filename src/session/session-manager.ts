@@ -1,7 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { Logger } from '../observability/logger.js';
+import type { Caller } from '../model/caller.js';
 import { DownstreamSession, type SessionEndReason } from './downstream-session.js';
+import type { Relayed, SessionRelay } from './session-relay.js';
+import { SessionSealer } from './session-token.js';
 
 export interface SessionManagerOptions {
   maxSessions: number;
@@ -10,6 +13,15 @@ export interface SessionManagerOptions {
   idleTimeoutMs: number;
   logger: Logger;
   now?: () => number;
+  /**
+   * Seals Streamable HTTP session ids so that another replica can resume them (issue 27 §3); without it a session
+   * lives only here.
+   */
+  sealer?: SessionSealer;
+  /** How long a sealed id is accepted after its session was made (`cluster.sessionMaxAgeMs`). */
+  maxAgeMs?: number;
+  /** The replica set's view of sessions: ends seen elsewhere, and the way to other replicas' streams. */
+  relay?: SessionRelay;
 }
 
 type SessionInit = Omit<ConstructorParameters<typeof DownstreamSession>[0], 'id' | 'now'>;
@@ -43,7 +55,12 @@ function bucketOf(owner: string | undefined): string {
  * requires.
  */
 export class SessionManager {
+  /** By wire id (what the client sends). */
   private readonly sessions = new Map<string, DownstreamSession>();
+  /** Sealed sessions by their inner id, for messages other replicas relay here. */
+  private readonly sealed = new Map<string, DownstreamSession>();
+  /** Resumptions under way, so that two requests racing on one id resume one session. */
+  private readonly resuming = new Map<string, Promise<DownstreamSession | undefined>>();
   /** Caller bucket → its sessions plus its held slots; an entry at zero is deleted. */
   private readonly perKey = new Map<string, number>();
   private readonly options: SessionManagerOptions;
@@ -56,6 +73,7 @@ export class SessionManager {
     const interval = Math.max(50, Math.min(60_000, Math.floor(options.idleTimeoutMs / 4)));
     this.reaper = setInterval(() => this.reap(), interval);
     this.reaper.unref();
+    options.relay?.onRelayed((relayed) => this.relayed(relayed));
   }
 
   get size(): number {
@@ -98,33 +116,132 @@ export class SessionManager {
     const held = slot as HeldSlot | undefined;
     const reserved = held !== undefined && held.held && held.bucket === bucket;
     if (!reserved) this.admit(bucket);
-    const session = new DownstreamSession({ ...init, id: randomBytes(16).toString('base64url'), now: this.now() });
+    const id = randomBytes(16).toString('base64url');
+    const now = this.now();
+    const wireId = this.sealFor(init, id, now);
+    const session = new DownstreamSession({ ...init, id, now, ...(wireId === undefined ? {} : this.sealedFields(wireId)) });
     if (reserved) held.held = false;
     else this.adjust(bucket, +1);
-    this.sessions.set(session.id, session);
+    this.register(session, bucket);
+    return session;
+  }
+
+  /**
+   * A sealed session this replica does not hold (made elsewhere, or here before a restart), taken up again for
+   * the caller that made it: an id that does not open, has outlived `maxAgeMs`, belongs to another credential or
+   * was ended with DELETE on any replica resumes nothing, exactly as an unknown id. Its upstream sessions are
+   * opened again as they are needed, with the capabilities it negotiated.
+   */
+  resume(wireId: string, caller: Caller | undefined): Promise<DownstreamSession | undefined> {
+    const sealer = this.options.sealer;
+    if (sealer === undefined || !SessionSealer.isSealed(wireId)) return Promise.resolve(undefined);
+    let pending = this.resuming.get(wireId);
+    if (pending === undefined) {
+      pending = this.resumeSealed(sealer, wireId, caller).finally(() => this.resuming.delete(wireId));
+      this.resuming.set(wireId, pending);
+    }
+    return pending.then((session) => (session === undefined || session.owner !== caller?.keyId ? undefined : session));
+  }
+
+  private async resumeSealed(sealer: SessionSealer, wireId: string, caller: Caller | undefined): Promise<DownstreamSession | undefined> {
+    const record = sealer.open(wireId, this.now());
+    if (record === undefined || record.owner !== (caller?.keyId ?? '')) return undefined;
+    if ((await this.options.relay?.ended(record.sid)) === true) return undefined;
+    const existing = this.sessions.get(wireId);
+    if (existing !== undefined) return existing.closed ? undefined : existing;
+    if (this.sessions.size >= this.options.maxSessions) {
+      throw new GatewayError('MCPGATE_ERR_SESSION_LIMIT', 'Too many sessions; try again later', { data: { maxSessions: this.options.maxSessions } });
+    }
+    const bucket = bucketOf(caller?.keyId);
+    this.admit(bucket);
+    const session = new DownstreamSession({
+      id: record.sid,
+      transport: 'streamable-http',
+      protocolVersion: record.protocolVersion,
+      clientCapabilities: record.clientCapabilities,
+      clientInfo: record.clientInfo,
+      caller,
+      now: this.now(),
+      ...this.sealedFields(wireId),
+    });
+    session.initialized = true;
+    this.adjust(bucket, +1);
+    this.register(session, bucket);
+    this.options.logger.info({ session: session.id }, 'session resumed from its sealed id');
+    return session;
+  }
+
+  private sealFor(init: SessionInit, id: string, now: number): string | undefined {
+    if (this.options.sealer === undefined || init.transport !== 'streamable-http') return undefined;
+    return this.options.sealer.seal({
+      sid: id,
+      owner: init.caller?.keyId ?? '',
+      protocolVersion: init.protocolVersion,
+      clientCapabilities: init.clientCapabilities,
+      clientInfo: init.clientInfo,
+      issuedAt: now,
+    });
+  }
+
+  private sealedFields(wireId: string): { wireId: string; outboundTag?: string } {
+    const relay = this.options.relay;
+    return relay === undefined ? { wireId } : { wireId, outboundTag: `@${relay.replicaId}` };
+  }
+
+  private register(session: DownstreamSession, bucket: string): void {
+    this.sessions.set(session.wireId, session);
+    const relay = this.options.relay;
+    if (session.wireId !== session.id) {
+      this.sealed.set(session.id, session);
+      if (relay !== undefined) session.remote = { send: (message) => relay.toStream(session.id, message) };
+    }
     // However the session ends (DELETE, expiry, its transport closing it), its place is given back once.
     session.onClose(() => {
-      if (this.sessions.get(session.id) === session) this.sessions.delete(session.id);
+      if (this.sessions.get(session.wireId) === session) this.sessions.delete(session.wireId);
+      if (this.sealed.get(session.id) === session) this.sealed.delete(session.id);
       this.adjust(bucket, -1);
     });
-    return session;
+  }
+
+  /** The session's GET stream is open here now: other replicas relay its client's messages to this one. */
+  streamOpened(session: DownstreamSession): void {
+    if (session.wireId !== session.id) this.options.relay?.streamOpened(session.id);
+  }
+
+  streamClosed(session: DownstreamSession): void {
+    if (session.wireId !== session.id) this.options.relay?.streamClosed(session.id);
+  }
+
+  /** A message another replica relayed for one of this replica's sealed sessions, or the news that one ended. */
+  private relayed(relayed: Relayed): void {
+    const session = this.sealed.get(relayed.sid);
+    if (session === undefined || session.closed) return;
+    if (relayed.kind === 'ended') {
+      this.sessions.delete(session.wireId);
+      session.close('deleted');
+    } else if (relayed.kind === 'stream') session.channel?.send(relayed.message);
+    else if (relayed.message.id !== null) session.settleOutbound(relayed.message.id, relayed.message);
   }
 
   /**
    * Returns the live session and marks it active, or undefined for an unknown or ended one, and for one created
    * by another credential: to that caller it does not exist (issue 5 §6), and it is not marked active.
    */
-  touch(id: string, owner: string | undefined): DownstreamSession | undefined {
-    const session = this.sessions.get(id);
+  touch(wireId: string, owner: string | undefined): DownstreamSession | undefined {
+    const session = this.sessions.get(wireId);
     if (session === undefined || session.closed || session.owner !== owner) return undefined;
     session.lastSeen = this.now();
     return session;
   }
 
-  delete(id: string, reason: SessionEndReason = 'deleted'): boolean {
-    const session = this.sessions.get(id);
+  /** Ends the session with this wire id. A client's DELETE of a sealed session ends it on every replica. */
+  delete(wireId: string, reason: SessionEndReason = 'deleted'): boolean {
+    const session = this.sessions.get(wireId);
     if (session === undefined) return false;
-    this.sessions.delete(id);
+    this.sessions.delete(wireId);
+    if (reason === 'deleted' && session.wireId !== session.id) {
+      this.options.relay?.markEnded(session.id, this.options.maxAgeMs ?? 0);
+    }
     session.close(reason);
     return true;
   }
@@ -142,7 +259,7 @@ export class SessionManager {
     for (const session of this.sessions.values()) {
       if (session.lastSeen < cutoff && session.inflight.size === 0 && session.channel === undefined) {
         this.options.logger.info({ session: session.id }, 'session expired');
-        this.delete(session.id, 'expired');
+        this.delete(session.wireId, 'expired');
       }
     }
   }

@@ -49,6 +49,8 @@ export interface HttpServerOptions {
    * is read-only, full or gone), or undefined: `/readyz` then answers 503 `unavailable` with the reason.
    */
   unavailable?: () => string | undefined;
+  /** The replica set's Redis and invalidation bus (issue 27), undefined without `gateway.cluster.redis`. */
+  cluster?: { readiness(): Record<string, unknown> | undefined; status(): unknown };
   /** `GET /metrics` on this listener (issue 26): set when metrics are on and have no listener of their own. */
   metrics?: MetricsEndpoint | undefined;
   logger: Logger;
@@ -180,6 +182,7 @@ export class GatewayHttpServer {
       sessions: this.options.sessions.size,
       servers: this.options.readiness(),
       governance: this.options.governance(),
+      cluster: this.options.cluster?.status(),
       process: processFigures(),
     };
   }
@@ -212,7 +215,10 @@ export class GatewayHttpServer {
       // /admin/v1/status`); dev mode shows them here too, as it relaxes the other production checks.
       const state = this.state;
       const reason = state === 'unavailable' ? this.options.unavailable?.() : undefined;
-      const body = this.options.gateway.mode === 'dev' ? this.status() : { status: state };
+      // With a replica set, production says whether Redis answers and so what bounds cache staleness: the bus, or
+      // the caches' TTLs while it is down (issue 27 §2). Neither makes the replica unready: it serves either way.
+      const cluster = this.options.cluster?.readiness();
+      const body = this.options.gateway.mode === 'dev' ? this.status() : cluster === undefined ? { status: state } : { status: state, cluster };
       sendJson(response, state === 'ready' ? 200 : 503, reason === undefined ? body : { ...body, reason });
       return;
     }

@@ -108,7 +108,7 @@ export class StreamableHttpEndpoint {
     if (messages.some((message) => !('invalid' in message) && 'method' in message && message.method === 'initialize')) {
       throw new GatewayError('MCPGATE_ERR_INVALID_REQUEST', 'Invalid Request: initialize must not be part of a batch');
     }
-    const session = this.session(request, identity);
+    const session = await this.session(request, identity);
     if (batch && !allowsBatches(session.protocolVersion)) {
       throw new GatewayError('MCPGATE_ERR_BATCH_NOT_ALLOWED', `Invalid Request: JSON-RPC batches are not supported in protocol ${session.protocolVersion}`);
     }
@@ -125,7 +125,7 @@ export class StreamableHttpEndpoint {
       response.writeHead(202).end();
       return;
     }
-    const responder = new PostResponder(response, requests.length + invalid.length, batch, { 'Mcp-Session-Id': session.id }, started);
+    const responder = new PostResponder(response, requests.length + invalid.length, batch, { 'Mcp-Session-Id': session.wireId }, started);
     for (const entry of invalid) responder.complete(makeError(entry.id, RpcCode.InvalidRequest, `Invalid Request: ${entry.invalid}`));
     await Promise.all(
       requests.map(async (message) => {
@@ -191,27 +191,31 @@ export class StreamableHttpEndpoint {
     response.writeHead(200, {
       'Content-Type': 'application/json',
       'Content-Length': Buffer.byteLength(body),
-      'Mcp-Session-Id': session.id,
+      'Mcp-Session-Id': session.wireId,
     });
     response.end(body);
     logCall(this.options.logger, 'streamable-http', message, answer, identity.caller, started, identity.observed);
   }
 
-  private get(request: IncomingMessage, response: ServerResponse, identity: RequestIdentity): void {
+  private async get(request: IncomingMessage, response: ServerResponse, identity: RequestIdentity): Promise<void> {
     if (!accepts(request, 'text/event-stream')) {
       throw new GatewayError('MCPGATE_ERR_NOT_ACCEPTABLE', 'Not Acceptable: Accept must include text/event-stream');
     }
-    const session = this.session(request, identity);
+    const session = await this.session(request, identity);
     if (session.channel !== undefined) {
       throw new GatewayError('MCPGATE_ERR_STREAM_CONFLICT', 'Conflict: this session already has a GET stream open');
     }
-    const stream = new SseStream(response, { 'Mcp-Session-Id': session.id }).keepAlive();
+    const stream = new SseStream(response, { 'Mcp-Session-Id': session.wireId }).keepAlive();
     const channel = { send: (message: Parameters<SseStream['send']>[0]) => stream.send(message) };
     session.channel = channel;
+    this.options.sessions.streamOpened(session);
     this.streams.add(stream);
     stream.onClose(() => {
       this.streams.delete(stream);
-      if (session.channel === channel) session.channel = undefined;
+      if (session.channel === channel) {
+        session.channel = undefined;
+        this.options.sessions.streamClosed(session);
+      }
     });
     session.onClose(() => stream.end());
   }
@@ -222,23 +226,25 @@ export class StreamableHttpEndpoint {
     this.streams.clear();
   }
 
-  private delete(request: IncomingMessage, response: ServerResponse, identity: RequestIdentity): void {
-    const session = this.session(request, identity);
-    this.options.sessions.delete(session.id);
+  private async delete(request: IncomingMessage, response: ServerResponse, identity: RequestIdentity): Promise<void> {
+    const session = await this.session(request, identity);
+    this.options.sessions.delete(session.wireId);
     response.writeHead(200).end();
   }
 
   /**
-   * The session named by Mcp-Session-Id, if this caller created it (any other credential gets 404, issue 5 §6),
+   * The session named by Mcp-Session-Id, held here or resumed from its sealed id, if this caller created it (any
+   * other credential gets 404, issue 5 §6),
    * with the MCP-Protocol-Version header checked against it. The request's upstream credentials stay the
    * request's own (its context, issue 24): the session never holds them.
    */
-  private session(request: IncomingMessage, identity: RequestIdentity): DownstreamSession {
+  private async session(request: IncomingMessage, identity: RequestIdentity): Promise<DownstreamSession> {
     const id = headerValue(request, SESSION_HEADER);
     if (id === undefined || id === '') {
       throw new GatewayError('MCPGATE_ERR_SESSION_REQUIRED', 'Bad Request: Mcp-Session-Id header is required');
     }
-    const session = this.options.sessions.touch(id, identity.caller?.keyId);
+    // A session this replica does not hold may be a sealed one made elsewhere (issue 27 §3).
+    const session = this.options.sessions.touch(id, identity.caller?.keyId) ?? (await this.options.router.resume(id, identity.caller));
     if (session === undefined) throw new GatewayError('MCPGATE_ERR_SESSION_NOT_FOUND', 'Session not found');
     const version = headerValue(request, VERSION_HEADER);
     // Spec 2025-06-18 §protocol version header: absent means the client predates it, so the negotiated version
