@@ -32,6 +32,7 @@ import { RequestStateSealer } from './router/request-state.js';
 import { PrincipalBindings } from './session/principal-bindings.js';
 import { SessionManager } from './session/session-manager.js';
 import { SessionSealer } from './session/session-token.js';
+import { buildRateLimiter } from './ratelimit/rate-limiter.js';
 import { createStore } from './store/create-store.js';
 import type { Store } from './store/store.js';
 import { HttpAuth } from './transport/http-auth.js';
@@ -254,8 +255,15 @@ export function buildCore(config: GatewayConfig, logger: Logger, deps: CoreDeps)
     if (server.timeoutMs !== undefined) serverTimeouts.set(name, server.timeoutMs);
     if (server.transport === 'stdio' && server.scope === 'shared') sharedServers.add(name);
   }
+  // Shared counters when the replicas share a Redis, so a budget is the cluster's, not each replica's.
+  const redis = deps.cluster?.redis;
+  const limiter = buildRateLimiter(gateway.rateLimits, { logger, ...(redis === undefined ? {} : { redis: redis.client, keyPrefix: deps.cluster?.keyPrefix ?? 'mcpgate:' }) });
+  if (limiter.active && redis === undefined && gateway.cluster.sessionKey !== undefined) {
+    logger.warn('gateway.rateLimits count per replica: without gateway.cluster.redis each replica has its own budget');
+  }
   const router = new Router({
     registry,
+    limiter,
     relay: sessionKey === undefined ? undefined : relay,
     access,
     credentials,

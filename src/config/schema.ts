@@ -7,6 +7,7 @@ import { metricsSchema, tracingSchema } from './observability-schema.js';
 import { defaultAccessSchema, jwtSchema } from './auth-schema.js';
 import { adminSchema } from './admin-schema.js';
 import { clusterSchema } from './cluster-schema.js';
+import { rateLimitsSchema } from './ratelimit-schema.js';
 import { credentialsSchema, vaultSchema } from './credentials-schema.js';
 import { governanceGatewayFields, governanceServerFields } from './governance-schema.js';
 
@@ -272,6 +273,8 @@ const gatewaySchema = z.strictObject({
   tracing: tracingSchema.prefault({}),
   /** Redis, the replica's name and the shared session key of a replica set (issue 27; cluster-schema.ts). */
   cluster: clusterSchema.prefault({}),
+  /** Call budgets per key, team, org, server or tool (issue 27 §1; ratelimit-schema.ts). */
+  rateLimits: rateLimitsSchema.prefault({}),
 });
 
 export const configSchema = z

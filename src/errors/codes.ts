@@ -93,6 +93,8 @@ export const ErrorCatalogue = {
   MCPGATE_ERR_METRICS_UNAUTHORIZED: { http: 401, rpc: RpcCode.InvalidRequest },
   MCPGATE_ERR_METRICS_METHOD_NOT_ALLOWED: { http: 405, rpc: RpcCode.InvalidRequest },
   MCPGATE_ERR_METRICS_LISTEN: { http: 500, rpc: RpcCode.InternalError },
+  MCPGATE_ERR_RATE_LIMITED: { http: 429, rpc: RpcCode.ServerError },
+  MCPGATE_ERR_RATE_LIMIT_UNAVAILABLE: { http: 503, rpc: RpcCode.ServerError },
 } as const;
 
 export type ErrorCode = keyof typeof ErrorCatalogue;

@@ -6,6 +6,7 @@
  * - `authenticate`: who is calling; done at the transport's edge, before a body is read (issue 5 §6).
  * - `authorize`: the caller's one access decision for this request (issue 5 §7).
  * - `resolve`: the server, the upstream's own name and the route; params checked before any upstream contact.
+ * - `limit`: the caller's rate limits for this server and tool (issue 27 §1), before any upstream contact.
  * - `admit`: the approved definition of a pinned tool (issue 7 §2). Bulkhead and breakers admit inside
  *   `upstream`, around the exchange they guard.
  * - `ingress`: Cedar policies before the upstream is contacted, and the audit log's lateness.
@@ -14,6 +15,6 @@
  * - `record`: the one terminal audit record, durable before the answer in `sync` durability.
  * - `respond`: the answer handed back to the transport.
  */
-export const STEPS = ['authenticate', 'authorize', 'resolve', 'admit', 'ingress', 'upstream', 'egress', 'record', 'respond'] as const;
+export const STEPS = ['authenticate', 'authorize', 'resolve', 'limit', 'admit', 'ingress', 'upstream', 'egress', 'record', 'respond'] as const;
 
 export type StepName = (typeof STEPS)[number];

@@ -23,9 +23,9 @@ export interface MethodEntry {
 const steps = (...names: StepName[]): ReadonlySet<StepName> => new Set<StepName>(['authenticate', ...names, 'respond']);
 
 /** A call whose result the client reads: guarded and checked by egress policies. */
-const READ = steps('authorize', 'resolve', 'ingress', 'upstream', 'egress', 'record');
+const READ = steps('authorize', 'resolve', 'limit', 'ingress', 'upstream', 'egress', 'record');
 /** A call whose result carries nothing to scan (an empty acknowledgement). */
-const ACKNOWLEDGED = steps('authorize', 'resolve', 'ingress', 'upstream', 'record');
+const ACKNOWLEDGED = steps('authorize', 'resolve', 'limit', 'ingress', 'upstream', 'record');
 /**
  * A list: its scope is the decision's, so there is nothing to resolve, and its items are the gateway's merged,
  * filtered view, not an upstream's result to scan.
@@ -34,7 +34,7 @@ const LIST = steps('authorize', 'ingress', 'upstream', 'record');
 
 export const METHODS: ReadonlyMap<string, MethodEntry> = new Map<ClientRequestMethod, MethodEntry>([
   // Only tool calls are checked against approved definitions (issue 7 §2).
-  ['tools/call', { action: 'call_tool', family: 'single', steps: steps('authorize', 'resolve', 'admit', 'ingress', 'upstream', 'egress', 'record') }],
+  ['tools/call', { action: 'call_tool', family: 'single', steps: steps('authorize', 'resolve', 'limit', 'admit', 'ingress', 'upstream', 'egress', 'record') }],
   ['prompts/get', { action: 'get_prompt', family: 'single', steps: READ }],
   ['resources/read', { action: 'read_resource', family: 'single', steps: READ }],
   ['completion/complete', { action: 'complete', family: 'single', steps: READ }],

@@ -29,6 +29,8 @@ import { observingRequests, requestEnded, requestStarted, traced } from '../pipe
 import type { DownstreamSession, RequestStream } from '../session/downstream-session.js';
 import type { SessionManager, SessionSlot } from '../session/session-manager.js';
 import type { SessionRelay } from '../session/session-relay.js';
+import { rateLimitError } from '../ratelimit/limit-error.js';
+import type { LimitVerdict, RateLimiter } from '../ratelimit/rate-limiter.js';
 import type { PrincipalBindings } from '../session/principal-bindings.js';
 import type { ModernMeta } from '../jsonrpc/modern-meta.js';
 import { ALL_PROTOCOL_VERSIONS } from '../jsonrpc/modern-meta.js';
@@ -55,6 +57,8 @@ import { errorMessage } from '../errors/error-message.js';
 
 export interface RouterOptions {
   registry: UpstreamRegistry<CallContext>;
+  /** Call budgets (issue 27 §1); absent or inactive (no rules), the `limit` step costs nothing. */
+  limiter?: RateLimiter | undefined;
   /** The replica set's session relay (issue 27 §3): answers to other replicas' server→client requests go there. */
   relay?: SessionRelay | undefined;
   /** Asked once per request, before any upstream contact (issue 5 §6-7, DESIGN.md invariants 3-4). */
@@ -102,6 +106,10 @@ const LIST_KINDS: Record<string, ListKind> = {
 };
 
 /** The capabilities the gateway declares: it can front any upstream feature, so it declares them all. */
+function enforceLimit(verdict: LimitVerdict): void {
+  if (!verdict.allowed) throw rateLimitError(verdict);
+}
+
 /** The replica that sent a server→client request: DownstreamSession's `mcpgate-<n>@<replica>` ids. */
 const OUTBOUND_REPLICA = /^mcpgate-[0-9]+@([A-Za-z0-9_.-]{1,64})$/;
 
@@ -524,6 +532,8 @@ export class Router {
       case 'resolve':
         if (state.entry.family === 'fanout') return this.resolveFanout(context, state);
         return context.era === 'modern' && MRTR_METHODS.has(context.method) ? this.resolve(context, state).then(() => this.modernResolved(context, state)) : this.resolve(context, state);
+      case 'limit':
+        return this.limit(context, state);
       case 'admit':
         return this.admit(context, state);
       case 'ingress':
@@ -617,6 +627,22 @@ export class Router {
       default:
         throw new GatewayError('MCPGATE_ERR_INTERNAL', `no resolve step for ${context.method}`);
     }
+  }
+
+  /**
+   * The caller's rate limits for the resolved server and tool (issue 27 §1): a refusal is recorded like any other
+   * refusal after `resolve`, and reaches no upstream. Synchronous with the local counters; one Redis round trip
+   * with shared ones.
+   */
+  private limit(context: RequestContext, state: CallState): Promise<void> | undefined {
+    const limiter = this.options.limiter;
+    if (limiter === undefined || !limiter.active || state.entry.family !== 'single') return undefined;
+    const facts = state.facts as CallFacts;
+    const caller = context.caller;
+    const verdict = limiter.check({ keyId: caller?.keyId, teamId: caller?.teamId, orgId: caller?.orgId, server: facts.server ?? '', tool: facts.name });
+    if (verdict instanceof Promise) return verdict.then(enforceLimit);
+    enforceLimit(verdict);
+    return undefined;
   }
 
   /** logging/setLevel: every server the caller may use is a target (each is decided at ingress). */

@@ -13,12 +13,27 @@ const INSTANCE_UNAVAILABLE: ReadonlySet<string> = new Set<ErrorCode>(['MCPGATE_E
 /** Seconds a client is told to wait before it retries on an instance that cannot serve. */
 const RETRY_AFTER_SECONDS = '5';
 
+/**
+ * Refusals by a rate limit (issue 27 §1): answered on their own they take their catalogue status (429, or 503 when
+ * the shared counters could not be asked) with the wait in Retry-After, as well as `retryAfterMs` in the error.
+ */
+const RATE_LIMITED: ReadonlySet<string> = new Set<ErrorCode>(['MCPGATE_ERR_RATE_LIMITED', 'MCPGATE_ERR_RATE_LIMIT_UNAVAILABLE']);
+
+function retryAfterOf(response: JsonRpcResponse): number {
+  const wait = 'error' in response ? (response.error.data as { retryAfterMs?: unknown } | undefined)?.retryAfterMs : undefined;
+  return typeof wait === 'number' && Number.isFinite(wait) && wait > 0 ? Math.ceil(wait / 1000) : 1;
+}
+
 /** The HTTP status and headers for JSON-RPC responses that make up a whole answer: 503 when each says the instance cannot serve. */
 export function statusOfResponses(responses: readonly JsonRpcResponse[]): { status: number; headers: Record<string, string> } {
   const codes = responses.map((response) => ('error' in response ? (response.error.data as { code?: unknown } | undefined)?.code : undefined));
   const first = codes[0];
   if (typeof first === 'string' && INSTANCE_UNAVAILABLE.has(first) && codes.every((code) => typeof code === 'string' && INSTANCE_UNAVAILABLE.has(code))) {
     return { status: ErrorCatalogue[first as ErrorCode].http, headers: { 'Retry-After': RETRY_AFTER_SECONDS } };
+  }
+  if (typeof first === 'string' && RATE_LIMITED.has(first) && codes.every((code) => code === first)) {
+    const wait = Math.max(...responses.map(retryAfterOf));
+    return { status: ErrorCatalogue[first as ErrorCode].http, headers: { 'Retry-After': String(wait) } };
   }
   return { status: 200, headers: {} };
 }

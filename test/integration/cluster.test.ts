@@ -20,6 +20,8 @@ import { cleanup, closeClient, connect, jsonOf, mcpHeaders, productionGateway, r
 const ADMIN_TOKEN = randomBytes(32).toString('hex');
 const SESSION_KEY = 'issue-27-cluster-session-key-0123456789abcdef';
 const LEGACY = '2025-11-25';
+/** Calls of `fx__limited` one key may make per hour, across the cluster. */
+const LIMIT = 40;
 
 const databases = new ThrowawayDatabases('mcpgate_cluster');
 let redis: OwnedRedis;
@@ -37,13 +39,25 @@ function replicaConfig(replicaId: string): ConfigInput {
       receipts: { enabled: false },
       audit: { captureArguments: true },
       cluster: { redis: { url: redis.url }, sessionKey: SESSION_KEY, replicaId },
+      rateLimits: { rules: [{ name: 'limited-per-key', by: ['key'], match: { tools: ['limited'] }, limit: LIMIT, windowMs: 3_600_000 }] },
     },
-    servers: { fx: stdioFixture('fx', { extra: { allowUnmeasured: true } }) },
+    servers: { fx: stdioFixture('fx', { args: ['--tools', 'limited'], extra: { allowUnmeasured: true } }) },
   };
 }
 
 function auth(key: IssuedKey): Record<string, string> {
   return { authorization: `Bearer ${key.key}` };
+}
+
+/** One `tools/call` of `tool` on a raw session through `url`: status, Retry-After and the error code if any. */
+async function callOn(url: string, session: string, key: IssuedKey, tool: string): Promise<{ status: number; retryAfter: string | undefined; code: string | undefined }> {
+  const response = await raw(url, {
+    headers: { ...mcpHeaders(session, LEGACY), ...auth(key) },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: tool, arguments: {} } }),
+  });
+  const answer = JSON.parse(response.body.startsWith('{') ? response.body : '{}') as { error?: { data?: { code?: string } } };
+  const retryAfter = response.headers['retry-after'];
+  return { status: response.status, retryAfter: typeof retryAfter === 'string' ? retryAfter : undefined, code: answer.error?.data?.code };
 }
 
 /** One `tools/call` of `fx__echo` on a raw session, straight to `gateway`: its HTTP status and JSON-RPC answer. */
@@ -156,8 +170,7 @@ describe('invalidation across replicas', () => {
     // B has just read carol's key: without the bus it would serve her for up to another second.
     assert.equal((await echoOn(b, session, carol, 'primed')).status, 200);
     const revokedAt = performance.now();
-    const revoke = await raw(`${a.origin}/admin/v1/keys/${carol.id}/revoke`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' }, body: '{}' });
-    assert.equal(revoke.status, 200, revoke.body);
+    await revokeOn(a, carol);
     await waitFor(async () => (await echoOn(b, session, carol, 'after')).status === 401, 'carol refused on B', 2_000);
     const elapsed = performance.now() - revokedAt;
     assert.ok(elapsed < 900, `refused on B after ${elapsed.toFixed(0)} ms: the key cache, not the bus, dropped it`);
@@ -177,6 +190,93 @@ describe('invalidation across replicas', () => {
     await waitFor(async () => (await echoOn(b, session, dave, 'denied')).text.includes('MCPGATE_ERR_'), 'dave denied on B', 2_000);
     const elapsed = performance.now() - editedAt;
     assert.ok(elapsed < 900, `denied on B after ${elapsed.toFixed(0)} ms: the memo's TTL, not the bus, dropped it`);
+  });
+});
+
+describe('rate limits shared by the replicas', () => {
+  it(`allows exactly ${LIMIT} calls per window in total at c=32 across both replicas; the rest are 429 with Retry-After and recorded`, async () => {
+    const gina = await access.key({ org: 'acme', name: 'gina' });
+    const session = await rawSession(proxy.url(), LEGACY, auth(gina));
+    const outcomes: Array<Awaited<ReturnType<typeof callOn>>> = [];
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: 32 }, async () => {
+        while (next < 200) {
+          next += 1;
+          outcomes.push(await callOn(proxy.url(), session, gina, 'fx__limited'));
+        }
+      }),
+    );
+    const allowed = outcomes.filter((outcome) => outcome.status === 200 && outcome.code === undefined);
+    const limited = outcomes.filter((outcome) => outcome.status === 429);
+    assert.equal(allowed.length, LIMIT, JSON.stringify(outcomes.slice(0, 3)));
+    assert.equal(limited.length, 200 - LIMIT);
+    for (const outcome of limited) {
+      assert.equal(outcome.code, 'MCPGATE_ERR_RATE_LIMITED');
+      assert.match(outcome.retryAfter ?? '', /^[1-9][0-9]*$/);
+    }
+    // Another tool is not limited by that rule.
+    assert.equal((await callOn(proxy.url(), session, gina, 'fx__echo')).status, 200);
+    const store = await createStore(storeUrl);
+    try {
+      const rows = (await store.listAuditRecords({ order: 'chain', limit: 10_000 })).filter((row) => row.keyId === gina.id && row.tool === 'limited');
+      assert.equal(rows.filter((row) => row.decision === 'deny').length, 200 - LIMIT, 'each refusal has its record');
+      assert.equal(rows.filter((row) => row.decision !== 'deny').length, LIMIT);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+/** `/readyz`'s word on Redis, from `replica`. */
+async function redisState(replica: Gateway): Promise<string | undefined> {
+  return (JSON.parse((await raw(`${replica.origin}/readyz`, { method: 'GET' })).body) as { cluster?: { redis?: string; invalidation?: string } }).cluster?.redis;
+}
+
+async function revokeOn(replica: Gateway, key: IssuedKey): Promise<void> {
+  const revoke = await raw(`${replica.origin}/admin/v1/keys/${key.id}/revoke`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' }, body: '{}' });
+  assert.equal(revoke.status, 200, revoke.body);
+}
+
+describe('Redis stopped and restarted', () => {
+  it('sessions go on and nothing hangs while it is down, TTLs bound revocations, and the bus is back after', async () => {
+    await redis.stop();
+    for (const replica of [a, b]) await waitFor(async () => (await redisState(replica)) === 'down', 'readyz says redis is down', 10_000);
+    const ready = JSON.parse((await raw(`${a.origin}/readyz`, { method: 'GET' })).body) as { status: string; cluster: { invalidation: string } };
+    assert.equal(ready.status, 'ready', 'a replica without Redis still serves');
+    assert.equal(ready.cluster.invalidation, 'ttl');
+
+    // A session made on A resumes on B: its sealed id needs no Redis. Each call is bounded by the command timeout.
+    const session = await rawSession(a.url, LEGACY, auth(alice));
+    const started = performance.now();
+    assert.equal((await echoOn(b, session, alice, 'redis-down')).status, 200);
+    assert.ok(performance.now() - started < 3_000, 'a call with Redis down is not held past its bounds');
+
+    // Limits fail open by default: a key whose budget is spent is served while the shared counters cannot be asked.
+    const ivan = await access.key({ org: 'acme', name: 'ivan' });
+    const ivanSession = await rawSession(b.url, LEGACY, auth(ivan));
+    for (let call = 0; call < LIMIT + 5; call += 1) assert.equal((await callOn(b.url, ivanSession, ivan, 'fx__limited')).status, 200);
+
+    // Without the bus a revocation reaches B within its key cache's TTL.
+    const erin = await access.key({ org: 'acme', name: 'erin' });
+    const erinSession = await rawSession(b.url, LEGACY, auth(erin));
+    assert.equal((await echoOn(b, erinSession, erin, 'primed')).status, 200);
+    await revokeOn(a, erin);
+    await waitFor(async () => (await echoOn(b, erinSession, erin, 'after')).status === 401, 'erin refused on B within the TTL', 3_000);
+
+    await redis.start();
+    for (const replica of [a, b]) await waitFor(async () => (await redisState(replica)) === 'up', 'readyz says redis is up again', 10_000);
+    // The bus is back: a revocation is again refused on B before B's key cache could have expired.
+    const frank = await access.key({ org: 'acme', name: 'frank' });
+    const frankSession = await rawSession(b.url, LEGACY, auth(frank));
+    await waitFor(async () => {
+      const primed = (await echoOn(b, frankSession, frank, 'primed')).status === 200;
+      return primed;
+    }, 'frank served on B');
+    const revokedAt = performance.now();
+    await revokeOn(a, frank);
+    await waitFor(async () => (await echoOn(b, frankSession, frank, 'after')).status === 401, 'frank refused on B', 2_000);
+    assert.ok(performance.now() - revokedAt < 900, 'the bus, not the TTL, carried the revocation after Redis came back');
   });
 });
 
