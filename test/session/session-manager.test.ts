@@ -3,6 +3,7 @@ import { afterEach, describe, it } from 'node:test';
 import { GatewayError } from '../../src/errors/gateway-error.js';
 import type { Caller } from '../../src/model/caller.js';
 import { SessionManager } from '../../src/session/session-manager.js';
+import { SessionSealer } from '../../src/session/session-token.js';
 import { captureLogger } from '../fixtures/upstream/rpc-helper.js';
 
 /** Issue 22 A4: the per-caller session cap, how each way a session ends gives its place back, and SSE slots. */
@@ -87,5 +88,50 @@ describe('SessionManager: sessions per caller', () => {
     assert.equal(sessions.countFor('a'), 1);
     sessions.delete(session.id);
     assert.equal(sessions.countFor('a'), 0);
+  });
+});
+
+describe('SessionManager: sealed sessions resumed on another replica (issue 27 §3)', () => {
+  const key = 'issue-27-session-manager-key-0123456789abcdef';
+
+  function sealedManager(): SessionManager {
+    const sessions = new SessionManager({
+      maxSessions: 100,
+      maxSessionsPerKey: 4,
+      idleTimeoutMs: 1_000,
+      logger: captureLogger().logger,
+      sealer: new SessionSealer(key, 60_000),
+      maxAgeMs: 60_000,
+    });
+    managers.push(sessions);
+    return sessions;
+  }
+
+  it('two requests racing on one unknown id resume one session, counted once against its caller', async () => {
+    const made = sealedManager().create(init(caller('a')));
+    assert.ok(SessionSealer.isSealed(made.wireId));
+    const other = sealedManager();
+    const [first, second] = await Promise.all([other.resume(made.wireId, caller('a')), other.resume(made.wireId, caller('a'))]);
+    assert.ok(first !== undefined && first === second);
+    assert.equal(first.id, made.id, 'the same inner id: audit records and receipts name one session');
+    assert.equal(first.initialized, true);
+    assert.equal(other.size, 1);
+    assert.equal(other.countFor('a'), 1);
+    assert.equal(other.touch(made.wireId, 'a'), first);
+  });
+
+  it('resumes nothing for another caller, and the per-key cap holds for resumed sessions too', async () => {
+    const maker = sealedManager();
+    const ids = Array.from({ length: 5 }, (_, index) => (index < 4 ? maker : sealedManager()).create(init(caller('a'))).wireId);
+    const other = sealedManager();
+    assert.equal(await other.resume(ids[0] as string, caller('b')), undefined);
+    assert.equal(await other.resume(ids[0] as string, undefined), undefined);
+    for (const id of ids.slice(0, 4)) assert.ok((await other.resume(id, caller('a'))) !== undefined);
+    await assert.rejects(other.resume(ids[4] as string, caller('a')), (error: unknown) => GatewayError.is(error) && error.code === 'MCPGATE_ERR_SESSION_LIMIT_PER_KEY');
+  });
+
+  it('a legacy SSE session is never sealed: it cannot move off its stream', () => {
+    const made = sealedManager().create({ ...init(caller('a')), transport: 'legacy-sse' as const });
+    assert.equal(made.wireId, made.id);
   });
 });
