@@ -41,7 +41,7 @@ const LAYERS = {
   store: { foundation: true, mayImport: ['errors', 'util'] },
 
   // The commands: they build what they run, so they reach the layers they drive.
-  cli: { mayImport: ['approvals', 'audit', 'authn', 'config', 'control', 'receipts', 'store', 'vault'] },
+  cli: { mayImport: ['approvals', 'audit', 'authn', 'cluster', 'config', 'control', 'receipts', 'store', 'vault'] },
   transport: {
     mayImport: ['admin', 'authn', 'config', 'pipeline', 'router', 'session', 'vault'],
     exceptions: [

@@ -11,7 +11,7 @@ import type { GatewayConfig } from '../config/schema.js';
 import { createLogger } from '../observability/logger.js';
 import { createStore } from '../store/create-store.js';
 import type { Store } from '../store/store.js';
-import { printJson, printTable, runCommand, UsageError, type ControlIo } from './control-cli.js';
+import { announceChanges, printJson, printTable, runCommand, UsageError, type ControlIo } from './control-cli.js';
 
 export interface CatalogOptions {
   readonly config: string;
@@ -34,6 +34,8 @@ interface Context {
   readonly source: CatalogSource;
   /** The opened store with `source: store`, for the history. */
   readonly store: Store | undefined;
+  /** Called with what an update wrote: a new version in the store is announced to running replicas. */
+  readonly wrote: (written: LoadedCatalog | undefined) => void;
 }
 
 /** Runs `use` with the configured approvals; the store, when one was opened, is closed afterwards. */
@@ -41,8 +43,19 @@ async function withContext<T>(options: CatalogOptions, io: ControlIo, use: (cont
   const config = await loadConfig(options.config, { env: io.env });
   if (options.server !== undefined && config.servers[options.server] === undefined) throw new UsageError(`no server "${options.server}" in ${options.config}`);
   const store = config.gateway.catalog.source === 'store' ? await createStore(config.gateway.store) : undefined;
+  let written = false;
   try {
-    return await use({ config, source: catalogSource(config.gateway.catalog, store === undefined ? {} : { store }), store });
+    const result = await use({
+      config,
+      source: catalogSource(config.gateway.catalog, store === undefined ? {} : { store }),
+      store,
+      wrote: (version) => {
+        written ||= version !== undefined;
+      },
+    });
+    // Replicas watching a file see it change; replicas on the store are told, rather than left to their poll.
+    if (written && store !== undefined) await announceChanges(config, new Set(['catalog'] as const), io);
+    return result;
   } finally {
     await store?.close();
   }
@@ -77,7 +90,7 @@ function reportFailures(io: ControlIo, command: string, failed: ReadonlyMap<stri
  */
 export function runCatalogSnapshot(options: CatalogOptions, io: ControlIo): Promise<number> {
   return runCommand(io, 'catalog snapshot', () =>
-    withContext(options, io, async ({ config, source }) => {
+    withContext(options, io, async ({ config, source, wrote }) => {
       // Read first: invalid approvals are refused before any upstream is contacted, and never silently replaced.
       await source.read();
       const { tools, failed } = await live(config, io, options.server === undefined ? undefined : [options.server]);
@@ -97,6 +110,7 @@ export function runCatalogSnapshot(options: CatalogOptions, io: ControlIo): Prom
         catalog: servers.reduce((catalog, [server, list]) => withServer(catalog, server, approveServer(catalog.servers[server], list, now)), current),
         result: undefined,
       }));
+      wrote(written);
       const rows = servers.map(([server, list]) => [server, String(list.length)]);
       if (options.json === true) printJson(io, { ...target(source, written), servers: Object.fromEntries(rows.map(([server, count]) => [server, Number(count)])) });
       else {
@@ -144,7 +158,7 @@ export function runCatalogDiff(options: CatalogOptions, io: ControlIo): Promise<
  */
 export function runCatalogApprove(server: string, tool: string | undefined, options: CatalogOptions & { readonly expect?: string }, io: ControlIo): Promise<number> {
   return runCommand(io, 'catalog approve', () =>
-    withContext({ ...options, server }, io, async ({ config, source }) => {
+    withContext({ ...options, server }, io, async ({ config, source, wrote }) => {
       const { expect } = options;
       if (expect !== undefined) {
         if (tool === undefined) throw new UsageError('--expect needs a tool: it names the one definition that was reviewed');
@@ -172,6 +186,7 @@ export function runCatalogApprove(server: string, tool: string | undefined, opti
         if (reviewed === undefined && !approvedBefore) throw new UsageError(`server "${server}" lists no tool "${tool}" and none is approved`);
         return { catalog: approveServerTool(catalog, server, tool, reviewed, now), result: comparison };
       });
+      wrote(written);
       if (tool === undefined) {
         const summary = `${list.length} tool${list.length === 1 ? '' : 's'} approved (${before.changed.length} changed, ${before.unapproved.length} new, ${before.removed.length} removed, ${before.unchanged} unchanged)`;
         if (options.json === true) printJson(io, { ...target(source, written), server, approved: list.length, changed: before.changed.length, new: before.unapproved.length, removed: before.removed.length, unchanged: before.unchanged });
@@ -199,11 +214,12 @@ export function runCatalogApprove(server: string, tool: string | undefined, opti
  */
 export function runCatalogImport(file: string, options: CatalogOptions, io: ControlIo): Promise<number> {
   return runCommand(io, 'catalog import', () =>
-    withContext(options, io, async ({ source }) => {
+    withContext(options, io, async ({ source, wrote }) => {
       const path = resolve(file);
       const imported = await readCatalog(path);
       if (imported === undefined) throw new UsageError(`${path} does not exist`);
       const { written } = await updateCatalog(source, () => ({ catalog: imported, result: undefined }), { replacesInvalid: true });
+      wrote(written);
       const tools = Object.values(imported.servers).reduce((count, server) => count + Object.keys(server.tools).length, 0);
       if (options.json === true) printJson(io, { ...target(source, written), imported: path, servers: Object.keys(imported.servers).length, tools, changed: written !== undefined });
       else io.stdout(`${written === undefined ? 'no change: the approvals in force are already' : 'imported'} ${path} (${tools} tool${tools === 1 ? '' : 's'}) into ${described(source, written)}`);

@@ -1,7 +1,9 @@
 import { resolveKeySecret } from '../authn/key-secret.js';
+import { announce } from '../cluster/announce.js';
+import type { Invalidation } from '../cluster/invalidation-bus.js';
 import { loadConfig } from '../config/load.js';
 import type { GatewayConfig } from '../config/schema.js';
-import { ControlPlane } from '../control/control-plane.js';
+import { ControlPlane, type ControlChange } from '../control/control-plane.js';
 import { createStore } from '../store/create-store.js';
 import { reportError } from './report-error.js';
 
@@ -44,17 +46,30 @@ export async function withControl<T>(
     }));
   }
   const store = await createStore(config.gateway.store);
+  const changes = new Set<ControlChange>();
   try {
     const control = new ControlPlane({
       store,
       config,
+      onChange: (change) => changes.add(change),
       ...(keySecret === undefined ? {} : { keySecret }),
       ...(io.now === undefined ? {} : { now: io.now }),
     });
-    return await use(control, config);
+    const result = await use(control, config);
+    await announceChanges(config, changes, io);
+    return result;
   } finally {
     await store.close();
   }
+}
+
+/**
+ * Tells running replicas about changes made here, over their invalidation bus (`gateway.cluster.redis`), so that a
+ * revocation or an edit applies at once rather than within their caches' TTLs (issue 27 §2).
+ */
+export async function announceChanges(config: GatewayConfig, changes: ReadonlySet<Invalidation>, io: ControlIo): Promise<void> {
+  const problem = await announce(config.gateway.cluster, changes);
+  if (problem !== undefined) io.stderr(`warning: running gateways were not told over Redis (${problem}); they apply the change within their cache TTLs (1 s)`);
 }
 
 /**

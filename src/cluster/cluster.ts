@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { ClusterConfig } from '../config/cluster-schema.js';
 import type { Logger } from '../observability/logger.js';
-import { InvalidationBus, type BusStatus, type Invalidation } from './invalidation-bus.js';
+import { InvalidationBus, invalidationChannel, type BusStatus, type Invalidation } from './invalidation-bus.js';
 import { RedisConnection, type RedisHealth } from './redis-connection.js';
 import { RedisSessionRelay } from './session-registry.js';
 
@@ -42,7 +42,7 @@ export class Cluster {
     this.#bus = new InvalidationBus({
       publisher: this.redis,
       subscriber: this.#subscriber,
-      channel: `${redis.keyPrefix}invalidate`,
+      channel: invalidationChannel(redis.keyPrefix),
       replicaId: this.replicaId,
       logger,
       apply: (change) => this.#apply(change),

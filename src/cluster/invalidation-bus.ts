@@ -11,6 +11,16 @@ export type Invalidation = ControlChange | 'catalog' | 'policies' | 'all';
 
 const CHANGES: ReadonlySet<string> = new Set<Invalidation>(['org', 'team', 'principal', 'key', 'permissions', 'toolset', 'secret', 'catalog', 'policies', 'all']);
 
+/** The bus's channel in a Redis shared under `keyPrefix`. */
+export function invalidationChannel(keyPrefix: string): string {
+  return `${keyPrefix}invalidate`;
+}
+
+/** One message on the bus: who made the change (a replica, or a CLI run) and what it was. */
+export function invalidationMessage(from: string, change: Invalidation): string {
+  return JSON.stringify({ from, change });
+}
+
 /** What `/readyz` and the admin status say about the bus. */
 export interface BusStatus {
   readonly up: boolean;
@@ -76,7 +86,7 @@ export class InvalidationBus {
   /** Tells the other replicas; this replica has already applied `change` itself. */
   publish(change: Invalidation): void {
     const { publisher, channel, replicaId, logger } = this.#options;
-    const message = JSON.stringify({ from: replicaId, change });
+    const message = invalidationMessage(replicaId, change);
     publisher.client.publish(channel, message).then(
       () => {
         this.#published += 1;

@@ -15,7 +15,7 @@ import { AccessStore, type IssuedKey } from '../fixtures/integration/access-stor
 import { RoundRobinProxy } from '../fixtures/integration/round-robin-proxy.js';
 import { PG_SERVER, ThrowawayDatabases } from '../fixtures/postgres.js';
 import { OwnedRedis } from '../fixtures/redis.js';
-import { cleanup, closeClient, connect, jsonOf, mcpHeaders, productionGateway, raw, rawSession, startGateway, stdioFixture, waitFor, type ConfigInput, type Gateway } from './harness.js';
+import { adminStatus, cleanup, closeClient, connect, jsonOf, mcpHeaders, productionGateway, raw, rawSession, runCli, startGateway, stdioFixture, waitFor, writeConfig, type ConfigInput, type Gateway } from './harness.js';
 
 const ADMIN_TOKEN = randomBytes(32).toString('hex');
 const SESSION_KEY = 'issue-27-cluster-session-key-0123456789abcdef';
@@ -174,6 +174,21 @@ describe('invalidation across replicas', () => {
     await waitFor(async () => (await echoOn(b, session, carol, 'after')).status === 401, 'carol refused on B', 2_000);
     const elapsed = performance.now() - revokedAt;
     assert.ok(elapsed < 900, `refused on B after ${elapsed.toFixed(0)} ms: the key cache, not the bus, dropped it`);
+  });
+
+  it('`mcpgate keys revoke` run beside the replicas tells them over the bus too', async () => {
+    const judy = await access.key({ org: 'acme', name: 'judy' });
+    const session = await rawSession(b.url, LEGACY, auth(judy));
+    assert.equal((await echoOn(b, session, judy, 'primed')).status, 200);
+    const received = async (): Promise<number> =>
+      (await adminStatus<{ cluster: { invalidation: { received: number } } }>(b.origin, ADMIN_TOKEN)).cluster.invalidation.received;
+    const before = await received();
+    const cliConfig = writeConfig(replicaConfig('cli'), 'cli');
+    const revoked = await runCli(['keys', 'revoke', judy.id, '-c', cliConfig]);
+    assert.doesNotMatch(revoked.stderr, /were not told/);
+    // The CLI starts slower than B's key cache lives, so a refusal alone would not tell the bus from the TTL.
+    await waitFor(async () => (await received()) > before, 'B received the CLI\'s invalidation', 2_000);
+    await waitFor(async () => (await echoOn(b, session, judy, 'after')).status === 401, 'judy refused on B', 2_000);
   });
 
   it('a permission edit on A applies on B well inside the 1 s decision memo', async () => {
