@@ -281,6 +281,10 @@ describe('Redis stopped and restarted', () => {
 
     await redis.start();
     for (const replica of [a, b]) await waitFor(async () => (await redisState(replica)) === 'up', 'readyz says redis is up again', 10_000);
+    // What was published while the bus was down is lost: each replica drops every cache once on reconnecting.
+    for (const replica of [a, b]) {
+      await waitFor(() => replica.logLines().some((line) => typeof line.msg === 'string' && line.msg.startsWith('invalidation bus is back')), 'caches dropped on reconnect');
+    }
     // The bus is back: a revocation is again refused on B before B's key cache could have expired.
     const frank = await access.key({ org: 'acme', name: 'frank' });
     const frankSession = await rawSession(b.url, LEGACY, auth(frank));
