@@ -18,13 +18,14 @@ import { runW7, W7_DEFAULTS } from '../workloads/w7.mjs';
 import { runW8, W8_DEFAULTS } from '../workloads/w8.mjs';
 import { runW9, W9_DEFAULTS } from '../workloads/w9.mjs';
 import { runW10, W10_DEFAULTS } from '../workloads/w10.mjs';
+import { runW11, W11_DEFAULTS } from '../workloads/w11.mjs';
 
-const WORKLOADS = { W1: runW1, W2: runW2, W3: runW3, W4: runW4, W5: runW5, W6: runW6, W7: runW7, W8: runW8, W9: runW9, W10: runW10 };
+const WORKLOADS = { W1: runW1, W2: runW2, W3: runW3, W4: runW4, W5: runW5, W6: runW6, W7: runW7, W8: runW8, W9: runW9, W10: runW10, W11: runW11 };
 
-/** Full run (W1–W10): about 19 minutes on an idle 2-core machine, 5 of them the W6 soak (`--soak-seconds`). */
+/** Full run (W1–W11): about 24 minutes on an idle 2-core machine, 5 of them the W6 soak (`--soak-seconds`). */
 const FULL = {
   name: 'full',
-  workloads: ['W1', 'W2', 'W3', 'W4', 'W5', 'W6', 'W7', 'W8', 'W9', 'W10'],
+  workloads: ['W1', 'W2', 'W3', 'W4', 'W5', 'W6', 'W7', 'W8', 'W9', 'W10', 'W11'],
   rounds: 3,
   pointSeconds: 2,
   warmupSeconds: 0.5,
@@ -52,6 +53,7 @@ const FULL = {
   w8: { ...W8_DEFAULTS },
   w9: { ...W9_DEFAULTS },
   w10: { ...W10_DEFAULTS },
+  w11: { ...W11_DEFAULTS },
 };
 
 /** Smoke: W1 for direct, bare and mcpgate at c=1 and c=32, two rounds, and W8 on a store a tenth the size; about 60 s. */
@@ -66,6 +68,8 @@ const SMOKE = {
   levels: { core: [1, 32], peer: [1, 32], spawn: [1] },
   w1: ['direct', 'bare', 'mcpgate'],
   w8: { ...W8_DEFAULTS, teams: 10, principals: 1000, keys: 1000, toolsets: 10, warmupOps: 500, ops: 3000, concurrentOps: 3000, maxPhaseSeconds: 1.5, touchSamples: 500, rounds: 1 },
+  // Not in the smoke list; `--smoke --only W11` runs it this small (about 30 s).
+  w11: { ...W11_DEFAULTS, keys: 1000, principals: 100, keysInUse: 1000, rounds: 1, seconds: 2, primeSeconds: 1, trials: 10, busDownTrials: 2 },
 };
 
 export function parseOptions(argv) {
@@ -88,6 +92,10 @@ export function parseOptions(argv) {
           '              [--soak-seconds 300] [--levels 1,32,256] [--set w2.upstreams=1,100 --set w4.seconds=1 …]\n' +
           'npm run bench:smoke     W1 for direct/bare/mcpgate at c=1 and 32, and W8 with 1,000 keys; about 60 s\n' +
           'npm run bench -- --only W8   authentication + authorization per call, 10,000 keys (--set w8.ops=5000 …)\n' +
+          'npm run bench -- --only W11  two replicas + Redis (rate limits on) against one replica, on PostgreSQL with 10,000\n' +
+          '              keys; Redis commands per call; revocation on one replica → refusal on the other, bus up and down;\n' +
+          '              about 4 min (--set w11.rounds=11 --set w11.seconds=6 --set w11.trials=100 --set w11.busDownTrials=10\n' +
+          '              --set w11.keysInUse=10000 --set w11.callsPerKey=20 --set w11.audit=on|off --set w11.concurrency=32)\n' +
           `W1 contenders: ${Object.keys(W1_CONTENDERS).join(', ')}\n`,
       );
       process.exit(0);
@@ -151,6 +159,9 @@ function estimateSeconds(profile) {
     W9: 10 + profile.w9.concurrency.length * profile.w9.rounds * profile.w9.modes.length * (profile.pointSeconds + profile.warmupSeconds) + profile.w9.concurrency.length * profile.w9.pairedRounds * (profile.w9.modes.length - 1) * (profile.pointSeconds + profile.warmupSeconds) + profile.w9.pathRuns * 6 + profile.w9.storeWriteSeconds + 2,
     W10: profile.w10.reps * 15,
     W8: 15 + profile.w8.keys / 250 + profile.w8.rounds * 8 * (profile.w8.maxPhaseSeconds * 1.5 + 1),
+    // Seeding PostgreSQL, three gateways, two cases per round, then the revocation trials (bus up: about 50 ms
+    // each; Redis stopped: about 1.1 s each, the key cache's TTL).
+    W11: 10 + profile.w11.keys / 400 + 3 * profile.w11.primeSeconds + profile.w11.rounds * 2 * (profile.w11.warmupSeconds + profile.w11.seconds + 0.5) + profile.w11.trials * 0.05 + profile.w11.busDownTrials * 1.2 + 3,
   };
   return Math.round(profile.workloads.reduce((sum, name) => sum + (parts[name] ?? 0), 0));
 }

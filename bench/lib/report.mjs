@@ -7,6 +7,7 @@ import { renderW7 } from '../workloads/w7.mjs';
 import { renderW8 } from '../workloads/w8.mjs';
 import { renderW9 } from '../workloads/w9.mjs';
 import { renderW10 } from '../workloads/w10.mjs';
+import { renderW11 } from '../workloads/w11.mjs';
 
 const table = (header, rows) => [`| ${header.join(' | ')} |`, `|${header.map(() => '---').join('|')}|`, ...rows.map((row) => `| ${row.join(' | ')} |`)].join('\n');
 const x = (value) => (Number.isFinite(value) ? `×${value.toFixed(2)}` : '–');
@@ -178,7 +179,7 @@ function w6(result) {
 
 export function renderMarkdown(results) {
   const parts = [header(results)];
-  const renderers = { W1: w1, W2: w2, W3: w3, W4: w4, W5: w5, W6: w6, W7: renderW7, W8: renderW8, W9: renderW9, W10: renderW10 };
+  const renderers = { W1: w1, W2: w2, W3: w3, W4: w4, W5: w5, W6: w6, W7: renderW7, W8: renderW8, W9: renderW9, W10: renderW10, W11: renderW11 };
   for (const [name, result] of Object.entries(results.workloads)) parts.push(renderers[name](result, results.options));
   parts.push(targets(results));
   return `${parts.join('\n\n')}\n`;

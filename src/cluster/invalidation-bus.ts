@@ -57,6 +57,8 @@ export class InvalidationBus {
   #received = 0;
   #publishFailures = 0;
   #subscribedOnce = false;
+  /** The last publish failed: the next failures are counted, not logged again, until one succeeds. */
+  #failing = false;
   #closed = false;
 
   constructor(options: InvalidationBusOptions) {
@@ -90,10 +92,13 @@ export class InvalidationBus {
     publisher.client.publish(channel, message).then(
       () => {
         this.#published += 1;
+        this.#failing = false;
       },
       (error: unknown) => {
         this.#publishFailures += 1;
-        logger.warn({ change, err: error instanceof Error ? error.message : String(error) }, 'invalidation not published: other replicas apply it within their cache TTLs');
+        if (this.#failing) return;
+        this.#failing = true;
+        logger.warn({ change, err: error instanceof Error ? error.message : String(error) }, 'invalidation not published: other replicas apply changes within their cache TTLs until Redis answers again');
       },
     );
   }
