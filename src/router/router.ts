@@ -174,6 +174,7 @@ export class Router {
       logger: options.logger,
     });
     this.approvals = new ApprovalChecks({ guard: options.catalog, upstreams: this.upstreams, logger: options.logger });
+    this.governedSteps = options.limiter?.active === true ? GOVERNED_STEPS : GOVERNED_STEPS.filter((step) => step !== 'limit');
   }
 
   /**
@@ -219,6 +220,12 @@ export class Router {
   }
 
   private readonly resumed = new WeakSet<DownstreamSession>();
+
+  /**
+   * The steps a request may run: without rate limits the `limit` step is not run at all, so a gateway without them
+   * neither pays for it nor shows it to the pipeline's subscribers.
+   */
+  private readonly governedSteps: readonly StepName[];
 
   private sessionOpened(session: DownstreamSession): void {
     session.onClose(() => {
@@ -508,7 +515,7 @@ export class Router {
     }
     const state = new CallState(entry, context.request.params ?? {});
     try {
-      for (const step of GOVERNED_STEPS) {
+      for (const step of this.governedSteps) {
         if (!entry.steps.has(step)) continue;
         const done = traced(step, context, this.stepRunner, state);
         if (done !== undefined) await done;
