@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 /** Written by tsc at the end of every build of tsconfig.build.json, so its age is the build's. */
 const stamp = join(root, 'dist/.tsbuildinfo-build');
-const inputs = ['src', 'test/fixtures', 'tsconfig.json', 'tsconfig.build.json', 'package-lock.json'];
+const inputs = ['src', 'ui', 'test/fixtures', 'tsconfig.json', 'tsconfig.build.json', 'package-lock.json'];
 
 function newestMtime(path) {
   const stat = statSync(path, { throwIfNoEntry: false });
@@ -30,9 +30,10 @@ process.stderr.write(first ? 'building mcpgate (first run takes ~15 s)…\n' : '
 const started = Date.now();
 const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
 const result = spawnSync(process.execPath, [tsc, '-p', join(root, 'tsconfig.build.json')], { cwd: root, stdio: 'inherit' });
-if (result.status !== 0) {
+const ui = result.status === 0 ? spawnSync(process.execPath, [join(root, 'scripts/build-ui.mjs')], { cwd: root, stdio: 'inherit' }) : result;
+if (result.status !== 0 || ui.status !== 0) {
   process.stderr.write('the build failed: see the compiler errors above\n');
-  process.exit(result.status ?? 1);
+  process.exit((result.status !== 0 ? result.status : ui.status) ?? 1);
 }
 // An incremental build that found nothing to emit may leave the stamp as it was: this build is its age now.
 const now = new Date();

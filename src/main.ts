@@ -1,5 +1,7 @@
 import type { Dispatcher } from 'undici';
 import { AdminApi } from './admin/admin-api.js';
+import { AdminUi } from './admin/admin-ui.js';
+import { UiSessions } from './admin/ui-sessions.js';
 import type { CatalogGuard } from './approvals/catalog-guard.js';
 import { Authenticator } from './authn/authenticator.js';
 import { JwtVerifier } from './authn/jwt-verifier.js';
@@ -79,6 +81,8 @@ export interface GatewayAccess {
   readonly resourceMetadata: ProtectedResourceMetadata | undefined;
   /** The `/admin/v1` API; undefined with auth off (there are no keys or principals to manage). */
   readonly admin: AdminApi | undefined;
+  /** The admin web UI's sessions, whose cookie the admin API accepts (issue 28); with the admin API only. */
+  readonly uiSessions: UiSessions | undefined;
   /** The per-user secret vault (issue 6 §2), when `gateway.vault` is set; it lives in the store. */
   readonly vault: Vault | undefined;
   close(): Promise<void>;
@@ -151,6 +155,7 @@ export async function buildAccess(
       store: undefined,
       resourceMetadata: undefined,
       admin: undefined,
+      uiSessions: undefined,
       vault: undefined,
       close: () => Promise.resolve(),
     };
@@ -181,7 +186,9 @@ export async function buildAccess(
     });
     const memo = new DecisionMemo({ source: engine });
     const vault = gateway.vault === undefined ? undefined : new Vault({ store, masterKey: await resolveMasterKey(gateway.vault) });
+    const uiSessions = new UiSessions();
     const admin = new AdminApi({
+      uiSessions,
       store,
       keySecret: secret,
       adminToken: gateway.admin.token,
@@ -207,6 +214,7 @@ export async function buildAccess(
     return {
       authenticator,
       admin,
+      uiSessions,
       vault,
       access: enforcedAccess(memo),
       trustedProxies: engine.trustedProxies,
@@ -405,6 +413,10 @@ export async function startHttpGateway(config: GatewayConfig, logger: Logger): P
     auth: new HttpAuth({ authenticator: access.authenticator, trustedProxies: access.trustedProxies, logger, onRefused: (refusal) => governance.authFailure(refusal) }),
     resourceMetadata: access.resourceMetadata,
     admin: access.admin,
+    adminUi:
+      access.admin?.enabled === true && access.uiSessions !== undefined
+        ? new AdminUi({ sessions: access.uiSessions, isAdminToken: (token) => access.admin?.isAdminToken(token) === true, secureCookie: !isLoopbackHost(config.gateway.listen.host), logger })
+        : undefined,
     passthrough: passthrough.active ? passthrough : undefined,
     selfService,
     readiness: () => core.registry.snapshot() as Record<string, unknown>,

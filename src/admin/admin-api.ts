@@ -13,6 +13,8 @@ import { readBody } from '../util/read-body.js';
 import type { Vault } from '../vault/vault.js';
 import { buildRoutes, type AdminMount, type Handler, type HttpMethod, type Route, type RouteExtras } from './routes.js';
 import { queryObject } from './schemas.js';
+import { uiCookieOf } from './ui-cookie.js';
+import type { UiSessions } from './ui-sessions.js';
 
 /** Sent with every 401: a realm of its own, so a client never offers its gateway key here by habit. */
 export const ADMIN_WWW_AUTHENTICATE = 'Bearer realm="mcpgate-admin"';
@@ -45,6 +47,8 @@ export interface AdminApiOptions {
   readonly approveTool?: RouteExtras['approveTool'];
   /** See `RouteExtras.receiptSettled`. */
   readonly receiptSettled?: RouteExtras['receiptSettled'];
+  /** The admin UI's sessions (issue 28): their cookie is accepted beside the token, with a CSRF token on changes. */
+  readonly uiSessions?: UiSessions;
 }
 
 const METHODS: readonly HttpMethod[] = ['GET', 'POST', 'PUT', 'DELETE'];
@@ -59,8 +63,10 @@ export class AdminApi {
   readonly #routes: readonly Route[];
   readonly #logger: Logger;
   readonly #maxBodyBytes: number;
+  readonly #uiSessions: UiSessions | undefined;
 
   constructor(options: AdminApiOptions) {
+    this.#uiSessions = options.uiSessions;
     const token = options.adminToken === '' ? undefined : options.adminToken;
     // The schema already refuses these; a caller building the API without it must not get a guessable token.
     if (token !== undefined && (Buffer.byteLength(token, 'utf8') < MIN_ADMIN_TOKEN_BYTES || token.startsWith(API_KEY_PREFIX))) {
@@ -85,6 +91,11 @@ export class AdminApi {
       ...(options.approveTool === undefined ? {} : { approveTool: options.approveTool }),
       ...(options.receiptSettled === undefined ? {} : { receiptSettled: options.receiptSettled }),
     });
+  }
+
+  /** Whether `token` is the admin token; constant time. The admin UI's sign-in asks. */
+  isAdminToken(token: string): boolean {
+    return this.#tokenDigest !== undefined && timingSafeEqual(digest(token), this.#tokenDigest);
   }
 
   /** False when no admin token is configured; the API then answers 404 to everything. */
@@ -121,6 +132,19 @@ export class AdminApi {
     const authorization = request.headers.authorization;
     const bearer = authorization === undefined ? undefined : /^Bearer +(\S+) *$/i.exec(authorization)?.[1];
     if (bearer !== undefined && this.#tokenDigest !== undefined && timingSafeEqual(digest(bearer), this.#tokenDigest)) return;
+    // The admin UI's session (issue 28 §2). A change needs the session's CSRF token too: the cookie alone is what a
+    // cross-site request would carry. SameSite=Strict keeps it off those already; the token does not rely on that.
+    const cookie = bearer === undefined ? uiCookieOf(request) : undefined;
+    if (cookie !== undefined && this.#uiSessions !== undefined) {
+      const method = request.method ?? 'GET';
+      if (method === 'GET' || method === 'HEAD') {
+        if (this.#uiSessions.valid(cookie)) return;
+      } else {
+        const csrf = request.headers['x-csrf-token'];
+        if (this.#uiSessions.validWithCsrf(cookie, Array.isArray(csrf) ? csrf[0] : csrf)) return;
+        if (this.#uiSessions.valid(cookie)) throw new GatewayError('MCPGATE_ERR_ADMIN_FORBIDDEN', 'a change through the admin UI needs its X-Csrf-Token header');
+      }
+    }
     if (bearer?.startsWith(API_KEY_PREFIX) === true || request.headers['x-mcpgate-key'] !== undefined) {
       throw new GatewayError(
         'MCPGATE_ERR_ADMIN_FORBIDDEN',

@@ -1,3 +1,4 @@
+import type { AdminUi } from '../admin/admin-ui.js';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -49,6 +50,8 @@ export interface HttpServerOptions {
    * is read-only, full or gone), or undefined: `/readyz` then answers 503 `unavailable` with the reason.
    */
   unavailable?: () => string | undefined;
+  /** The admin web UI at `/admin/ui/` (issue 28); undefined (404) without an admin token. */
+  adminUi?: AdminUi | undefined;
   /** The replica set's Redis and invalidation bus (issue 27), undefined without `gateway.cluster.redis`. */
   cluster?: { readiness(): Record<string, unknown> | undefined; status(): unknown };
   /** `GET /metrics` on this listener (issue 26): set when metrics are on and have no listener of their own. */
@@ -246,6 +249,12 @@ export class GatewayHttpServer {
       sendJson(response, 200, this.options.resourceMetadata);
       return;
     }
+    if (isUnder(path, UI_PREFIX) && this.options.adminUi !== undefined) {
+      // The same Host and Origin guard as the API: the UI is a browser's, so DNS rebinding is exactly its risk.
+      this.checkHostAndOrigin(request);
+      await this.options.adminUi.handle(request, response, path.slice(UI_PREFIX.length));
+      return;
+    }
     if (isUnder(path, ADMIN_PREFIX) && this.options.admin !== undefined) {
       // The Host/Origin guard applies: a browser page must not reach the admin API through DNS rebinding.
       this.checkHostAndOrigin(request);
@@ -317,6 +326,7 @@ function clientAborted(request: IncomingMessage, error: unknown): boolean {
 const DRAIN_SWEEP_MS = 20;
 
 const ADMIN_PREFIX = '/admin/v1';
+const UI_PREFIX = '/admin/ui';
 
 /** `path` is `prefix` itself or below it (not merely starting with the same characters). */
 function isUnder(path: string, prefix: string): boolean {

@@ -1,0 +1,48 @@
+import { ApiError, resume, signOut } from './api.js';
+import { el, show } from './dom.js';
+import { showKeys } from './keys.js';
+import { showOverview } from './overview.js';
+import { showSignIn } from './sign-in.js';
+
+/** The admin UI (issue 28): one page, sections by `#/name`, every figure from the admin API. */
+const PAGES: Readonly<Record<string, () => Promise<void>>> = {
+  '#/overview': showOverview,
+  '#/keys': () => showKeys(),
+};
+
+function nav(): HTMLElement | null {
+  return document.getElementById('nav');
+}
+
+async function route(): Promise<void> {
+  const page = PAGES[location.hash] ?? showOverview;
+  try {
+    await page();
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 401) {
+      signedOut();
+      return;
+    }
+    show(el('h1', {}, 'Something went wrong'), el('p', { class: 'error', role: 'alert' }, String(error)));
+  }
+}
+
+function signedOut(): void {
+  const links = nav();
+  if (links !== null) links.hidden = true;
+  showSignIn(signedIn);
+}
+
+function signedIn(): void {
+  const links = nav();
+  if (links !== null) links.hidden = false;
+  void route();
+}
+
+document.addEventListener('DOMContentLoaded', () => {
+  document.getElementById('sign-out')?.addEventListener('click', () => {
+    void signOut().finally(signedOut);
+  });
+  window.addEventListener('hashchange', () => void route());
+  void resume().then((ok) => (ok ? signedIn() : signedOut()));
+});

@@ -1,0 +1,54 @@
+import { admin } from './api.js';
+import { el, show, table, type Child } from './dom.js';
+
+interface ServerStatus {
+  readonly state?: string;
+  readonly identity?: string;
+  readonly connections?: number;
+  readonly lastError?: string;
+  readonly bulkhead?: { readonly active?: number; readonly queued?: number; readonly maxConcurrent?: number; readonly rejected?: number };
+  readonly breaker?: { readonly state?: string; readonly opens?: number };
+}
+
+interface Status {
+  readonly status: string;
+  readonly sessions: number;
+  readonly servers: Readonly<Record<string, ServerStatus>>;
+  readonly governance?: { readonly audit?: { readonly enabled?: boolean; readonly chainId?: string; readonly lastSeq?: number; readonly pending?: number; readonly failure?: string } };
+  readonly cluster?: { readonly replicaId?: string; readonly redis?: { readonly up?: boolean }; readonly invalidation?: { readonly bound?: string } };
+}
+
+function bulkhead(server: ServerStatus): Child {
+  const b = server.bulkhead;
+  return b === undefined ? '' : `${b.active ?? 0} active / ${b.maxConcurrent ?? '?'}, ${b.queued ?? 0} queued, ${b.rejected ?? 0} rejected`;
+}
+
+/** `GET /admin/v1/status`: the gateway, each upstream with its execution identity, breaker and bulkhead, and the audit log. */
+export async function showOverview(): Promise<void> {
+  const status = await admin<Status>('GET', '/status');
+  const audit = status.governance?.audit;
+  const rows = Object.entries(status.servers).map(([name, server]): Child[] => [
+    name,
+    server.state ?? '',
+    server.identity ?? '',
+    server.breaker?.state ?? '',
+    bulkhead(server),
+    server.lastError ?? '',
+  ]);
+  show(
+    el('h1', {}, 'Overview'),
+    el(
+      'dl',
+      {},
+      el('dt', {}, 'Status'),
+      el('dd', {}, status.status),
+      el('dt', {}, 'Sessions'),
+      el('dd', {}, status.sessions),
+      el('dt', {}, 'Audit log'),
+      el('dd', {}, audit === undefined ? 'off' : audit.failure !== undefined ? `stopped: ${audit.failure}` : `chain ${audit.chainId ?? '?'}, last record ${audit.lastSeq ?? 0}, ${audit.pending ?? 0} pending`),
+      status.cluster === undefined ? null : el('dt', {}, 'Cluster'),
+      status.cluster === undefined ? null : el('dd', {}, `replica ${status.cluster.replicaId ?? '?'}, Redis ${status.cluster.redis?.up === true ? 'up' : 'down'}, caches bounded by the ${status.cluster.invalidation?.bound ?? '?'}`),
+    ),
+    table('Upstream servers', ['Server', 'State', 'Execution identity', 'Breaker', 'Bulkhead', 'Last error'], rows),
+  );
+}
