@@ -20,8 +20,8 @@ export async function showKeys(notice?: Child): Promise<void> {
     revoke.addEventListener('click', () => {
       if (!window.confirm(`Revoke ${key.prefix}? Its next request is refused.`)) return;
       admin('POST', `/keys/${encodeURIComponent(key.id)}/revoke`, {}).then(
-        () => showKeys(`Revoked ${key.prefix}.`),
-        (error: unknown) => showKeys(el('span', { class: 'error' }, `Not revoked: ${String(error)}`)),
+        () => showKeys(el('p', {}, `Revoked ${key.prefix}.`)),
+        (error: unknown) => showKeys(el('p', { class: 'error' }, `Not revoked: ${String(error)}`)),
       );
     });
     return [key.prefix, key.label, `${key.principalKind} ${key.principalId}`, key.status, key.createdAt, key.expiresAt ?? '', key.status === 'active' ? revoke : ''];
@@ -56,7 +56,7 @@ export async function showKeys(notice?: Child): Promise<void> {
         showKeys(
           el(
             'div',
-            { role: 'status' },
+            {},
             el('p', {}, `Key ${created.record.prefix} created. Copy it now: it is shown this once and never again.`),
             el('p', { class: 'secret', id: 'new-key' }, created.key),
           ),
@@ -67,5 +67,6 @@ export async function showKeys(notice?: Child): Promise<void> {
       },
     );
   });
-  show(el('h1', {}, 'Keys'), notice ?? null, table('Gateway API keys', ['Prefix', 'Label', 'Principal', 'Status', 'Created', 'Expires', 'Actions'], rows), form);
+  // What the last action did, announced to screen readers as it appears.
+  show(el('h1', {}, 'Keys'), notice === undefined ? null : el('div', { role: 'status' }, notice), table('Gateway API keys', ['Prefix', 'Label', 'Principal', 'Status', 'Created', 'Expires', 'Actions'], rows), form);
 }

@@ -1,0 +1,111 @@
+/**
+ * Issue 28: the admin UI in a real browser (Debian's Chromium, headless, driven by playwright-core) against a real
+ * gateway on a real SQLite store with a real stdio upstream. Signing in by keyboard, the Overview's upstreams, a
+ * key created (shown once) that then calls a tool, a label holding markup shown as text, revocation refusing the
+ * key's next call, and signing out. The page must never trip its own Content-Security-Policy. Skipped, saying why,
+ * where no Chromium is installed (`.ci/run` installs Debian's).
+ */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { after, before, describe, it } from 'node:test';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { AccessStore } from '../fixtures/integration/access-store.js';
+import { cleanup, mcpHeaders, productionGateway, raw, rawSession, startGateway, stdioFixture, tempPath, type Gateway } from '../integration/harness.js';
+
+const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+const skip = existsSync(CHROMIUM) ? false : `no Chromium at ${CHROMIUM}: apt-get install chromium, or set CHROMIUM=/path/to/chromium`;
+const ADMIN_TOKEN = randomBytes(32).toString('hex');
+const XSS = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>';
+
+let access: AccessStore;
+let gateway: Gateway;
+let browser: Browser;
+let page: Page;
+let principalId: string;
+const violations: string[] = [];
+
+before(async () => {
+  if (skip !== false) return;
+  const store = tempPath('ui-browser.db');
+  access = await AccessStore.open(store);
+  await access.permit('org', await access.org('acme'), { kind: 'allow' });
+  principalId = (await access.key({ org: 'acme', name: 'alice' })).principalId;
+  gateway = await startGateway({
+    gateway: { ...productionGateway(store, ADMIN_TOKEN), receipts: { enabled: false } },
+    servers: { fx: stdioFixture('fx', { extra: { allowUnmeasured: true } }) },
+  });
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
+  page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+  page.on('console', (message) => {
+    if (/Content Security Policy/i.test(message.text())) violations.push(message.text());
+  });
+  page.on('dialog', (dialog) => void dialog.accept());
+});
+
+after(async () => {
+  await browser?.close();
+  await cleanup();
+  await access?.close();
+});
+
+async function callWith(key: string): Promise<number> {
+  const session = await rawSession(gateway.url, '2025-11-25', { authorization: `Bearer ${key}` }).catch(() => undefined);
+  if (session === undefined) return 401;
+  const response = await raw(gateway.url, {
+    headers: { ...mcpHeaders(session, '2025-11-25'), authorization: `Bearer ${key}` },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'fx__echo', arguments: {} } }),
+  });
+  return response.status;
+}
+
+describe('the admin UI in Chromium (issue 28)', { skip }, () => {
+  it('shows only the sign-in without a session, and signs in by keyboard alone', async () => {
+    await page.goto(`${gateway.origin}/admin/ui/#/keys`);
+    await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+    assert.equal(await page.locator('#nav').isHidden(), true);
+    assert.equal(await page.locator('table').count(), 0, 'no data without the cookie');
+    // The token field has focus on arrival: type, then Enter submits.
+    await page.keyboard.type(ADMIN_TOKEN);
+    await page.keyboard.press('Enter');
+    await page.getByRole('heading', { name: 'Keys' }).waitFor();
+    assert.equal(await page.locator('#nav').isVisible(), true);
+  });
+
+  it('the Overview lists the upstream with its state', async () => {
+    await page.goto(`${gateway.origin}/admin/ui/#/overview`);
+    await page.getByRole('heading', { name: 'Overview' }).waitFor();
+    const row = page.locator('table tbody tr', { hasText: 'fx' });
+    assert.equal(await row.count(), 1);
+  });
+
+  it('creates a key shown once, whose label holding markup shows as text, and which calls a tool', async () => {
+    await page.goto(`${gateway.origin}/admin/ui/#/keys`);
+    await page.getByLabel('Principal id (user or agent)').fill(principalId);
+    await page.getByLabel('Label').fill(XSS);
+    await page.getByRole('button', { name: 'Create key' }).click();
+    const shown = (await page.locator('#new-key').textContent()) ?? '';
+    assert.match(shown, /^mcpg_/);
+    const cell = page.locator('table td', { hasText: '<img src=x' });
+    assert.equal(await cell.count(), 1, 'the label is in the table as its characters');
+    assert.equal(await page.locator('main img, main script').count(), 0, 'and never as elements');
+    assert.equal(await page.evaluate('window.__xss'), undefined, 'no planted script ran');
+    assert.equal(await callWith(shown), 200);
+    // Shown once: a reload of the section does not show it again.
+    await page.reload();
+    await page.getByRole('heading', { name: 'Keys' }).waitFor();
+    assert.equal(await page.locator('#new-key').count(), 0);
+    const row = page.locator('table tbody tr', { hasText: shown.slice(0, 13) });
+    await row.getByRole('button', { name: /^Revoke key/ }).click();
+    await page.getByText(/^Revoked /).waitFor();
+    assert.equal(await callWith(shown), 401, 'the revoked key is refused');
+  });
+
+  it('signing out ends the session: a reload shows the sign-in again', async () => {
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+    await page.reload();
+    await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+    assert.deepEqual(violations, [], 'the UI never trips its own Content-Security-Policy');
+  });
+});
