@@ -101,6 +101,20 @@ describe('the admin UI in Chromium (issue 28)', { skip }, () => {
     assert.equal(await callWith(shown), 401, 'the revoked key is refused');
   });
 
+  it('the audit log shows the call, filters by decision, and exports the page as JSONL', async () => {
+    await page.goto(`${gateway.origin}/admin/ui/#/audit`);
+    await page.getByRole('heading', { name: 'Audit log' }).waitFor();
+    const calls = page.locator('table tbody tr', { hasText: 'fx__echo' });
+    assert.ok((await calls.count()) >= 1, 'the tool call made with the new key is recorded');
+    await page.getByLabel('Decision').selectOption('deny');
+    await page.getByRole('button', { name: 'Show' }).click();
+    // The table is redrawn from the filtered page: every row left is a denial (the list had allowed calls before).
+    await page.waitForFunction("[...document.querySelectorAll('table tbody tr td:nth-child(4)')].every((cell) => cell.textContent === 'deny')");
+    assert.equal(await page.locator('table tbody tr', { hasText: 'fx__echo' }).filter({ hasText: 'allow' }).count(), 0);
+    const download = page.getByRole('link', { name: 'Export this page as JSONL' });
+    assert.equal(await download.getAttribute('download'), 'mcpgate-audit.jsonl');
+  });
+
   it('signing out ends the session: a reload shows the sign-in again', async () => {
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByRole('heading', { name: 'Sign in' }).waitFor();

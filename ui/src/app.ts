@@ -1,4 +1,5 @@
 import { ApiError, resume, signOut } from './api.js';
+import { showAudit } from './audit.js';
 import { el, show } from './dom.js';
 import { showKeys } from './keys.js';
 import { showOverview } from './overview.js';
@@ -8,6 +9,7 @@ import { showSignIn } from './sign-in.js';
 const PAGES: Readonly<Record<string, () => Promise<void>>> = {
   '#/overview': showOverview,
   '#/keys': () => showKeys(),
+  '#/audit': () => showAudit(),
 };
 
 function nav(): HTMLElement | null {

@@ -1,0 +1,98 @@
+import { admin } from './api.js';
+import { el, show, table, type Child } from './dom.js';
+
+interface AuditRecord {
+  readonly chainId: string;
+  readonly seq: number;
+  readonly time: string;
+  readonly kind: string;
+  readonly decision: string;
+  readonly reason?: string;
+  readonly keyId?: string;
+  readonly server?: string;
+  readonly tool?: string;
+  readonly exposed?: string;
+  readonly latencyMs?: number;
+}
+
+interface Page {
+  readonly records: AuditRecord[];
+  readonly nextCursor: string | null;
+}
+
+/** The filters `GET /admin/v1/audit` takes that this form offers, by the form field's name. */
+const FILTERS = ['since', 'until', 'keyId', 'server', 'tool', 'decision', 'kind'] as const;
+const DECISIONS = ['', 'allow', 'deny', 'advisory-deny', 'error', 'cancelled', 'timeout', 'drift', 'refused'];
+const PAGE_SIZE = '50';
+
+function query(values: Readonly<Record<string, string>>, cursor: string | undefined): string {
+  const params = new URLSearchParams();
+  for (const name of FILTERS) {
+    const value = values[name]?.trim() ?? '';
+    if (value !== '') params.set(name, value);
+  }
+  params.set('limit', PAGE_SIZE);
+  if (cursor !== undefined) params.set('cursor', cursor);
+  return params.toString();
+}
+
+function field(name: string, label: string, value: string, hint: string): Child[] {
+  return [el('label', { for: `audit-${name}` }, label), el('input', { id: `audit-${name}`, name, value, 'aria-describedby': `audit-${name}-hint` }), el('small', { id: `audit-${name}-hint` }, hint)];
+}
+
+/**
+ * The audit log (`GET /admin/v1/audit`): filtered by time, key, server, tool, decision and kind, a page at a time
+ * (the API's cursor), and the page shown exported as JSON Lines, as `mcpgate audit export` writes records.
+ */
+export async function showAudit(values: Readonly<Record<string, string>> = { since: '24h' }, cursor?: string): Promise<void> {
+  const page = await admin<Page>('GET', `/audit?${query(values, cursor)}`);
+  const decision = el('select', { id: 'audit-decision', name: 'decision' }, ...DECISIONS.map((name) => el('option', name === (values.decision ?? '') ? { value: name, selected: '' } : { value: name }, name === '' ? 'any' : name)));
+  const form = el(
+    'form',
+    { 'aria-labelledby': 'audit-filter-title' },
+    el('h2', { id: 'audit-filter-title' }, 'Filter'),
+    ...field('since', 'Since', values.since ?? '', 'a date, a date-time with offset, or a duration back: 15m, 24h, 7d'),
+    ...field('until', 'Until', values.until ?? '', 'same forms; exclusive'),
+    ...field('keyId', 'Key id', values.keyId ?? '', 'exact'),
+    ...field('server', 'Server', values.server ?? '', 'exact'),
+    ...field('tool', 'Tool', values.tool ?? '', "the upstream's own name, exact"),
+    el('label', { for: 'audit-decision' }, 'Decision'),
+    decision,
+    ...field('kind', 'Kind', values.kind ?? '', 'call, list, auth-failure, drift, pin-mismatch, policy, catalog'),
+    el('button', { type: 'submit' }, 'Show'),
+  );
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    const data = new FormData(form);
+    const next: Record<string, string> = {};
+    for (const name of FILTERS) next[name] = String(data.get(name) ?? '');
+    void showAudit(next).catch((error: unknown) => show(el('p', { class: 'error', role: 'alert' }, String(error))));
+  });
+
+  const rows = page.records.map((record): Child[] => [
+    record.time,
+    `${record.chainId} #${record.seq}`,
+    record.kind,
+    record.decision,
+    record.keyId ?? '',
+    record.server ?? '',
+    record.exposed ?? record.tool ?? '',
+    record.latencyMs === undefined ? '' : `${record.latencyMs} ms`,
+    record.reason ?? '',
+  ]);
+  const next = el('button', { type: 'button' }, 'Next page');
+  const nextCursor = page.nextCursor;
+  next.addEventListener('click', () => {
+    if (nextCursor !== null) void showAudit(values, nextCursor);
+  });
+  const exported = new Blob([page.records.map((record) => JSON.stringify(record)).join('\n') + (page.records.length > 0 ? '\n' : '')], { type: 'application/x-ndjson' });
+  const download = el('a', { href: URL.createObjectURL(exported), download: 'mcpgate-audit.jsonl' }, 'Export this page as JSONL');
+  show(
+    el('h1', {}, 'Audit log'),
+    form,
+    table(`Audit records (${page.records.length}${nextCursor === null ? '' : ', more on the next page'})`, ['Time', 'Chain', 'Kind', 'Decision', 'Key', 'Server', 'Tool', 'Latency', 'Reason'], rows),
+    nextCursor === null ? null : next,
+    ' ',
+    download,
+  );
+}
