@@ -1,5 +1,6 @@
 import { ApiError, resume, signOut } from './api.js';
 import { showAudit } from './audit.js';
+import { showDrift } from './drift.js';
 import { el, show } from './dom.js';
 import { showKeys } from './keys.js';
 import { showOverview } from './overview.js';
@@ -10,6 +11,7 @@ const PAGES: Readonly<Record<string, () => Promise<void>>> = {
   '#/overview': showOverview,
   '#/keys': () => showKeys(),
   '#/audit': () => showAudit(),
+  '#/approvals': () => showDrift(),
 };
 
 function nav(): HTMLElement | null {

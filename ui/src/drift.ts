@@ -1,0 +1,78 @@
+import { admin, ApiError } from './api.js';
+import { el, show, table, type Child } from './dom.js';
+
+interface Change {
+  readonly path: string;
+  readonly kind: string;
+  readonly before?: unknown;
+  readonly after?: unknown;
+}
+
+interface Drift {
+  readonly server: string;
+  readonly tool: string;
+  readonly approvedHash?: string;
+  readonly liveHash: string;
+  readonly kind: string;
+  readonly detectedAt: string;
+  readonly quarantined: boolean;
+  readonly diff: { readonly description?: { readonly before: string; readonly after: string }; readonly changes: readonly Change[]; readonly truncated: boolean };
+}
+
+interface DriftList {
+  readonly mode: string;
+  readonly snapshotHash?: string;
+  readonly drifts: readonly Drift[];
+}
+
+function json(value: unknown): string {
+  return value === undefined ? '' : JSON.stringify(value, null, 2);
+}
+
+/** One drifting tool: approved and live side by side, and the approval bound to the live hash shown. */
+function driftSection(drift: Drift, index: number): HTMLElement {
+  const title = `${drift.server} / ${drift.tool}`;
+  const message = el('p', { role: 'status' });
+  const approve = el('button', { type: 'button' }, `Approve this exact definition (${drift.liveHash.slice(0, 12)}…)`);
+  approve.addEventListener('click', () => {
+    admin('POST', '/catalog/approvals', { server: drift.server, tool: drift.tool, hash: drift.liveHash }).then(
+      () => showDrift(`Approved ${title} at ${drift.liveHash.slice(0, 12)}….`),
+      (error: unknown) => {
+        // 409: the upstream changed again since this page was drawn, and what was reviewed is not what is live.
+        message.textContent = error instanceof ApiError && error.status === 409 ? 'Not approved: the live definition changed since this page was loaded. Reload and review again.' : `Not approved: ${String(error)}`;
+        message.className = 'error';
+      },
+    );
+  });
+  const description = drift.diff.description;
+  return el(
+    'section',
+    { 'aria-labelledby': `drift-${index}` },
+    el('h2', { id: `drift-${index}` }, title),
+    el('p', {}, `${drift.kind === 'unapproved' ? 'Never approved' : 'Changed since approved'}; ${drift.quarantined ? 'quarantined (hidden and refused)' : 'observed only'}; seen ${drift.detectedAt}. Approved ${drift.approvedHash ?? 'none'}, live ${drift.liveHash}.`),
+    description === undefined
+      ? null
+      : el('div', { class: 'side-by-side' }, el('figure', {}, el('figcaption', {}, 'Approved description'), el('pre', {}, description.before)), el('figure', {}, el('figcaption', {}, 'Live description'), el('pre', {}, description.after))),
+    drift.diff.changes.length === 0
+      ? null
+      : table(
+          'Other differences',
+          ['Where', 'Change', 'Approved', 'Live'],
+          drift.diff.changes.map((change): Child[] => [change.path, change.kind, el('pre', {}, json(change.before)), el('pre', {}, json(change.after))]),
+        ),
+    drift.diff.truncated ? el('p', {}, 'The difference is longer than shown.') : null,
+    approve,
+    message,
+  );
+}
+
+/** Servers and tools: this replica's drifting tools (`GET /admin/v1/catalog/drift`) and their approval. */
+export async function showDrift(notice?: string): Promise<void> {
+  const list = await admin<DriftList>('GET', '/catalog/drift');
+  show(
+    el('h1', {}, 'Tool approvals'),
+    notice === undefined ? null : el('div', { role: 'status' }, el('p', {}, notice)),
+    el('p', {}, `Catalog mode ${list.mode}${list.snapshotHash === undefined ? '' : `, approvals in force ${list.snapshotHash}`}. ${list.drifts.length === 0 ? 'No tool differs from its approval.' : `${list.drifts.length} tool(s) differ from their approval.`}`),
+    ...list.drifts.map(driftSection),
+  );
+}
