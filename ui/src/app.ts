@@ -1,6 +1,7 @@
 import { ApiError, resume, signOut } from './api.js';
 import { showAudit } from './audit.js';
 import { showDrift } from './drift.js';
+import { showExplain } from './explain.js';
 import { el, show } from './dom.js';
 import { showKeys } from './keys.js';
 import { showOverview } from './overview.js';
@@ -12,6 +13,7 @@ const PAGES: Readonly<Record<string, () => Promise<void>>> = {
   '#/keys': () => showKeys(),
   '#/audit': () => showAudit(),
   '#/approvals': () => showDrift(),
+  '#/explain': () => showExplain(),
 };
 
 function nav(): HTMLElement | null {
