@@ -1,3 +1,5 @@
+import { verifyAudit } from '../audit/verify.js';
+import { existingReceiptKey } from '../receipts/signing-key.js';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { CatalogGuard } from '../approvals/catalog-guard.js';
@@ -85,7 +87,11 @@ export class AdminApi {
       ...(options.now === undefined ? {} : { now: options.now }),
       ...(options.vault === undefined ? {} : { vault: options.vault }),
     });
+    const { receipts, store: storeUrl } = options.config.gateway;
+    const keyOptions = { ...(receipts.signingKey === undefined ? {} : { signingKey: receipts.signingKey }), ...(storeUrl === undefined ? {} : { store: storeUrl }) };
     this.#routes = buildRoutes(control, {
+      // Checkpoints and anchors are checked against the gateway's own signing key, as `audit verify` does.
+      verifyAudit: (chainId) => verifyAudit(options.store, { ...(chainId === undefined ? {} : { chainId }), verifier: () => existingReceiptKey(keyOptions) }),
       ...(options.catalog === undefined ? {} : { catalog: options.catalog }),
       ...(options.flushAudit === undefined ? {} : { flushAudit: options.flushAudit }),
       ...(options.approveTool === undefined ? {} : { approveTool: options.approveTool }),

@@ -1,3 +1,4 @@
+import type { AuditVerification } from '../audit/verify.js';
 import type { CatalogGuard } from '../approvals/catalog-guard.js';
 import type { ToolApproval } from '../approvals/compare.js';
 import { readAuditPage } from '../audit/query.js';
@@ -25,6 +26,7 @@ import {
   putSecretBody,
   putToolsetBody,
   teamsQuery,
+  auditVerifyQuery,
 } from './schemas.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'DELETE';
@@ -84,6 +86,8 @@ export interface RouteExtras {
    * for the receipt straight after would otherwise get 404.
    */
   readonly receiptSettled?: (sessionId: string) => Promise<void>;
+  /** Recomputes the audit chains (or one), as `mcpgate audit verify` does against the store (issue 28). */
+  readonly verifyAudit?: (chainId: string | undefined) => Promise<AuditVerification>;
   /** Approves a drifting tool's reviewed live definition (governance's `approveTool`); absent: 404. */
   readonly approveTool?: (request: { readonly server: string; readonly tool: string; readonly hash: string }) => Promise<ToolApproval>;
 }
@@ -243,6 +247,14 @@ export function buildRoutes(control: ControlPlane, extras: RouteExtras = {}): Ro
         const { session, chain, ...query } = parseWith(auditQuery, c.query, 'query');
         await extras.flushAudit?.();
         return ok(await readAuditPage(control.store, { ...query, sessionId: session, chainId: chain }));
+      },
+    }),
+    route('/audit/verify', {
+      GET: async (c) => {
+        const { chain } = parseWith(auditVerifyQuery, c.query, 'query');
+        if (extras.verifyAudit === undefined) throw new GatewayError('MCPGATE_ERR_ADMIN_NOT_FOUND', 'no audit log to verify here');
+        await extras.flushAudit?.();
+        return ok(await extras.verifyAudit(chain));
       },
     }),
     route('/sessions/:sessionId/receipt', {

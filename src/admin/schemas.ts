@@ -61,6 +61,9 @@ export const putSecretBody = z.strictObject({ secret: z.string() });
 export const permissionLevel = z.enum(['org', 'team', 'user', 'agent', 'key']);
 
 export const noQuery = z.strictObject({});
+
+/** `GET /audit/verify?chain=`: one chain, or every chain when absent. */
+export const auditVerifyQuery = z.strictObject({ chain: z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/).optional() });
 export const teamsQuery = z.strictObject({ org: id.optional() });
 export const principalsQuery = z.strictObject({ org: id.optional(), kind: z.enum(['user', 'agent']).optional() });
 export const keysQuery = z.strictObject({ org: id.optional(), team: id.optional(), principal: id.optional() });

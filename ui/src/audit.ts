@@ -15,6 +15,27 @@ interface AuditRecord {
   readonly latencyMs?: number;
 }
 
+interface ChainVerification {
+  readonly chainId: string;
+  readonly records: number;
+  readonly ok: boolean;
+  readonly firstBroken?: { readonly seq: number; readonly reason: string; readonly detail: string };
+}
+
+/** `GET /admin/v1/audit/verify`: every chain recomputed, as `mcpgate audit verify` does; the first broken link named. */
+async function verifyChains(into: HTMLElement): Promise<void> {
+  into.replaceChildren(el('p', {}, 'Verifying…'));
+  const result = await admin<{ ok: boolean; chains: ChainVerification[] }>('GET', '/audit/verify');
+  into.replaceChildren(
+    el('p', { class: result.ok ? '' : 'error' }, result.ok ? `Every chain verifies (${result.chains.length}).` : 'A chain is broken.'),
+    table(
+      'Chains',
+      ['Chain', 'Records', 'Verdict', 'First broken link'],
+      result.chains.map((chain): Child[] => [chain.chainId, chain.records, chain.ok ? 'verifies' : 'broken', chain.firstBroken === undefined ? '' : `seq ${chain.firstBroken.seq}: ${chain.firstBroken.reason} (${chain.firstBroken.detail})`]),
+    ),
+  );
+}
+
 interface Page {
   readonly records: AuditRecord[];
   readonly nextCursor: string | null;
@@ -85,10 +106,17 @@ export async function showAudit(values: Readonly<Record<string, string>> = { sin
   next.addEventListener('click', () => {
     if (nextCursor !== null) void showAudit(values, nextCursor);
   });
+  const verdict = el('div', { role: 'status', id: 'audit-verify' });
+  const verify = el('button', { type: 'button' }, 'Verify chains');
+  verify.addEventListener('click', () => {
+    verifyChains(verdict).catch((error: unknown) => verdict.replaceChildren(el('p', { class: 'error' }, `Not verified: ${String(error)}`)));
+  });
   const exported = new Blob([page.records.map((record) => JSON.stringify(record)).join('\n') + (page.records.length > 0 ? '\n' : '')], { type: 'application/x-ndjson' });
   const download = el('a', { href: URL.createObjectURL(exported), download: 'mcpgate-audit.jsonl' }, 'Export this page as JSONL');
   show(
     el('h1', {}, 'Audit log'),
+    verify,
+    verdict,
     form,
     table(`Audit records (${page.records.length}${nextCursor === null ? '' : ', more on the next page'})`, ['Time', 'Chain', 'Kind', 'Decision', 'Key', 'Server', 'Tool', 'Latency', 'Reason'], rows),
     nextCursor === null ? null : next,
