@@ -112,6 +112,22 @@ describe('the admin UI in Chromium (issue 28)', { skip }, () => {
     assert.equal(await page.locator('main img, main script').count(), 0, 'and never as elements');
     assert.equal(await page.evaluate('window.__xss'), undefined, 'no planted script ran');
     assert.equal(await callWith(shown), 200);
+    // The tool tester calls as that key and shows the answer and the audit record the call made.
+    await page.goto(`${gateway.origin}/admin/ui/#/tester`);
+    await page.getByLabel('Gateway API key (mcpg_…)').fill(shown);
+    await page.getByLabel('Tool, as a client names it').fill('fx__echo');
+    await page.getByLabel('Arguments (JSON object)').fill('{"marker":"from-the-tester"}');
+    await page.getByRole('button', { name: 'Call tool' }).click();
+    await page.getByRole('heading', { name: 'Answer (HTTP 200)' }).waitFor();
+    assert.match((await page.locator('#tester-answer').textContent()) ?? '', /from-the-tester/);
+    const record = page.locator('#tester-result table tbody tr');
+    assert.equal(await record.count(), 1);
+    assert.match((await record.textContent()) ?? '', /allow.*fx.*echo/);
+    await page.getByLabel('Arguments (JSON object)').fill('[1, 2');
+    await page.getByRole('button', { name: 'Call tool' }).click();
+    await page.getByText('The arguments must be a JSON object.').waitFor();
+    await page.goto(`${gateway.origin}/admin/ui/#/keys`);
+    await page.getByRole('heading', { name: 'Keys' }).waitFor();
     // Shown once: a reload of the section does not show it again.
     await page.reload();
     await page.getByRole('heading', { name: 'Keys' }).waitFor();

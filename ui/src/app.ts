@@ -6,6 +6,7 @@ import { el, show } from './dom.js';
 import { showKeys } from './keys.js';
 import { showOverview } from './overview.js';
 import { showSignIn } from './sign-in.js';
+import { showTester } from './tester.js';
 
 /** The admin UI (issue 28): one page, sections by `#/name`, every figure from the admin API. */
 const PAGES: Readonly<Record<string, () => Promise<void>>> = {
@@ -14,6 +15,7 @@ const PAGES: Readonly<Record<string, () => Promise<void>>> = {
   '#/audit': () => showAudit(),
   '#/approvals': () => showDrift(),
   '#/explain': () => showExplain(),
+  '#/tester': () => Promise.resolve(showTester()),
 };
 
 function nav(): HTMLElement | null {
