@@ -199,6 +199,33 @@ describe('the admin UI in Chromium (issue 28)', { skip }, () => {
     assert.match((await page.locator('#audit-verify table tbody').textContent()) ?? '', /broken.*seq 2: hash mismatch/);
   });
 
+  it('principals: lists them with their ids, adds an agent, and edits a permission document checked as typed', async () => {
+    await page.goto(`${gateway.origin}/admin/ui/#/principals`);
+    await page.getByRole('heading', { name: 'Principals' }).waitFor();
+    const people = page.locator('table', { has: page.locator('caption', { hasText: 'Users and agents' }) });
+    assert.ok(((await people.textContent()) ?? '').includes(bob.principalId));
+    await page.getByLabel('Kind').selectOption('agent');
+    await page.getByLabel('Name').fill('<b id=planted>robot</b>');
+    await page.getByRole('button', { name: 'Add' }).click();
+    await page.getByText(/^Added agent <b id=planted>robot<\/b>/).waitFor();
+    assert.equal(await page.locator('#planted').count(), 0, 'the name is text, not an element');
+
+    await page.getByLabel('Level').selectOption('user');
+    await page.getByLabel('Subject id').fill(bob.principalId);
+    await page.getByRole('button', { name: 'Load' }).click();
+    await page.getByText('This subject has no document: its level does not restrict.').waitFor();
+    await page.getByLabel('Document (JSON)').fill('{ "kind": "allow", "servers": "fx" }');
+    await page.getByText('servers must be a list of strings').waitFor();
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByText('Not saved: servers must be a list of strings.').waitFor();
+    assert.equal(await access.store.getPermissions('user', bob.principalId), undefined, 'nothing was sent');
+    await page.getByLabel('Document (JSON)').fill('{ "kind": "allow", "servers": ["fx"] }');
+    await page.getByText('Valid.').waitFor();
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByText(/^Saved\./).waitFor();
+    assert.deepEqual((await access.store.getPermissions('user', bob.principalId))?.document, { kind: 'allow', servers: ['fx'] });
+  });
+
   it('signing out ends the session: a reload shows the sign-in again', async () => {
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByRole('heading', { name: 'Sign in' }).waitFor();

@@ -5,6 +5,7 @@ import { showExplain } from './explain.js';
 import { el, show } from './dom.js';
 import { showKeys } from './keys.js';
 import { showOverview } from './overview.js';
+import { showPrincipals } from './principals.js';
 import { showSignIn } from './sign-in.js';
 import { showTester } from './tester.js';
 
@@ -12,6 +13,7 @@ import { showTester } from './tester.js';
 const PAGES: Readonly<Record<string, () => Promise<void>>> = {
   '#/overview': showOverview,
   '#/keys': () => showKeys(),
+  '#/principals': () => showPrincipals(),
   '#/audit': () => showAudit(),
   '#/approvals': () => showDrift(),
   '#/explain': () => showExplain(),
