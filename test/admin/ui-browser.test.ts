@@ -226,6 +226,25 @@ describe('the admin UI in Chromium (issue 28)', { skip }, () => {
     assert.deepEqual((await access.store.getPermissions('user', bob.principalId))?.document, { kind: 'allow', servers: ['fx'] });
   });
 
+  it('the Overview lists recent denials, as text', async () => {
+    assert.equal(await callWith(carol.key), 200, 'the HTTP exchange succeeds; its JSON-RPC answer is the denial');
+    await page.goto(`${gateway.origin}/admin/ui/#/overview`);
+    const denials = page.locator('table', { has: page.locator('caption', { hasText: 'Recent denials' }) });
+    await denials.waitFor();
+    assert.ok((await denials.locator('tbody tr').count()) >= 1);
+    assert.match((await denials.textContent()) ?? '', new RegExp(carol.id));
+  });
+
+  it('is usable on a narrow screen: nothing scrolls sideways', async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    for (const section of ['overview', 'principals', 'keys', 'approvals', 'explain', 'tester', 'audit']) {
+      await page.goto(`${gateway.origin}/admin/ui/#/${section}`);
+      await page.locator('main h1').waitFor();
+      assert.equal(await page.evaluate('document.documentElement.scrollWidth <= window.innerWidth'), true, section);
+    }
+    await page.setViewportSize({ width: 1280, height: 800 });
+  });
+
   it('signing out ends the session: a reload shows the sign-in again', async () => {
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByRole('heading', { name: 'Sign in' }).waitFor();

@@ -23,9 +23,28 @@ function bulkhead(server: ServerStatus): Child {
   return b === undefined ? '' : `${b.active ?? 0} active / ${b.maxConcurrent ?? '?'}, ${b.queued ?? 0} queued, ${b.rejected ?? 0} rejected`;
 }
 
-/** `GET /admin/v1/status`: the gateway, each upstream with its execution identity, breaker and bulkhead, and the audit log. */
+interface Denial {
+  readonly time: string;
+  readonly kind: string;
+  readonly keyId?: string;
+  readonly server?: string;
+  readonly tool?: string;
+  readonly exposed?: string;
+  readonly reason?: string;
+}
+
+/**
+ * `GET /admin/v1/status`: the gateway, each upstream with its execution identity, breaker and bulkhead, and the
+ * audit log; and the last hour's most recent denials from the audit log.
+ */
 export async function showOverview(): Promise<void> {
-  const status = await admin<Status>('GET', '/status');
+  const [status, denials] = await Promise.all([
+    admin<Status>('GET', '/status'),
+    admin<{ records: Denial[] }>('GET', '/audit?since=1h&decision=deny&limit=1000').then(
+      ({ records }) => records.slice(-10).reverse(),
+      () => [],
+    ),
+  ]);
   const audit = status.governance?.audit;
   const rows = Object.entries(status.servers).map(([name, server]): Child[] => [
     name,
@@ -50,5 +69,10 @@ export async function showOverview(): Promise<void> {
       status.cluster === undefined ? null : el('dd', {}, `replica ${status.cluster.replicaId ?? '?'}, Redis ${status.cluster.redis?.up === true ? 'up' : 'down'}, caches bounded by the ${status.cluster.invalidation?.bound ?? '?'}`),
     ),
     table('Upstream servers', ['Server', 'State', 'Execution identity', 'Breaker', 'Bulkhead', 'Last error'], rows),
+    table(
+      'Recent denials (last hour, newest first)',
+      ['Time', 'Kind', 'Key', 'Server', 'Tool', 'Reason'],
+      denials.map((denial): Child[] => [denial.time, denial.kind, denial.keyId ?? '', denial.server ?? '', denial.exposed ?? denial.tool ?? '', denial.reason ?? '']),
+    ),
   );
 }
