@@ -73,6 +73,7 @@ export async function showDrift(notice?: string): Promise<void> {
     el('h1', {}, 'Tool approvals'),
     notice === undefined ? null : el('div', { role: 'status' }, el('p', {}, notice)),
     el('p', {}, `Catalog mode ${list.mode}${list.snapshotHash === undefined ? '' : `, approvals in force ${list.snapshotHash}`}. ${list.drifts.length === 0 ? 'No tool differs from its approval.' : `${list.drifts.length} tool(s) differ from their approval.`}`),
-    ...list.drifts.map(driftSection),
+    // A tool changed since its approval (a rug pull) comes before tools that were never approved.
+    ...[...list.drifts].sort((a, b) => Number(a.kind !== 'changed') - Number(b.kind !== 'changed')).map(driftSection),
   );
 }
