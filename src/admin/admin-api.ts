@@ -1,4 +1,5 @@
 import { verifyAudit } from '../audit/verify.js';
+import { verifyReceipt } from '../receipts/receipt.js';
 import { existingReceiptKey } from '../receipts/signing-key.js';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -91,6 +92,11 @@ export class AdminApi {
     const keyOptions = { ...(receipts.signingKey === undefined ? {} : { signingKey: receipts.signingKey }), ...(storeUrl === undefined ? {} : { store: storeUrl }) };
     this.#routes = buildRoutes(control, {
       // Checkpoints and anchors are checked against the gateway's own signing key, as `audit verify` does.
+      verifyReceipt: async (signedJson) => {
+        const key = await existingReceiptKey(keyOptions);
+        const result = verifyReceipt(signedJson, key === undefined ? {} : { publicKey: key.publicKeyPem });
+        return result.ok ? { valid: true } : { valid: false, reason: result.reason };
+      },
       verifyAudit: (chainId) => verifyAudit(options.store, { ...(chainId === undefined ? {} : { chainId }), verifier: () => existingReceiptKey(keyOptions) }),
       ...(options.catalog === undefined ? {} : { catalog: options.catalog }),
       ...(options.flushAudit === undefined ? {} : { flushAudit: options.flushAudit }),

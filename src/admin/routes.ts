@@ -48,6 +48,23 @@ export interface RouteContext {
 export interface AdminMount {
   /** The readiness detail that `/readyz` shows only in dev mode (upstream states and errors, sessions, process). */
   readonly status?: () => unknown;
+  /** This replica's live legacy sessions (issue 28's sessions page). */
+  readonly sessions?: () => readonly SessionView[];
+}
+
+/** A live session as the admin API shows it: who, which protocol, since when; never its wire id. */
+export interface SessionView {
+  readonly id: string;
+  readonly transport: string;
+  readonly protocolVersion: string;
+  readonly clientName?: string;
+  readonly clientVersion?: string;
+  readonly keyId?: string;
+  readonly principalId?: string;
+  readonly createdAt: string;
+  readonly lastSeenAt: string;
+  readonly inflight: number;
+  readonly stream: boolean;
 }
 
 export interface RouteResult {
@@ -86,6 +103,8 @@ export interface RouteExtras {
    * for the receipt straight after would otherwise get 404.
    */
   readonly receiptSettled?: (sessionId: string) => Promise<void>;
+  /** Checks a stored receipt's signature against the gateway's own key, as `mcpgate receipt verify` does. */
+  readonly verifyReceipt?: (signedJson: string) => Promise<{ readonly valid: boolean; readonly reason?: string }>;
   /** Recomputes the audit chains (or one), as `mcpgate audit verify` does against the store (issue 28). */
   readonly verifyAudit?: (chainId: string | undefined) => Promise<AuditVerification>;
   /** Approves a drifting tool's reviewed live definition (governance's `approveTool`); absent: 404. */
@@ -255,6 +274,24 @@ export function buildRoutes(control: ControlPlane, extras: RouteExtras = {}): Ro
         if (extras.verifyAudit === undefined) throw new GatewayError('MCPGATE_ERR_ADMIN_NOT_FOUND', 'no audit log to verify here');
         await extras.flushAudit?.();
         return ok(await extras.verifyAudit(chain));
+      },
+    }),
+    route('/sessions', {
+      GET: async (c) => {
+        parseWith(noQuery, c.query, 'query');
+        if (c.mount.sessions === undefined) throw new GatewayError('MCPGATE_ERR_ADMIN_NOT_FOUND', 'no listener sessions here');
+        return ok({ sessions: c.mount.sessions() });
+      },
+    }),
+    route('/sessions/:sessionId/receipt/verify', {
+      GET: async (c) => {
+        parseWith(noQuery, c.query, 'query');
+        const sessionId = param(c, 'sessionId');
+        await extras.receiptSettled?.(sessionId);
+        const record = await control.store.getReceipt(sessionId);
+        if (record === undefined) throw receiptNotFound(sessionId);
+        if (extras.verifyReceipt === undefined) throw new GatewayError('MCPGATE_ERR_ADMIN_NOT_FOUND', 'receipts cannot be verified here');
+        return ok(await extras.verifyReceipt(storedReceiptFile(record)));
       },
     }),
     route('/sessions/:sessionId/receipt', {

@@ -1,4 +1,5 @@
 import type { AdminUi } from '../admin/admin-ui.js';
+import type { SessionView } from '../admin/routes.js';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -190,6 +191,28 @@ export class GatewayHttpServer {
     };
   }
 
+  /** This replica's live sessions for the admin API: identities and figures, never a wire (sealed) id. */
+  private sessionViews(): SessionView[] {
+    const views: SessionView[] = [];
+    for (const session of this.options.sessions.all()) {
+      if (session.closed) continue;
+      const { clientInfo, caller } = session;
+      views.push({
+        id: session.id,
+        transport: session.transport,
+        protocolVersion: session.protocolVersion,
+        ...(typeof clientInfo.name === 'string' ? { clientName: clientInfo.name.slice(0, 256) } : {}),
+        ...(typeof clientInfo.version === 'string' ? { clientVersion: clientInfo.version.slice(0, 256) } : {}),
+        ...(caller === undefined ? {} : { keyId: caller.keyId, principalId: caller.principalId }),
+        createdAt: new Date(session.createdAt).toISOString(),
+        lastSeenAt: new Date(session.lastSeen).toISOString(),
+        inflight: session.inflight.size,
+        stream: session.channel !== undefined,
+      });
+    }
+    return views;
+  }
+
   private async route(request: IncomingMessage, response: ServerResponse, started: number): Promise<void> {
     // A request that arrives during a shutdown is answered (served during the delay, refused after it) on a
     // connection that then closes.
@@ -258,7 +281,7 @@ export class GatewayHttpServer {
     if (isUnder(path, ADMIN_PREFIX) && this.options.admin !== undefined) {
       // The Host/Origin guard applies: a browser page must not reach the admin API through DNS rebinding.
       this.checkHostAndOrigin(request);
-      await this.options.admin.handle(request, response, path.slice(ADMIN_PREFIX.length), { status: () => this.status() });
+      await this.options.admin.handle(request, response, path.slice(ADMIN_PREFIX.length), { status: () => this.status(), sessions: () => this.sessionViews() });
       return;
     }
     const selfService = isUnder(path, SECRETS_PREFIX) ? this.options.selfService : undefined;

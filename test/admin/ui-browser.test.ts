@@ -13,7 +13,7 @@ import Database from 'better-sqlite3';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { toolDefinitionHash } from '../../src/approvals/definition-hash.js';
 import { AccessStore, type IssuedKey } from '../fixtures/integration/access-store.js';
-import { cleanup, mcpHeaders, productionGateway, raw, rawSession, startGateway, stdioFixture, tempPath, type Gateway } from '../integration/harness.js';
+import { cleanup, mcpHeaders, productionGateway, raw, rawSession, startGateway, stdioFixture, tempPath, waitFor, type Gateway } from '../integration/harness.js';
 
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const skip = existsSync(CHROMIUM) ? false : `no Chromium at ${CHROMIUM}: apt-get install chromium, or set CHROMIUM=/path/to/chromium`;
@@ -50,7 +50,7 @@ before(async () => {
   writeFileSync(catalogFile, JSON.stringify({ version: 1, servers: { notes: { tools: { add_note: { hash: toolDefinitionHash(definition), definition, approvedAt: new Date().toISOString() } } } } }));
   gateway = await startGateway({
     // observe: drift is recorded and shown, calls go on (fx's tools are simply unapproved).
-    gateway: { ...productionGateway(store, ADMIN_TOKEN), receipts: { enabled: false }, catalog: { mode: 'observe', file: catalogFile } },
+    gateway: { ...productionGateway(store, ADMIN_TOKEN), catalog: { mode: 'observe', file: catalogFile } },
     servers: {
       fx: stdioFixture('fx', { extra: { allowUnmeasured: true } }),
       notes: stdioFixture('notes', { args: ['--no-base', '--tools', 'add_note', '--description-file', descriptionFile], extra: { allowUnmeasured: true } }),
@@ -178,7 +178,8 @@ describe('the admin UI in Chromium (issue 28)', { skip }, () => {
     await page.getByLabel('Decision').selectOption('deny');
     await page.getByRole('button', { name: 'Show' }).click();
     // The table is redrawn from the filtered page: every row left is a denial (the list had allowed calls before).
-    await page.waitForFunction("[...document.querySelectorAll('table tbody tr td:nth-child(4)')].every((cell) => cell.textContent === 'deny')");
+    // Polled from here: the page's own CSP refuses the string evaluation waitForFunction would use.
+    await waitFor(async () => (await page.locator('table tbody tr td:nth-child(4)').allTextContents()).every((cell) => cell === 'deny'), 'only denials listed');
     assert.equal(await page.locator('table tbody tr', { hasText: 'fx__echo' }).filter({ hasText: 'allow' }).count(), 0);
     const download = page.getByRole('link', { name: 'Export this page as JSONL' });
     assert.equal(await download.getAttribute('download'), 'mcpgate-audit.jsonl');
@@ -235,9 +236,31 @@ describe('the admin UI in Chromium (issue 28)', { skip }, () => {
     assert.match((await denials.textContent()) ?? '', new RegExp(carol.id));
   });
 
+  it('sessions: lists the live ones, and shows an ended one\'s receipt verified, or INVALID once altered', async () => {
+    const session = await rawSession(gateway.url, '2025-11-25', { authorization: `Bearer ${bob.key}` });
+    await page.goto(`${gateway.origin}/admin/ui/#/sessions`);
+    const live = page.locator('table', { has: page.locator('caption', { hasText: 'Live sessions' }) });
+    await live.waitFor();
+    assert.match((await live.textContent()) ?? '', new RegExp(bob.id));
+    const sessionId = (await live.locator('tbody tr', { hasText: bob.id }).last().locator('td').first().textContent()) ?? '';
+    assert.equal((await raw(gateway.url, { method: 'DELETE', headers: { ...mcpHeaders(session, '2025-11-25'), authorization: `Bearer ${bob.key}` } })).status, 200);
+    await page.getByLabel('Session id').fill(sessionId);
+    await page.getByRole('button', { name: 'Show receipt' }).click();
+    await page.getByText("The signature verifies with the gateway's key.").waitFor();
+    assert.match((await page.locator('#receipt-body').textContent()) ?? '', new RegExp(sessionId));
+    const db = new Database(storePath);
+    try {
+      db.prepare("UPDATE session_receipts SET body = replace(body, '\"deleted\"', '\"expired\"') WHERE session_id = ?").run(sessionId);
+    } finally {
+      db.close();
+    }
+    await page.getByRole('button', { name: 'Show receipt' }).click();
+    await page.getByText(/^INVALID: /).waitFor();
+  });
+
   it('is usable on a narrow screen: nothing scrolls sideways', async () => {
     await page.setViewportSize({ width: 390, height: 844 });
-    for (const section of ['overview', 'principals', 'keys', 'approvals', 'explain', 'tester', 'audit']) {
+    for (const section of ['overview', 'principals', 'keys', 'approvals', 'explain', 'tester', 'audit', 'sessions']) {
       await page.goto(`${gateway.origin}/admin/ui/#/${section}`);
       await page.locator('main h1').waitFor();
       assert.equal(await page.evaluate('document.documentElement.scrollWidth <= window.innerWidth'), true, section);

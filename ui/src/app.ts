@@ -6,6 +6,7 @@ import { el, show } from './dom.js';
 import { showKeys } from './keys.js';
 import { showOverview } from './overview.js';
 import { showPrincipals } from './principals.js';
+import { showSessions } from './sessions.js';
 import { showSignIn } from './sign-in.js';
 import { showTester } from './tester.js';
 
@@ -18,6 +19,7 @@ const PAGES: Readonly<Record<string, () => Promise<void>>> = {
   '#/approvals': () => showDrift(),
   '#/explain': () => showExplain(),
   '#/tester': () => Promise.resolve(showTester()),
+  '#/sessions': showSessions,
 };
 
 function nav(): HTMLElement | null {
