@@ -55,7 +55,7 @@ try {
   await page.keyboard.press('Enter');
   await page.locator('main h1', { hasText: 'Overview' }).waitFor();
   mkdirSync(OUT, { recursive: true });
-  for (const section of ['overview', 'principals', 'keys', 'approvals', 'explain', 'tester', 'audit']) {
+  for (const section of ['overview', 'principals', 'keys', 'approvals', 'explain', 'tester', 'audit', 'sessions']) {
     await page.goto(`${gateway.origin}/admin/ui/#/${section}`);
     await page.locator('main h1').waitFor();
     if (section === 'explain') {
