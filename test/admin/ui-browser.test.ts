@@ -70,12 +70,12 @@ after(async () => {
   await access?.close();
 });
 
-async function callWith(key: string): Promise<number> {
+async function callWith(key: string, tool = 'fx__echo'): Promise<number> {
   const session = await rawSession(gateway.url, '2025-11-25', { authorization: `Bearer ${key}` }).catch(() => undefined);
   if (session === undefined) return 401;
   const response = await raw(gateway.url, {
     headers: { ...mcpHeaders(session, '2025-11-25'), authorization: `Bearer ${key}` },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'fx__echo', arguments: {} } }),
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: tool, arguments: {} } }),
   });
   return response.status;
 }
@@ -206,7 +206,7 @@ describe('the admin UI in Chromium (issue 28)', { skip }, () => {
     const people = page.locator('table', { has: page.locator('caption', { hasText: 'Users and agents' }) });
     assert.ok(((await people.textContent()) ?? '').includes(bob.principalId));
     await page.getByLabel('Kind').selectOption('agent');
-    await page.getByLabel('Name').fill('<b id=planted>robot</b>');
+    await page.getByLabel('Name', { exact: true }).fill('<b id=planted>robot</b>');
     await page.getByRole('button', { name: 'Add' }).click();
     await page.getByText(/^Added agent <b id=planted>robot<\/b>/).waitFor();
     assert.equal(await page.locator('#planted').count(), 0, 'the name is text, not an element');
@@ -217,23 +217,39 @@ describe('the admin UI in Chromium (issue 28)', { skip }, () => {
     await page.getByText('This subject has no document: its level does not restrict.').waitFor();
     await page.getByLabel('Document (JSON)').fill('{ "kind": "allow", "servers": "fx" }');
     await page.getByText('servers must be a list of strings').waitFor();
-    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByRole('button', { name: 'Save', exact: true }).click();
     await page.getByText('Not saved: servers must be a list of strings.').waitFor();
     assert.equal(await access.store.getPermissions('user', bob.principalId), undefined, 'nothing was sent');
     await page.getByLabel('Document (JSON)').fill('{ "kind": "allow", "servers": ["fx"] }');
     await page.getByText('Valid.').waitFor();
-    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByRole('button', { name: 'Save', exact: true }).click();
     await page.getByText(/^Saved\./).waitFor();
     assert.deepEqual((await access.store.getPermissions('user', bob.principalId))?.document, { kind: 'allow', servers: ['fx'] });
+
+    // A toolset: a malformed line is refused before anything is sent, then the lines are saved as entries.
+    await page.getByLabel('Toolset name').fill('readers');
+    await page.getByLabel('Entries, one "server: tool-glob" per line').fill('fx: echo\nnot an entry');
+    await page.getByRole('button', { name: 'Save toolset' }).click();
+    await page.getByText('Not saved: line 2 is not "server: tool-glob".').waitFor();
+    assert.equal(await access.store.getToolset('readers'), undefined);
+    await page.getByLabel('Entries, one "server: tool-glob" per line').fill('fx: echo\nfx: who*');
+    await page.getByRole('button', { name: 'Save toolset' }).click();
+    await page.getByText('Saved toolset readers.').waitFor();
+    assert.deepEqual((await access.store.getToolset('readers'))?.entries, [{ server: 'fx', toolGlob: 'echo' }, { server: 'fx', toolGlob: 'who*' }]);
   });
 
-  it('the Overview lists recent denials, as text', async () => {
+  it('the Overview lists recent denials, an audit field holding markup as text', async () => {
     assert.equal(await callWith(carol.key), 200, 'the HTTP exchange succeeds; its JSON-RPC answer is the denial');
+    // A tool name is the caller's to choose, and it reaches the audit record's fields (tool, reason) as sent.
+    assert.equal(await callWith(bob.key, '<img src=x onerror="window.__xss=4">'), 200);
     await page.goto(`${gateway.origin}/admin/ui/#/overview`);
     const denials = page.locator('table', { has: page.locator('caption', { hasText: 'Recent denials' }) });
     await denials.waitFor();
     assert.ok((await denials.locator('tbody tr').count()) >= 1);
     assert.match((await denials.textContent()) ?? '', new RegExp(carol.id));
+    assert.match((await denials.textContent()) ?? '', /<img src=x onerror=/);
+    assert.equal(await page.locator('main img').count(), 0);
+    assert.equal(await page.evaluate('window.__xss'), undefined);
   });
 
   it('sessions: lists the live ones, and shows an ended one\'s receipt verified, or INVALID once altered', async () => {

@@ -128,6 +128,72 @@ function permissionEditor(): HTMLElement {
   return form;
 }
 
+/** A toolset's entries as the editor shows them: one `server: toolGlob` per line. */
+function entriesText(toolset: Toolset | undefined): string {
+  return toolset === undefined ? '' : toolset.entries.map((entry) => `${entry.server}: ${entry.toolGlob}`).join('\n');
+}
+
+/** The lines of the toolset editor as entries, or what is wrong with the first line that is not one. */
+export function parseEntries(text: string): { entries: { server: string; toolGlob: string }[] } | { problem: string } {
+  const entries: { server: string; toolGlob: string }[] = [];
+  for (const [index, raw] of text.split('\n').entries()) {
+    const line = raw.trim();
+    if (line === '') continue;
+    const match = /^([A-Za-z0-9_.-]{1,64})\s*:\s*(\S+)$/.exec(line);
+    if (match === null) return { problem: `line ${index + 1} is not "server: tool-glob"` };
+    entries.push({ server: match[1] as string, toolGlob: match[2] as string });
+  }
+  return entries.length === 0 ? { problem: 'a toolset needs at least one entry' } : { entries };
+}
+
+/** The toolset editor: pick one (or name a new one), edit its `server: glob` lines, save or delete it. */
+function toolsetEditor(toolsets: readonly Toolset[]): HTMLElement {
+  const name = el('input', { id: 'toolset-name', name: 'toolset', required: '', autocomplete: 'off', list: 'toolset-names' });
+  const names = el('datalist', { id: 'toolset-names' }, ...toolsets.map((toolset) => el('option', { value: toolset.name })));
+  const text = el('textarea', { id: 'toolset-entries', name: 'entries', rows: '5', 'aria-describedby': 'toolset-status' });
+  const status = el('p', { id: 'toolset-status', role: 'status' });
+  const say = (line: string, error = false): void => {
+    status.textContent = line;
+    status.className = error ? 'error' : '';
+  };
+  name.addEventListener('change', () => {
+    text.value = entriesText(toolsets.find((toolset) => toolset.name === name.value.trim()));
+  });
+  const remove = el('button', { type: 'button' }, 'Delete toolset');
+  remove.addEventListener('click', () => {
+    admin('DELETE', `/toolsets/${encodeURIComponent(name.value.trim())}`).then(
+      () => showPrincipals(`Deleted toolset ${name.value.trim()}.`),
+      (error: unknown) => say(`Not deleted: ${message(error)}`, true),
+    );
+  });
+  const form = el(
+    'form',
+    { 'aria-labelledby': 'toolset-title' },
+    el('h2', { id: 'toolset-title' }, 'Toolset'),
+    el('label', { for: 'toolset-name' }, 'Toolset name'),
+    name,
+    names,
+    el('label', { for: 'toolset-entries' }, 'Entries, one "server: tool-glob" per line'),
+    text,
+    status,
+    el('button', { type: 'submit' }, 'Save toolset'),
+    remove,
+  );
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    const parsed = parseEntries(text.value);
+    if ('problem' in parsed) {
+      say(`Not saved: ${parsed.problem}.`, true);
+      return;
+    }
+    admin('PUT', `/toolsets/${encodeURIComponent(name.value.trim())}`, { entries: parsed.entries }).then(
+      () => showPrincipals(`Saved toolset ${name.value.trim()}.`),
+      (error: unknown) => say(`Not saved: ${message(error)}`, true),
+    );
+  });
+  return form;
+}
+
 /** Orgs, teams, users and agents, with their ids (what permission documents and keys name), the editor and toolsets. */
 export async function showPrincipals(notice?: string): Promise<void> {
   const [{ orgs }, { teams }, { principals }, { toolsets }] = await Promise.all([
@@ -180,5 +246,6 @@ export async function showPrincipals(notice?: string): Promise<void> {
     create,
     permissionEditor(),
     table('Toolsets', ['Name', 'Entries'], toolsets.map((item): Child[] => [item.name, item.entries.map((entry) => `${entry.server}: ${entry.toolGlob}`).join(', ')])),
+    toolsetEditor(toolsets),
   );
 }
