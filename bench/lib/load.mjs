@@ -201,3 +201,15 @@ export function round(value, digits) {
   const factor = 10 ** digits;
   return Math.round(value * factor) / factor;
 }
+
+/** Runs `fn` over `items` with at most `limit` in flight, in order of start. */
+export async function eachLimited(items, limit, fn) {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const index = next++;
+      await fn(items[index], index);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, worker));
+}

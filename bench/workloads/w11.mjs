@@ -20,7 +20,7 @@ import { promisify } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { HttpClient, MODERN_PROTOCOL_VERSION } from '../lib/client.mjs';
 import { GATEWAY_CORE, LOAD_CORE, mcpgateArgs } from '../lib/contenders.mjs';
-import { closedLoop } from '../lib/load.mjs';
+import { closedLoop, eachLimited } from '../lib/load.mjs';
 import { DEFAULT_PG_SERVER, loadPg, pgAdmin } from '../lib/postgres.mjs';
 import { cpuMicros, freePort, startProcess, waitForHealthy } from '../lib/proc.mjs';
 import { spread, spreadOf } from '../lib/stats.mjs';
@@ -121,18 +121,6 @@ async function modernCall(client, headers, method, paramsTail) {
 
 const callTool = (client, headers) => modernCall(client, headers, 'tools/call', `,"name":"${TOOL}","arguments":{}`);
 const listTools = (client, headers) => modernCall(client, headers, 'tools/list', '');
-
-/** Runs `fn` over `items` with at most `limit` in flight. */
-async function eachLimited(items, limit, fn) {
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const index = next++;
-      await fn(items[index], index);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, worker));
-}
 
 /** A throwaway database, seeded through the product's own Store (as W8 does), keys hashed under KEY_SECRET. */
 async function provision(ctx, settings) {

@@ -14,6 +14,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { eachLimited } from '../lib/load.mjs';
 import { DEFAULT_PG_SERVER, loadPg, pgAdmin } from '../lib/postgres.mjs';
 import { fmt, spreadOf } from '../lib/stats.mjs';
 
@@ -125,18 +126,6 @@ function plan(settings, secret, generateApiKey) {
     };
   });
   return { servers, toolsets, orgs, teams, principals, keys };
-}
-
-/** Runs `fn` over `items` with at most `limit` in flight, in order of start. */
-async function eachLimited(items, limit, fn) {
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const index = next++;
-      await fn(items[index], index);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, worker));
 }
 
 /** Seeds `store` through its public API (the Store has no bulk insert). Returns counts and seconds per step. */

@@ -16,7 +16,7 @@ import { readBody } from '../util/read-body.js';
 import type { Vault } from '../vault/vault.js';
 import { buildRoutes, type AdminMount, type Handler, type HttpMethod, type Route, type RouteExtras } from './routes.js';
 import { queryObject } from './schemas.js';
-import { uiCookieOf } from './ui-cookie.js';
+import { csrfOf, uiCookieOf } from './ui-cookie.js';
 import type { UiSessions } from './ui-sessions.js';
 
 /** Sent with every 401: a realm of its own, so a client never offers its gateway key here by habit. */
@@ -152,8 +152,7 @@ export class AdminApi {
       if (method === 'GET' || method === 'HEAD') {
         if (this.#uiSessions.valid(cookie)) return;
       } else {
-        const csrf = request.headers['x-csrf-token'];
-        if (this.#uiSessions.validWithCsrf(cookie, Array.isArray(csrf) ? csrf[0] : csrf)) return;
+        if (this.#uiSessions.validWithCsrf(cookie, csrfOf(request))) return;
         if (this.#uiSessions.valid(cookie)) throw new GatewayError('MCPGATE_ERR_ADMIN_FORBIDDEN', 'a change through the admin UI needs its X-Csrf-Token header');
       }
     }
@@ -234,7 +233,8 @@ function matchPattern(pattern: readonly string[], segments: readonly string[]): 
   return params;
 }
 
-function send(response: ServerResponse, status: number, value: unknown, headers: Record<string, string> = {}): void {
+/** A JSON answer that no cache keeps; the admin UI's sign-in answers with it too. */
+export function send(response: ServerResponse, status: number, value: unknown, headers: Record<string, string> = {}): void {
   if (response.headersSent) {
     response.end();
     return;

@@ -5,7 +5,8 @@ import { fileURLToPath } from 'node:url';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { Logger } from '../observability/logger.js';
 import { readBody } from '../util/read-body.js';
-import { UI_COOKIE, uiCookieOf } from './ui-cookie.js';
+import { send } from './admin-api.js';
+import { csrfOf, UI_COOKIE, uiCookieOf } from './ui-cookie.js';
 import type { UiSessions } from './ui-sessions.js';
 
 /**
@@ -125,23 +126,23 @@ export class AdminUi {
         const issued = sessions.issue();
         this.#options.logger.info({ adminUi: 'signed in' }, 'admin UI sign-in');
         response.setHeader('Set-Cookie', this.#cookie(issued.id, issued.maxAgeSeconds));
-        sendJson(response, 200, { csrf: issued.csrf, expiresInSeconds: issued.maxAgeSeconds });
+        send(response, 200, { csrf: issued.csrf, expiresInSeconds: issued.maxAgeSeconds });
         return;
       }
       case 'GET': {
         const csrf = cookie === undefined ? undefined : sessions.csrfOf(cookie);
         if (csrf === undefined) throw new GatewayError('MCPGATE_ERR_UNAUTHENTICATED', 'not signed in');
-        sendJson(response, 200, { csrf });
+        send(response, 200, { csrf });
         return;
       }
       case 'DELETE': {
-        if (cookie === undefined || !sessions.validWithCsrf(cookie, headerOf(request, 'x-csrf-token'))) {
+        if (cookie === undefined || !sessions.validWithCsrf(cookie, csrfOf(request))) {
           throw new GatewayError('MCPGATE_ERR_ADMIN_FORBIDDEN', 'signing out needs the session cookie and its CSRF token');
         }
         sessions.revoke(cookie);
         this.#options.logger.info({ adminUi: 'signed out' }, 'admin UI sign-out');
         response.setHeader('Set-Cookie', this.#cookie('', 0));
-        sendJson(response, 200, { signedOut: true });
+        send(response, 200, { signedOut: true });
         return;
       }
       default:
@@ -152,15 +153,4 @@ export class AdminUi {
   #cookie(value: string, maxAgeSeconds: number): string {
     return `${UI_COOKIE}=${value}; Path=/admin; HttpOnly; SameSite=Strict; Max-Age=${maxAgeSeconds}${this.#options.secureCookie ? '; Secure' : ''}`;
   }
-}
-
-function headerOf(request: IncomingMessage, name: string): string | undefined {
-  const value = request.headers[name];
-  return Array.isArray(value) ? value[0] : value;
-}
-
-function sendJson(response: ServerResponse, status: number, value: unknown): void {
-  const body = JSON.stringify(value);
-  response.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) });
-  response.end(body);
 }

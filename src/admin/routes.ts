@@ -114,6 +114,13 @@ export interface RouteExtras {
 /** The admin API's routes over one control plane (docs/admin-api.md lists them with examples). */
 export function buildRoutes(control: ControlPlane, extras: RouteExtras = {}): Route[] {
   const route = (path: string, methods: Route['methods']): Route => ({ pattern: path.split('/').filter((s) => s !== ''), methods });
+  /** A session's stored receipt in its canonical file form, once a session that just ended has settled it. */
+  const storedReceipt = async (sessionId: string): Promise<string> => {
+    await extras.receiptSettled?.(sessionId);
+    const record = await control.store.getReceipt(sessionId);
+    if (record === undefined) throw receiptNotFound(sessionId);
+    return storedReceiptFile(record);
+  };
   return [
     route('/orgs', {
       GET: async (c) => {
@@ -286,23 +293,16 @@ export function buildRoutes(control: ControlPlane, extras: RouteExtras = {}): Ro
     route('/sessions/:sessionId/receipt/verify', {
       GET: async (c) => {
         parseWith(noQuery, c.query, 'query');
-        const sessionId = param(c, 'sessionId');
-        await extras.receiptSettled?.(sessionId);
-        const record = await control.store.getReceipt(sessionId);
-        if (record === undefined) throw receiptNotFound(sessionId);
+        const receipt = await storedReceipt(param(c, 'sessionId'));
         if (extras.verifyReceipt === undefined) throw new GatewayError('MCPGATE_ERR_ADMIN_NOT_FOUND', 'receipts cannot be verified here');
-        return ok(await extras.verifyReceipt(storedReceiptFile(record)));
+        return ok(await extras.verifyReceipt(receipt));
       },
     }),
     route('/sessions/:sessionId/receipt', {
       GET: async (c) => {
         parseWith(noQuery, c.query, 'query');
-        const sessionId = param(c, 'sessionId');
-        await extras.receiptSettled?.(sessionId);
-        const record = await control.store.getReceipt(sessionId);
-        if (record === undefined) throw receiptNotFound(sessionId);
         // Parsed from the canonical file form, so the answer's JSON is byte for byte what `receipt verify` checks.
-        return ok(JSON.parse(storedReceiptFile(record)));
+        return ok(JSON.parse(await storedReceipt(param(c, 'sessionId'))));
       },
     }),
     route('/status', {

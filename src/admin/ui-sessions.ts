@@ -90,7 +90,7 @@ export class UiSessions {
     const session = this.#sessions.get(key);
     if (session === undefined) return undefined;
     const now = this.#now();
-    if (now >= session.expiresAt || now - session.lastSeen >= this.#idleMs) {
+    if (this.#ended(session, now)) {
       this.#sessions.delete(key);
       return undefined;
     }
@@ -100,8 +100,12 @@ export class UiSessions {
 
   #sweep(now: number): void {
     for (const [key, session] of this.#sessions) {
-      if (now >= session.expiresAt || now - session.lastSeen >= this.#idleMs) this.#sessions.delete(key);
+      if (this.#ended(session, now)) this.#sessions.delete(key);
     }
+  }
+
+  #ended(session: UiSession, now: number): boolean {
+    return now >= session.expiresAt || now - session.lastSeen >= this.#idleMs;
   }
 }
 
