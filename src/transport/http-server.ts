@@ -79,7 +79,7 @@ export class GatewayHttpServer {
   constructor(options: HttpServerOptions) {
     this.options = options;
     const { limits } = options.gateway;
-    const bodies = new BodyReader(limits);
+    const bodies = new BodyReader(limits, options.logger);
     const common = { router: options.router, sessions: options.sessions, bodies, logger: options.logger };
     this.streamable = new StreamableHttpEndpoint(common);
     this.legacy = new LegacySseEndpoint({ ...common, maxConnections: limits.maxSessions, messagesPath: '/messages' });

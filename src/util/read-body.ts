@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { setImmediate } from 'node:timers/promises';
+import type { Logger } from 'pino';
 import { GatewayError } from '../errors/gateway-error.js';
 import { collectStream } from './collect-stream.js';
 
@@ -38,9 +39,11 @@ export class BodyReader {
   readonly #limits: BodyLimits;
   /** Unfinished bodies per caller key ('' with auth off, where every client is on this machine and shares one). */
   readonly #pending = new Map<string, number>();
+  readonly #logger: Logger | undefined;
 
-  constructor(limits: BodyLimits) {
+  constructor(limits: BodyLimits, logger?: Logger) {
     this.#limits = limits;
+    this.#logger = logger;
   }
 
   /** `key` is the authenticated caller's key id, undefined with auth off. */
@@ -59,6 +62,8 @@ export class BodyReader {
       });
     }
     this.#pending.set(slot, pending + 1);
+    // Rare (a body split over packets); at debug, it shows a slow-body client taking up its slots.
+    this.#logger?.debug({ key, pending: pending + 1, limit: this.#limits.maxPendingBodiesPerKey }, 'request body still arriving');
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<never>((_resolve, reject) => {
       timer = setTimeout(() => {

@@ -74,6 +74,11 @@ function wholeCall(key: IssuedKey, id: number): Promise<SocketAnswer> {
   return sendRaw(gateway.port, head(key, Buffer.byteLength(body)).filter((line) => !line.startsWith('Content-Length')), body);
 }
 
+/** How many unfinished bodies of `key` the gateway has begun to read (its debug line per slot taken). */
+function readsBegun(key: IssuedKey): number {
+  return gateway.logLines().filter((line) => line.msg === 'request body still arriving' && line.key === key.id).length;
+}
+
 function codeOf(answer: SocketAnswer): unknown {
   return (JSON.parse(answer.body) as { error?: { data?: { code?: unknown } } }).error?.data?.code;
 }
@@ -91,9 +96,12 @@ describe('stalled request bodies (gateway.limits.bodyTimeoutMs, maxPendingBodies
   });
 
   it('one key: the extra unfinished body gets 429 at once, another key is served, and the key posts again once they timed out', HANG_BOUND, async () => {
+    const reading = readsBegun(alice);
     const stalled = await Promise.all(Array.from({ length: MAX_PENDING }, () => stall(alice)));
-    // A whole body never takes a slot: alice's ordinary call is served while her slots are full. Being answered
-    // after the stalled ones arrived, it also tells the test their reads have begun.
+    // Sockets are not served in the order they were opened (CI saw the extra one read before a stalled one), so
+    // the test waits for the gateway's own word that all three took their slots.
+    await waitFor(() => readsBegun(alice) - reading >= MAX_PENDING, `${MAX_PENDING} of alice's bodies being read`);
+    // A whole body never takes a slot: alice's ordinary call is served while her slots are full.
     const served = await wholeCall(alice, 2);
     assert.equal(served.status, 200, served.body);
 
@@ -136,9 +144,10 @@ describe('stalled request bodies (gateway.limits.bodyTimeoutMs, maxPendingBodies
 
   it('a client that aborts mid-body is logged at debug, with no error line', HANG_BOUND, async () => {
     const before = gateway.logLines().length;
+    const reading = readsBegun(alice);
     const aborted = await stall(alice);
-    // Once its read has begun: an answered call after it went the same way.
-    assert.equal((await wholeCall(alice, 5)).status, 200);
+    // Once its read has begun.
+    await waitFor(() => readsBegun(alice) > reading, "alice's body being read");
     aborted.abort();
     // The issue saw `unhandled request error` (err: aborted) at error level for each one.
     const isError = (line: Record<string, unknown>): boolean => typeof line.level === 'number' && line.level >= 50;
