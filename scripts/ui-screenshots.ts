@@ -5,6 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { chromium } from 'playwright-core';
 import { toolDefinitionHash } from '../src/approvals/definition-hash.js';
 import { AccessStore } from '../test/fixtures/integration/access-store.js';
@@ -37,15 +38,19 @@ try {
   const catalogFile = tempPath('catalog.json');
   writeFileSync(catalogFile, JSON.stringify({ version: 1, servers: { notes: { tools: { add_note: { hash: toolDefinitionHash(definition), definition, approvedAt: new Date().toISOString() } } } } }));
   const gateway = await startGateway({
-    gateway: { ...productionGateway(store, ADMIN_TOKEN), receipts: { enabled: false }, catalog: { mode: 'observe', file: catalogFile } },
+    gateway: { ...productionGateway(store, ADMIN_TOKEN), receipts: { enabled: false }, catalog: { mode: 'observe', file: catalogFile }, metrics: { enabled: true } },
     servers: {
       files: stdioFixture('files', { extra: { allowUnmeasured: true } }),
       notes: stdioFixture('notes', { args: ['--no-base', '--tools', 'add_note', '--description-file', descriptionFile], extra: { allowUnmeasured: true } }),
     },
   });
-  await call(gateway.url, alice.key, 'files__echo');
-  await call(gateway.url, alice.key, 'notes__add_note');
-  await call(gateway.url, robot.key, 'files__echo');
+  // A few metrics intervals (10 s each) of calls, so that the Overview's charts have bars to draw.
+  for (let round = 0; round < 4; round += 1) {
+    if (round > 0) await sleep(10_000);
+    for (let i = 0; i <= round * 3; i += 1) await call(gateway.url, alice.key, 'files__echo');
+    await call(gateway.url, alice.key, 'notes__add_note');
+    await call(gateway.url, robot.key, 'files__echo');
+  }
   await access.close();
 
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
@@ -55,7 +60,7 @@ try {
   await page.keyboard.press('Enter');
   await page.locator('main h1', { hasText: 'Overview' }).waitFor();
   mkdirSync(OUT, { recursive: true });
-  for (const section of ['overview', 'principals', 'keys', 'approvals', 'explain', 'tester', 'audit', 'sessions']) {
+  for (const section of ['overview', 'principals', 'keys', 'tools', 'explain', 'tester', 'audit', 'sessions']) {
     await page.goto(`${gateway.origin}/admin/ui/#/${section}`);
     await page.locator('main h1').waitFor();
     if (section === 'explain') {
@@ -64,8 +69,8 @@ try {
       await page.getByRole('button', { name: 'Explain' }).click();
       await page.getByRole('heading', { name: 'Denied' }).waitFor();
     }
-    // The approvals page lists every never-approved tool too: its top, with the changed one first, is the picture.
-    await page.screenshot({ path: join(OUT, `${section}.png`), fullPage: section !== 'approvals' });
+    // The tools page's top (every tool's state, then the drifting ones) is the picture.
+    await page.screenshot({ path: join(OUT, `${section}.png`), fullPage: section !== 'tools' });
     process.stdout.write(`docs/ui/${section}.png\n`);
   }
   await browser.close();

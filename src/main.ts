@@ -425,6 +425,7 @@ export async function startHttpGateway(config: GatewayConfig, logger: Logger): P
     unavailable: () => governance.audit?.unavailable,
     cluster,
     metrics: metrics?.endpoint,
+    calls: metrics === undefined ? undefined : () => metrics.history.snapshot(),
     logger,
   });
   const unsubscribeTiming = subscribeServerTiming();

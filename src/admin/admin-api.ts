@@ -17,6 +17,7 @@ import type { Vault } from '../vault/vault.js';
 import { buildRoutes, type AdminMount, type Handler, type HttpMethod, type Route, type RouteExtras } from './routes.js';
 import { queryObject } from './schemas.js';
 import { csrfOf, uiCookieOf } from './ui-cookie.js';
+import { toolInventory } from './tool-inventory.js';
 import type { UiSessions } from './ui-sessions.js';
 
 /** Sent with every 401: a realm of its own, so a client never offers its gateway key here by habit. */
@@ -99,6 +100,7 @@ export class AdminApi {
       },
       verifyAudit: (chainId) => verifyAudit(options.store, { ...(chainId === undefined ? {} : { chainId }), verifier: () => existingReceiptKey(keyOptions) }),
       ...(options.catalog === undefined ? {} : { catalog: options.catalog }),
+      inventory: (cachedTools) => toolInventory(options.config, options.catalog, cachedTools),
       ...(options.flushAudit === undefined ? {} : { flushAudit: options.flushAudit }),
       ...(options.approveTool === undefined ? {} : { approveTool: options.approveTool }),
       ...(options.receiptSettled === undefined ? {} : { receiptSettled: options.receiptSettled }),

@@ -5,6 +5,8 @@ import { readAuditPage } from '../audit/query.js';
 import type { ControlPlane } from '../control/control-plane.js';
 import { permissionsNotFound, secretNotFound, toolsetNotFound } from '../control/views.js';
 import { GatewayError } from '../errors/gateway-error.js';
+import type { JsonObject } from '../jsonrpc/message.js';
+import type { CallHistorySnapshot } from '../observability/metrics/call-history.js';
 import { storedReceiptFile } from '../receipts/issue.js';
 import {
   approveToolBody,
@@ -28,6 +30,7 @@ import {
   teamsQuery,
   auditVerifyQuery,
 } from './schemas.js';
+import type { ToolInventory } from './tool-inventory.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'DELETE';
 
@@ -50,6 +53,10 @@ export interface AdminMount {
   readonly status?: () => unknown;
   /** This replica's live legacy sessions (issue 28's sessions page). */
   readonly sessions?: () => readonly SessionView[];
+  /** A server's tools as this replica's clients were last listed them (`Router.cachedTools`), for the inventory. */
+  readonly cachedTools?: (server: string) => JsonObject[] | 'per-caller' | undefined;
+  /** Calls and latency per server over the last minutes, from the metrics; undefined while metrics are off. */
+  readonly calls?: () => CallHistorySnapshot | undefined;
 }
 
 /** A live session as the admin API shows it: who, which protocol, since when; never its wire id. */
@@ -107,6 +114,8 @@ export interface RouteExtras {
   readonly verifyReceipt?: (signedJson: string) => Promise<{ readonly valid: boolean; readonly reason?: string }>;
   /** Recomputes the audit chains (or one), as `mcpgate audit verify` does against the store (issue 28). */
   readonly verifyAudit?: (chainId: string | undefined) => Promise<AuditVerification>;
+  /** Every configured server's tools with their approval state, from what the listener's clients were listed. */
+  readonly inventory?: (cachedTools: NonNullable<AdminMount['cachedTools']>) => ToolInventory;
   /** Approves a drifting tool's reviewed live definition (governance's `approveTool`); absent: 404. */
   readonly approveTool?: (request: { readonly server: string; readonly tool: string; readonly hash: string }) => Promise<ToolApproval>;
 }
@@ -270,9 +279,9 @@ export function buildRoutes(control: ControlPlane, extras: RouteExtras = {}): Ro
     }),
     route('/audit', {
       GET: async (c) => {
-        const { session, chain, ...query } = parseWith(auditQuery, c.query, 'query');
+        const { session, chain, principal, team, org, ...query } = parseWith(auditQuery, c.query, 'query');
         await extras.flushAudit?.();
-        return ok(await readAuditPage(control.store, { ...query, sessionId: session, chainId: chain }));
+        return ok(await readAuditPage(control.store, { ...query, sessionId: session, chainId: chain, principalId: principal, teamId: team, orgId: org }));
       },
     }),
     route('/audit/verify', {
@@ -318,6 +327,21 @@ export function buildRoutes(control: ControlPlane, extras: RouteExtras = {}): Ro
         const catalog = extras.catalog;
         if (catalog === undefined) return ok({ mode: 'off', drifts: [] });
         return ok({ mode: catalog.mode, snapshotHash: catalog.snapshotHash, drifts: catalog.drifts() });
+      },
+    }),
+    route('/catalog/tools', {
+      GET: async (c) => {
+        parseWith(noQuery, c.query, 'query');
+        if (extras.inventory === undefined) throw new GatewayError('MCPGATE_ERR_ADMIN_NOT_FOUND', 'no tool inventory here');
+        return ok(extras.inventory(c.mount.cachedTools ?? (() => undefined)));
+      },
+    }),
+    route('/metrics/calls', {
+      GET: async (c) => {
+        parseWith(noQuery, c.query, 'query');
+        const history = c.mount.calls?.();
+        // Off is an answer, not an error: the overview then shows the plain counters it has without metrics.
+        return ok(history === undefined ? { enabled: false } : { enabled: true, ...history });
       },
     }),
     route('/catalog/approvals', {

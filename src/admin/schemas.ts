@@ -67,8 +67,10 @@ export const auditVerifyQuery = z.strictObject({ chain: z.string().regex(/^[A-Za
 export const teamsQuery = z.strictObject({ org: id.optional() });
 export const principalsQuery = z.strictObject({ org: id.optional(), kind: z.enum(['user', 'agent']).optional() });
 export const keysQuery = z.strictObject({ org: id.optional(), team: id.optional(), principal: id.optional() });
+/** Exactly one of `key` and `principal`; the explainer refuses neither and both, for the CLI as well. */
 export const explainQuery = z.strictObject({
-  key: id,
+  key: id.optional(),
+  principal: id.optional(),
   tool: name,
   server: name.optional(),
   ip: z.string().min(1).max(100).optional(),
@@ -100,6 +102,10 @@ export const auditQuery = z.strictObject({
   since: timeBound.optional(),
   until: timeBound.optional(),
   keyId: id.optional(),
+  /** A user's or an agent's id: records where it acted as either (issue 28). */
+  principal: id.optional(),
+  team: id.optional(),
+  org: id.optional(),
   session: id.optional(),
   server: name.optional(),
   tool: name.optional(),

@@ -130,6 +130,16 @@ export class CatalogGuard {
     return [...this.#current.values()].map(({ record }) => record).sort((a, b) => compare(a.server, b.server) || compare(a.tool, b.tool));
   }
 
+  /** The approvals in force for `server`, by upstream tool name (none: undefined). */
+  approvedTools(server: string): ReadonlyMap<string, ApprovedTool> | undefined {
+    return this.#approved.get(server);
+  }
+
+  /** The drift of `tool`'s latest live definition, while it differs from its approval. */
+  driftOf(server: string, tool: string): DriftRecord | undefined {
+    return this.#current.get(toolKey(server, tool))?.record;
+  }
+
   /**
    * The latest live definition of a drifted tool (the upstream's original object) and its hash: what an operator
    * reviewing this replica's drift approves. `undefined` when the tool is not drifting here.

@@ -1,12 +1,15 @@
 import type { Command } from 'commander';
-import type { CedarExplanation, KeyAccessExplanation } from '../control/explain.js';
+import type { CedarExplanation, ToolAccessExplanation } from '../control/explain.js';
 import type { PermissionLevel } from '../store/directory-store.js';
 import type { Store } from '../store/store.js';
 import { printJson, printTable, runCommand, UsageError, withControl, type CommonOptions, type ControlIo } from './control-cli.js';
 
+/** Exactly one of `key` and `principal`. */
 export interface ExplainOptions extends CommonOptions {
   /** Key id or displayed prefix. */
-  readonly key: string;
+  readonly key?: string;
+  /** A user's or an agent's id, judged as a bearer token mapped to it would be: without a key. */
+  readonly principal?: string;
   /** The exposed tool name, e.g. `notes__add_note`. */
   readonly tool: string;
   readonly server?: string;
@@ -21,16 +24,19 @@ export interface ExplainOptions extends CommonOptions {
 export const EXIT_DENIED = 2;
 
 /**
- * `mcpgate explain --key <id> --tool <name>`: whether that key's holder may call the tool and which level
- * decides (issue 5 §9), and, when `gateway.policies` is configured, the Cedar decision at ingress with the ids
- * of the determining policies (issue 7 §3). Exit 0 when allowed, 2 when denied, 1 on a usage or store error.
+ * `mcpgate explain --key <id>|--principal <id> --tool <name>`: whether that key's holder (or that principal,
+ * without a key) may call the tool and which level decides (issue 5 §9), and, when `gateway.policies` is
+ * configured, the Cedar decision at ingress with the ids of the determining policies (issue 7 §3). Exit 0 when
+ * allowed, 2 when denied, 1 on a usage or store error.
  */
 export function runExplain(options: ExplainOptions, io: ControlIo): Promise<number> {
   return runCommand(io, 'explain', () =>
     withControl({ file: options.config }, io, async (control) => {
+      if ((options.key === undefined) === (options.principal === undefined)) throw new UsageError('give exactly one of --key <key-id> and --principal <id>');
       const args = options.args === undefined ? undefined : parseArgs(options.args);
       const explanation = await control.explain({
-        key: options.key,
+        ...(options.key === undefined ? {} : { key: options.key }),
+        ...(options.principal === undefined ? {} : { principal: options.principal }),
         tool: options.tool,
         ...(options.server === undefined ? {} : { server: options.server }),
         ...(options.ip === undefined ? {} : { ip: options.ip }),
@@ -44,12 +50,18 @@ export function runExplain(options: ExplainOptions, io: ControlIo): Promise<numb
   );
 }
 
-async function printExplanation(io: ControlIo, store: Store, explanation: KeyAccessExplanation): Promise<void> {
-  const { key, tool, policy } = explanation;
+async function printExplanation(io: ControlIo, store: Store, explanation: ToolAccessExplanation): Promise<void> {
+  const { tool, policy } = explanation;
   const names = await subjectNames(store, explanation);
   const rename = tool.local === tool.upstream ? '' : ` (exposed locally as "${tool.local}")`;
   io.stdout(`tool     ${tool.exposed} -> server "${tool.server}", upstream tool "${tool.upstream}"${rename}`);
-  io.stdout(`key      ${key.id} (${key.prefix}), ${key.principalKind} ${names.get(key.principalKind) ?? key.principalId}, ${key.status}`);
+  if ('key' in explanation) {
+    const { key } = explanation;
+    io.stdout(`key      ${key.id} (${key.prefix}), ${key.principalKind} ${names.get(key.principalKind) ?? key.principalId}, ${key.status}`);
+  } else {
+    const { principal } = explanation;
+    io.stdout(`caller   ${principal.kind} ${principal.name} (${principal.id}), without a key: no key-level document applies`);
+  }
   io.stdout(`client   ${policy.clientIp}`);
   io.stdout(`config   ${tool.visible ? 'shown' : 'HIDDEN'}: ${tool.reason}`);
   io.stdout('');
@@ -101,7 +113,7 @@ function printCedar(io: ControlIo, cedar: CedarExplanation): void {
 }
 
 /** Display names of the caller's org, team and principal; ids alone are hard to read in a table. */
-async function subjectNames(store: Store, { caller }: KeyAccessExplanation): Promise<Map<PermissionLevel, string>> {
+async function subjectNames(store: Store, { caller }: ToolAccessExplanation): Promise<Map<PermissionLevel, string>> {
   const names = new Map<PermissionLevel, string>();
   const [org, team, principal] = await Promise.all([
     store.getOrg(caller.orgId),
@@ -118,8 +130,9 @@ async function subjectNames(store: Store, { caller }: KeyAccessExplanation): Pro
 export function registerExplainCommand(program: Command, io: ControlIo, defaultConfig: string): void {
   program
     .command('explain')
-    .description('explain whether a key may call a tool: each level\'s verdict, the deciding one and the Cedar policy decision (exit 0 allowed, 2 denied)')
-    .requiredOption('--key <key-id>', 'key id (or its displayed prefix, mcpg_xxxxxxxx)')
+    .description('explain whether a key, or a principal without one, may call a tool: each level\'s verdict, the deciding one and the Cedar policy decision (exit 0 allowed, 2 denied)')
+    .option('--key <key-id>', 'key id (or its displayed prefix, mcpg_xxxxxxxx); this or --principal')
+    .option('--principal <id>', 'a user\'s or an agent\'s id, judged as a bearer token mapped to it is: without a key, so no key-level document applies')
     .requiredOption('--tool <name>', 'the tool name as clients see it, e.g. notes__add_note')
     .option('--server <server>', 'the server, for unprefixed names in gateway.prefix conditional/never modes')
     .option('--ip <address>', 'the client IP to judge internal servers by', '127.0.0.1')

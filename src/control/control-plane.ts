@@ -17,7 +17,7 @@ import type {
 import type { Store } from '../store/store.js';
 import { requirePerUserServer } from '../vault/servers.js';
 import type { Vault } from '../vault/vault.js';
-import { KeyAccessExplainer, type ExplainRequest, type KeyAccessExplanation } from './explain.js';
+import { KeyAccessExplainer, type ExplainRequest, type ToolAccessExplanation } from './explain.js';
 import { findOrCreate, findOrg, requireSubject, resolveSubject } from './subjects.js';
 import { invalidRequest, notFound, toKeyView, toSecretView, type KeyView, type SecretView } from './views.js';
 
@@ -282,8 +282,8 @@ export class ControlPlane {
     return findOrg(this.store, idOrName);
   }
 
-  /** Whether the key's holder may call the tool, and why (`explain.ts`). */
-  explain(request: ExplainRequest): Promise<KeyAccessExplanation> {
+  /** Whether the key's holder, or a principal without a key, may call the tool, and why (`explain.ts`). */
+  explain(request: ExplainRequest): Promise<ToolAccessExplanation> {
     return this.#explainer.explain(request);
   }
 

@@ -6,15 +6,19 @@ import { SENSITIVITY_LABELS, type SensitivityLabel } from '../config/governance-
 import type { GatewayConfig } from '../config/schema.js';
 import type { Caller } from '../model/caller.js';
 import { PermissionEngine, type AccessExplanation } from '../policy/permission-engine.js';
+import type { Principal } from '../store/directory-store.js';
 import type { Store } from '../store/store.js';
 import { normalizeIp } from '../util/client-ip.js';
 import { findKey } from './subjects.js';
 import { resolveExposedTool, type ToolResolution } from './tool-resolution.js';
-import { invalidRequest, toKeyView, type KeyView } from './views.js';
+import { invalidRequest, notFound, toKeyView, type KeyView } from './views.js';
 
+/** Exactly one of `key` and `principal`. */
 export interface ExplainRequest {
   /** Key id, or its displayed prefix. */
-  readonly key: string;
+  readonly key?: string;
+  /** A user's or an agent's id: the caller a bearer token mapped to that principal would be, with no key of its own. */
+  readonly principal?: string;
   /** The exposed tool name, as a client would call it. */
   readonly tool: string;
   readonly server?: string;
@@ -34,18 +38,33 @@ export interface CedarExplanation extends PolicyOutcome {
   readonly sets: readonly PolicySetStatus[];
 }
 
-/** `explain` for a stored key: the key's state, the tool's mapping and server filter, and the policy verdict. */
-export interface KeyAccessExplanation {
-  /** True only when the key is active, the server's filter shows the tool and the policy allows it. */
-  readonly allowed: boolean;
+interface CallerExplanation {
   readonly summary: string;
-  readonly key: KeyView;
   readonly caller: Caller;
   readonly tool: ToolResolution;
   readonly policy: AccessExplanation;
   /** Present when `gateway.policies` names at least one set. */
   readonly cedar?: CedarExplanation;
 }
+
+/** `explain` for a stored key: the key's state, the tool's mapping and server filter, and the policy verdict. */
+export interface KeyAccessExplanation extends CallerExplanation {
+  /** True only when the key is active, the server's filter shows the tool and the policy allows it. */
+  readonly allowed: boolean;
+  readonly key: KeyView;
+}
+
+/**
+ * `explain` for a principal without a key, as a bearer token mapped to it is judged: no key status, and no key-level
+ * document applies (the caller's key id is one no stored key has), so `requireKeyPermissions` denies it.
+ */
+export interface PrincipalAccessExplanation extends CallerExplanation {
+  /** True only when the server's filter shows the tool and the policy and Cedar allow it. */
+  readonly allowed: boolean;
+  readonly principal: Principal;
+}
+
+export type ToolAccessExplanation = KeyAccessExplanation | PrincipalAccessExplanation;
 
 export const DEFAULT_EXPLAIN_IP = '127.0.0.1';
 
@@ -94,15 +113,17 @@ export class KeyAccessExplainer {
   }
 
   /**
-   * Whether the key's holder may call the tool, and why (issue 5 §9). Contacts no upstream: the tool is mapped
-   * from the configuration, and the verdict is the engine's. Only the org, team, principal and key ids of the
-   * key record are used, as the authenticator would put them in the Caller.
+   * Whether the key's holder, or the principal, may call the tool, and why (issue 5 §9). Contacts no upstream:
+   * the tool is mapped from the configuration, and the verdict is the engine's. Only the org, team, principal
+   * and key ids of the record are used, as the authenticator would put them in the Caller.
    */
-  async explain(request: ExplainRequest): Promise<KeyAccessExplanation> {
+  async explain(request: ExplainRequest): Promise<ToolAccessExplanation> {
+    const subject = subjectOf(request);
     const ip = normalizeIp(request.ip ?? DEFAULT_EXPLAIN_IP);
     if (ip === undefined) throw invalidRequest(`"${request.ip ?? ''}" is not an IP address`);
     const tool = resolveExposedTool(this.#config, request.tool, request.server);
-    const record = await findKey(this.#store, request.key);
+    if ('principal' in subject) return this.#explainPrincipal(subject.principal, ip, tool, request);
+    const record = await findKey(this.#store, subject.key);
     const key = toKeyView(record, this.#now());
     const caller: Caller = {
       keyId: record.id,
@@ -114,20 +135,37 @@ export class KeyAccessExplainer {
     };
     const policy = await this.#engine.explain(caller, tool.server, tool.upstream);
     const cedar = await this.#explainCedar(caller, tool, request);
-    const cedarAllows = cedar === undefined || cedar.decision === 'allow';
-    const allowed = key.status === 'active' && tool.visible && policy.allowed && cedarAllows;
-    // In the order the gateway checks: authentication, permissions, the server's filter, then Cedar at ingress.
-    const summary =
-      key.status !== 'active'
-        ? `denied: the key is ${key.status}, so it does not authenticate`
-        : !policy.allowed
-          ? policy.summary
-          : !tool.visible
-            ? `denied by the server's configuration: ${tool.reason}`
-            : !cedarAllows
-              ? cedarSummary(cedar)
-              : policy.summary;
+    // Authentication comes first in the gateway, before everything `verdictOf` weighs.
+    const { allowed, summary } =
+      key.status === 'active' ? verdictOf(policy, tool, cedar) : { allowed: false, summary: `denied: the key is ${key.status}, so it does not authenticate` };
     return { allowed, summary, key, caller, tool, policy, ...(cedar === undefined ? {} : { cedar }) };
+  }
+
+  /**
+   * The Caller the JWT authenticator makes for a token mapped to a stored principal (jwt-verifier.ts), with a key
+   * id no stored key can have (key ids are UUIDs): what the principal may do through its org, team and own
+   * documents, with no key-level document in play.
+   */
+  async #explainPrincipal(id: string, ip: string, tool: ToolResolution, request: ExplainRequest): Promise<PrincipalAccessExplanation> {
+    const principal = await this.#store.getPrincipal(id);
+    if (principal === undefined) throw notFound('principal', id);
+    const caller: Caller = {
+      keyId: `principal:${principal.id}`,
+      principalId: principal.id,
+      principalKind: principal.kind,
+      orgId: principal.orgId,
+      ...(principal.teamId === undefined ? {} : { teamId: principal.teamId }),
+      clientIp: ip,
+    };
+    const policy = await this.#engine.explain(caller, tool.server, tool.upstream);
+    const cedar = await this.#explainCedar(caller, tool, request);
+    const verdict = verdictOf(policy, tool, cedar);
+    // The engine words this for a key; here there is no key that could be given a document.
+    const summary =
+      policy.denial === 'key-without-permissions'
+        ? 'denied: gateway.auth.requireKeyPermissions is on, and a principal explained without a key has no key-level document'
+        : verdict.summary;
+    return { allowed: verdict.allowed, summary, principal, caller, tool, policy, ...(cedar === undefined ? {} : { cedar }) };
   }
 
   async #explainCedar(caller: Caller, tool: ToolResolution, request: ExplainRequest): Promise<CedarExplanation | undefined> {
@@ -166,6 +204,26 @@ export class KeyAccessExplainer {
     }
     return this.#policies;
   }
+}
+
+function subjectOf(request: ExplainRequest): { readonly key: string } | { readonly principal: string } {
+  if (request.key !== undefined && request.principal === undefined) return { key: request.key };
+  if (request.principal !== undefined && request.key === undefined) return { principal: request.principal };
+  throw invalidRequest("give exactly one of key (a key id or its displayed prefix) and principal (a user's or an agent's id)");
+}
+
+/** In the order the gateway checks after authentication: permissions, the server's filter, then Cedar at ingress. */
+function verdictOf(policy: AccessExplanation, tool: ToolResolution, cedar: CedarExplanation | undefined): { allowed: boolean; summary: string } {
+  const cedarAllows = cedar === undefined || cedar.decision === 'allow';
+  const allowed = tool.visible && policy.allowed && cedarAllows;
+  const summary = !policy.allowed
+    ? policy.summary
+    : !tool.visible
+      ? `denied by the server's configuration: ${tool.reason}`
+      : !cedarAllows
+        ? cedarSummary(cedar)
+        : policy.summary;
+  return { allowed, summary };
 }
 
 function isSensitivityLabel(value: string): value is SensitivityLabel {

@@ -69,6 +69,11 @@ export class CatalogView {
     return this.names.cachedTool(server, upstreamName);
   }
 
+  /** Every tool `server` listed in this view's cache, without fetching; undefined when nothing is cached. */
+  cachedTools(server: string): JsonObject[] | undefined {
+    return this.pages.cachedList('tools', server);
+  }
+
   /** See {@link NameResolver.resolveResource}. */
   resolveResource(uri: string, fetcher: ListFetcher, requester: RequestContext, scope: CatalogScope): Promise<string | undefined> {
     return this.names.resolveResource(uri, fetcher, requester, scope);

@@ -95,6 +95,12 @@ export class ListPageCache {
 
   /** The items of `server`'s cached pages of `kind` (fresh or expired), in order, without fetching anything. */
   cachedItems(kind: ListKind, server: string): JsonObject[] {
+    return this.cachedList(kind, server) ?? [];
+  }
+
+  /** As {@link cachedItems}, but undefined when not even the first page is cached (nothing listed it, or unshared). */
+  cachedList(kind: ListKind, server: string): JsonObject[] | undefined {
+    if (!this.pages.has(pageKey(server, kind, undefined))) return undefined;
     const items: JsonObject[] = [];
     let cursor: string | undefined;
     for (let guard = 0; guard < 1000; guard++) {

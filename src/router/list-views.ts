@@ -74,6 +74,21 @@ export class ListViews {
     return makeResult(request.id, rawResult(json));
   }
 
+  /**
+   * The tools `server` listed to any client population (the union by name over the views: an upstream may list
+   * more to clients that can sample), without fetching; undefined when no view holds its list.
+   */
+  cachedTools(server: string): JsonObject[] | undefined {
+    let union: Map<string, JsonObject> | undefined;
+    for (const view of this.views.values()) {
+      const tools = view.cachedTools(server);
+      if (tools === undefined) continue;
+      union ??= new Map();
+      for (const tool of tools) if (typeof tool.name === 'string' && !union.has(tool.name)) union.set(tool.name, tool);
+    }
+    return union === undefined ? undefined : [...union.values()];
+  }
+
   /** Drops what `server` listed for the kinds a list_changed notification names, in every view. */
   invalidate(server: string, listChangedMethod: string): void {
     for (const kind of LIST_CHANGED_KINDS[listChangedMethod] ?? []) for (const view of this.views.values()) view.invalidate(server, kind);

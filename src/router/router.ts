@@ -441,6 +441,15 @@ export class Router {
     return makeResult(context.request.id, {});
   }
 
+  /**
+   * The tools `server` listed to this replica's clients, from the list caches alone (the admin API's inventory):
+   * `per-caller` for a server reached with each caller's own credential, whose lists are never kept.
+   */
+  cachedTools(server: string): JsonObject[] | 'per-caller' | undefined {
+    if (CALLER_CREDENTIAL_MODES.has(this.options.credentials.modeOf(server) ?? 'static')) return 'per-caller';
+    return this.lists.cachedTools(server);
+  }
+
   /** 2026-07-28 `subscriptions/listen` streams open now. */
   get listenStreamCount(): number {
     return this.listenStreams.size;

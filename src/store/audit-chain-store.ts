@@ -93,6 +93,10 @@ export interface AuditRecordFilter {
   readonly until?: Date;
   readonly chainId?: string;
   readonly keyId?: string;
+  /** A user's or an agent's id: records whose `userId` or `agentId` is it, since callers act as either. */
+  readonly principalId?: string;
+  readonly teamId?: string;
+  readonly orgId?: string;
   readonly sessionId?: string;
   readonly server?: string;
   readonly tool?: string;

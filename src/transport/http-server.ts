@@ -1,5 +1,5 @@
 import type { AdminUi } from '../admin/admin-ui.js';
-import type { SessionView } from '../admin/routes.js';
+import type { AdminMount, SessionView } from '../admin/routes.js';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -12,6 +12,7 @@ import type { SelfServiceSecrets } from '../vault/self-service.js';
 import { logRefusedRequest } from '../observability/access-log.js';
 import type { Logger } from '../observability/logger.js';
 import type { MetricsEndpoint } from '../observability/metrics/metrics-endpoint.js';
+import type { CallHistorySnapshot } from '../observability/metrics/call-history.js';
 import type { Router } from '../router/router.js';
 import type { SessionManager } from '../session/session-manager.js';
 import type { HttpAuth } from './http-auth.js';
@@ -55,6 +56,8 @@ export interface HttpServerOptions {
   adminUi?: AdminUi | undefined;
   /** The replica set's Redis and invalidation bus (issue 27), undefined without `gateway.cluster.redis`. */
   cluster?: { readiness(): Record<string, unknown> | undefined; status(): unknown };
+  /** Calls and latency per server over the last minutes (the metrics' call history), for the admin UI's overview. */
+  calls?: (() => CallHistorySnapshot) | undefined;
   /** `GET /metrics` on this listener (issue 26): set when metrics are on and have no listener of their own. */
   metrics?: MetricsEndpoint | undefined;
   logger: Logger;
@@ -191,6 +194,14 @@ export class GatewayHttpServer {
     };
   }
 
+  /** What the admin API reads from the running listener; made once, its members called per request. */
+  private readonly adminMount: AdminMount = {
+    status: () => this.status(),
+    sessions: () => this.sessionViews(),
+    cachedTools: (server) => this.options.router.cachedTools(server),
+    calls: () => this.options.calls?.(),
+  };
+
   /** This replica's live sessions for the admin API: identities and figures, never a wire (sealed) id. */
   private sessionViews(): SessionView[] {
     const views: SessionView[] = [];
@@ -281,7 +292,7 @@ export class GatewayHttpServer {
     if (isUnder(path, ADMIN_PREFIX) && this.options.admin !== undefined) {
       // The Host/Origin guard applies: a browser page must not reach the admin API through DNS rebinding.
       this.checkHostAndOrigin(request);
-      await this.options.admin.handle(request, response, path.slice(ADMIN_PREFIX.length), { status: () => this.status(), sessions: () => this.sessionViews() });
+      await this.options.admin.handle(request, response, path.slice(ADMIN_PREFIX.length), this.adminMount);
       return;
     }
     const selfService = isUnder(path, SECRETS_PREFIX) ? this.options.selfService : undefined;

@@ -66,7 +66,8 @@ class Harness {
       keySecret: KEY_SECRET,
       adminToken: TOKEN,
       config: CONFIG,
-      engine: engineFromConfig(CONFIG, this.store),
+      // Explain judges with this engine, so a test's own config must reach it too.
+      engine: engineFromConfig(overrides.config ?? CONFIG, this.store),
       logger,
       onChange: (change) => this.changes.push(change),
       maxBodyBytes: 64 * 1024,
@@ -393,6 +394,86 @@ describe('AdminApi', () => {
       assert.equal((await h.call('GET', `/explain?key=${keyId}&tool=x&server=nope`)).status, 400);
       assert.equal((await h.call('GET', `/explain?key=${keyId}&tool=notes__x&ip=not-an-ip`)).status, 400);
     });
+
+    it('explains a principal without a key: its org, team and own documents, never a key-level one', async () => {
+      const org = field<{ id: string }>(await h.call('POST', '/orgs', { body: { name: 'explain-org' } }), 'org').id;
+      const team = field<{ id: string }>(await h.call('POST', `/orgs/${org}/teams`, { body: { name: 'writers' } }), 'team').id;
+      const ada = field<{ id: string }>(await h.call('POST', '/principals', { body: { kind: 'user', orgId: org, teamId: team, name: 'ada' } }), 'principal').id;
+      const keyId = field<{ id: string }>(await h.call('POST', '/keys', { body: { principalId: ada } }), 'record').id;
+      interface Explained {
+        allowed: boolean;
+        summary: string;
+        key?: unknown;
+        principal?: { id: string; kind: string; name: string; orgId: string; teamId?: string };
+        caller: { keyId: string; principalId: string; principalKind: string; orgId: string; teamId?: string };
+        policy: { decidingLevel?: string; denial: string; lines: Array<{ level: string; subjectId: string; record: string }> };
+      }
+      const explain = async (query: string): Promise<Explained> => {
+        const reply = await h.call('GET', `/explain?${query}`);
+        assert.equal(reply.status, 200, reply.text);
+        return field<Explained>(reply, 'explanation');
+      };
+
+      // Only the key has a document: its holder may write, the principal alone falls to the default (deny).
+      await h.call('PUT', `/permissions/key/${keyId}`, { body: { kind: 'allow', tools: { notes: ['write_*'] } } });
+      assert.equal((await explain(`key=${keyId}&tool=notes__write_note`)).allowed, true);
+      const keyless = await explain(`principal=${ada}&tool=notes__write_note`);
+      assert.equal(keyless.allowed, false);
+      assert.equal(keyless.policy.denial, 'no-document');
+      assert.equal(keyless.key, undefined);
+      assert.deepEqual(keyless.principal && [keyless.principal.id, keyless.principal.kind, keyless.principal.name, keyless.principal.teamId], [ada, 'user', 'ada', team]);
+      assert.deepEqual(keyless.caller, { keyId: `principal:${ada}`, principalId: ada, principalKind: 'user', orgId: org, teamId: team, clientIp: '127.0.0.1' });
+      assert.deepEqual(keyless.policy.lines.find((l) => l.level === 'key'), {
+        level: 'key',
+        subjectId: `principal:${ada}`,
+        record: 'absent',
+        verdict: 'does-not-restrict',
+        reason: 'no record: the key inherits the other levels',
+      });
+
+      await h.call('PUT', `/permissions/team/${team}`, { body: { kind: 'allow', tools: { notes: ['read_*', 'drop_*'] } } });
+      const read = await explain(`principal=${ada}&tool=notes__read_note`);
+      assert.equal(read.allowed, true, read.summary);
+      assert.equal(read.policy.lines.find((l) => l.level === 'team')?.record, 'present');
+      const write = await explain(`principal=${ada}&tool=notes__write_note`);
+      assert.deepEqual([write.allowed, write.policy.decidingLevel], [false, 'team']);
+      // Granted, but the server's own filter hides it: no key status to report, the filter decides.
+      const hidden = await explain(`principal=${ada}&tool=drop_all&server=notes`);
+      assert.equal(hidden.allowed, false);
+      assert.match(hidden.summary, /^denied by the server's configuration/);
+
+      const unknown = await h.call('GET', '/explain?principal=no-such-principal&tool=notes__read_note');
+      assert.equal(unknown.status, 404);
+      assert.equal(errorCode(unknown), 'MCPGATE_ERR_STORE_NOT_FOUND');
+      for (const query of [`key=${keyId}&principal=${ada}&tool=notes__read_note`, 'tool=notes__read_note', 'principal=&tool=notes__read_note']) {
+        const reply = await h.call('GET', `/explain?${query}`);
+        assert.equal(reply.status, 400, query);
+        assert.equal(errorCode(reply), 'MCPGATE_ERR_ADMIN_INVALID', query);
+      }
+      assert.match(((await h.call('GET', '/explain?tool=notes__read_note')).json.error as { message: string }).message, /exactly one of key .* and principal/);
+    });
+  });
+
+  it('explains a principal as denied under requireKeyPermissions: it has no key to hold a document', async () => {
+    const config = { ...CONFIG, gateway: { ...CONFIG.gateway, auth: { ...CONFIG.gateway.auth, requireKeyPermissions: true } } };
+    const strict = await new Harness().start({ config });
+    try {
+      const orgId = field<{ id: string }>(await strict.call('POST', '/orgs', { body: { name: 'o' } }), 'org').id;
+      const teamId = field<{ id: string }>(await strict.call('POST', `/orgs/${orgId}/teams`, { body: { name: 't' } }), 'team').id;
+      const userId = field<{ id: string }>(await strict.call('POST', '/principals', { body: { kind: 'user', orgId, teamId, name: 'u' } }), 'principal').id;
+      const keyId = field<{ id: string }>(await strict.call('POST', '/keys', { body: { principalId: userId } }), 'record').id;
+      await strict.call('PUT', `/permissions/team/${teamId}`, { body: { kind: 'allow' } });
+      await strict.call('PUT', `/permissions/key/${keyId}`, { body: { kind: 'allow' } });
+      const byKey = field<{ allowed: boolean }>(await strict.call('GET', `/explain?key=${keyId}&tool=notes__read_note`), 'explanation');
+      assert.equal(byKey.allowed, true);
+      const reply = await strict.call('GET', `/explain?principal=${userId}&tool=notes__read_note`);
+      assert.equal(reply.status, 200, reply.text);
+      const byPrincipal = field<{ allowed: boolean; summary: string; policy: { denial: string; decidingLevel: string } }>(reply, 'explanation');
+      assert.deepEqual([byPrincipal.allowed, byPrincipal.policy.denial, byPrincipal.policy.decidingLevel], [false, 'key-without-permissions', 'key']);
+      assert.match(byPrincipal.summary, /requireKeyPermissions is on, and a principal explained without a key has no key-level document/);
+    } finally {
+      await strict.close();
+    }
   });
 
   it('reports every mutation to onChange and no read', async () => {

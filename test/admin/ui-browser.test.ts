@@ -50,7 +50,8 @@ before(async () => {
   writeFileSync(catalogFile, JSON.stringify({ version: 1, servers: { notes: { tools: { add_note: { hash: toolDefinitionHash(definition), definition, approvedAt: new Date().toISOString() } } } } }));
   gateway = await startGateway({
     // observe: drift is recorded and shown, calls go on (fx's tools are simply unapproved).
-    gateway: { ...productionGateway(store, ADMIN_TOKEN), catalog: { mode: 'observe', file: catalogFile } },
+    // Metrics on (loopback, no token): the Overview charts calls and latency from their history.
+    gateway: { ...productionGateway(store, ADMIN_TOKEN), catalog: { mode: 'observe', file: catalogFile }, metrics: { enabled: true } },
     servers: {
       fx: stdioFixture('fx', { extra: { allowUnmeasured: true } }),
       notes: stdioFixture('notes', { args: ['--no-base', '--tools', 'add_note', '--description-file', descriptionFile], extra: { allowUnmeasured: true } }),
@@ -96,8 +97,8 @@ describe('the admin UI in Chromium (issue 28)', { skip }, () => {
   it('the Overview lists the upstream with its state', async () => {
     await page.goto(`${gateway.origin}/admin/ui/#/overview`);
     await page.getByRole('heading', { name: 'Overview' }).waitFor();
-    const row = page.locator('table tbody tr', { hasText: 'fx' });
-    assert.equal(await row.count(), 1);
+    const upstreams = page.locator('table', { has: page.locator('caption', { hasText: 'Upstream servers' }) });
+    assert.equal(await upstreams.locator('tbody tr', { hasText: 'fx' }).count(), 1);
   });
 
   it('creates a key shown once, whose label holding markup shows as text, and which calls a tool', async () => {
@@ -142,7 +143,14 @@ describe('the admin UI in Chromium (issue 28)', { skip }, () => {
     // The gateway learns the live definition when a caller lists tools.
     const session = await rawSession(gateway.url, '2025-11-25', { authorization: `Bearer ${bob.key}` });
     await raw(gateway.url, { headers: { ...mcpHeaders(session, '2025-11-25'), authorization: `Bearer ${bob.key}` }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }) });
-    await page.goto(`${gateway.origin}/admin/ui/#/approvals`);
+    await page.goto(`${gateway.origin}/admin/ui/#/tools`);
+    await page.getByRole('heading', { name: 'Servers and tools' }).waitFor();
+    // Every tool with its approval state, by server: the rug-pulled one, fx's never-approved ones.
+    const notesTable = page.locator('table', { has: page.locator('caption', { hasText: /^notes: 1 tool\(s\), as its clients were last listed/ }) });
+    assert.match((await notesTable.locator('tbody tr', { hasText: 'add_note' }).textContent()) ?? '', /CHANGED since approved/);
+    const fxTable = page.locator('table', { has: page.locator('caption', { hasText: /^fx: / }) });
+    const fxRows = await fxTable.locator('tbody tr').allTextContents();
+    assert.ok(fxRows.length >= 2 && fxRows.every((row) => row.includes('never approved')), fxRows.join(' | '));
     const section = page.getByRole('region', { name: 'notes / add_note' });
     await section.waitFor();
     assert.equal(await section.getByRole('figure').filter({ hasText: 'Approved description' }).locator('pre').textContent(), 'notes: add_note');
@@ -152,6 +160,7 @@ describe('the admin UI in Chromium (issue 28)', { skip }, () => {
     await section.getByRole('button', { name: /^Approve this exact definition/ }).click();
     await page.getByText(/^Approved notes \/ add_note at /).waitFor();
     assert.equal(await page.getByRole('region', { name: 'notes / add_note' }).count(), 0, 'no longer drifting');
+    assert.match((await notesTable.locator('tbody tr', { hasText: 'add_note' }).textContent()) ?? '', /^add_noteapproved/);
   });
 
   it('the explain playground shows each level\'s verdict for a key and a tool', async () => {
@@ -168,6 +177,20 @@ describe('the admin UI in Chromium (issue 28)', { skip }, () => {
     await page.getByRole('heading', { name: 'Denied' }).waitFor();
     const user = page.locator('table tbody tr', { has: page.locator('td:first-child', { hasText: /^user$/ }) });
     assert.equal(await user.locator('td:nth-child(4)').textContent(), 'denies');
+
+    // By principal, with no key: bob's org allows, and no key level is judged.
+    await page.getByLabel('Key id or prefix').fill('');
+    await page.getByLabel('Principal id (instead of a key)').fill(bob.principalId);
+    await page.getByRole('button', { name: 'Explain' }).click();
+    await page.getByRole('heading', { name: 'Allowed' }).waitFor();
+    await page.getByText(/^As user bob \(/).waitFor();
+    // The key level is judged for a key no stored key can be: no key-level document applies.
+    const keyLevel = page.locator('table tbody tr', { has: page.locator('td:first-child', { hasText: /^key$/ }) });
+    assert.equal(await keyLevel.locator('td:nth-child(2)').textContent(), `principal:${bob.principalId}`);
+    // Both at once is the API's refusal, shown.
+    await page.getByLabel('Key id or prefix').fill(bob.id);
+    await page.getByRole('button', { name: 'Explain' }).click();
+    await page.locator('main [role=alert]').waitFor();
   });
 
   it('the audit log shows the call, filters by decision, and exports the page as JSONL', async () => {
@@ -181,6 +204,15 @@ describe('the admin UI in Chromium (issue 28)', { skip }, () => {
     // Polled from here: the page's own CSP refuses the string evaluation waitForFunction would use.
     await waitFor(async () => (await page.locator('table tbody tr td:nth-child(4)').allTextContents()).every((cell) => cell === 'deny'), 'only denials listed');
     assert.equal(await page.locator('table tbody tr', { hasText: 'fx__echo' }).filter({ hasText: 'allow' }).count(), 0);
+    // By principal: carol's records only (every key of hers), her id in the Principal column.
+    assert.equal(await callWith(carol.key), 200);
+    await page.getByLabel('Decision').selectOption('');
+    await page.getByLabel('Principal id').fill(carol.principalId);
+    await page.getByRole('button', { name: 'Show' }).click();
+    await waitFor(async () => {
+      const cells = await page.locator('table tbody tr td:nth-child(5)').allTextContents();
+      return cells.length > 0 && cells.every((cell) => cell === carol.principalId);
+    }, "only carol's records listed");
     const download = page.getByRole('link', { name: 'Export this page as JSONL' });
     assert.equal(await download.getAttribute('download'), 'mcpgate-audit.jsonl');
   });
@@ -252,6 +284,22 @@ describe('the admin UI in Chromium (issue 28)', { skip }, () => {
     assert.equal(await page.evaluate('window.__xss'), undefined);
   });
 
+  it('the Overview charts calls and latency per server from the metrics', async () => {
+    assert.equal(await callWith(bob.key), 200);
+    await page.goto(`${gateway.origin}/admin/ui/#/overview`);
+    // The previous test left the page on the Overview: a goto to the same hash would not redraw it.
+    await page.reload();
+    await page.getByRole('heading', { name: 'Calls and latency per server' }).waitFor();
+    const fx = page.locator('figure.server-chart', { hasText: /^fx: / });
+    assert.match((await fx.locator('figcaption').textContent()) ?? '', /^fx: [1-9]\d* call\(s\)/);
+    assert.equal(await fx.getByRole('img').count(), 2, 'a calls chart and a latency chart, each labelled');
+    const heights = await Promise.all((await fx.locator('rect.bar').all()).map(async (bar) => Number(await bar.getAttribute('height'))));
+    assert.ok(heights.some((height) => height > 0), 'the interval in progress has a bar');
+    assert.ok(((await fx.locator('path.line.upstream').getAttribute('d')) ?? '').startsWith('M'), 'a latency line is drawn');
+    const totals = page.locator('table', { has: page.locator('caption', { hasText: 'Tool calls per server since start-up' }) });
+    assert.match((await totals.locator('tbody tr', { hasText: 'fx' }).textContent()) ?? '', /^fx[1-9]\d*\d/);
+  });
+
   it('sessions: lists the live ones, and shows an ended one\'s receipt verified, or INVALID once altered', async () => {
     const session = await rawSession(gateway.url, '2025-11-25', { authorization: `Bearer ${bob.key}` });
     await page.goto(`${gateway.origin}/admin/ui/#/sessions`);
@@ -276,7 +324,7 @@ describe('the admin UI in Chromium (issue 28)', { skip }, () => {
 
   it('is usable on a narrow screen: nothing scrolls sideways', async () => {
     await page.setViewportSize({ width: 390, height: 844 });
-    for (const section of ['overview', 'principals', 'keys', 'approvals', 'explain', 'tester', 'audit', 'sessions']) {
+    for (const section of ['overview', 'principals', 'keys', 'tools', 'explain', 'tester', 'audit', 'sessions']) {
       await page.goto(`${gateway.origin}/admin/ui/#/${section}`);
       await page.locator('main h1').waitFor();
       assert.equal(await page.evaluate('document.documentElement.scrollWidth <= window.innerWidth'), true, section);

@@ -35,7 +35,13 @@ describe('GET /admin/v1/audit', () => {
         await log.append({
           kind: n % 10 === 0 ? 'policy' : 'call',
           decision: n % 3 === 0 ? 'deny' : 'allow',
-          principal: { keyId: n % 2 === 0 ? 'key-even' : 'key-odd' },
+          principal: {
+            keyId: n % 2 === 0 ? 'key-even' : 'key-odd',
+            // Alice calls as a user, the bot as an agent: a principal filter finds either (issue 28).
+            ...(n % 4 === 1 ? { userId: 'alice' } : n % 4 === 2 ? { agentId: 'bot' } : {}),
+            teamId: n % 3 === 0 ? 'red' : 'blue',
+            orgId: n <= 30 ? 'acme' : 'globex',
+          },
           sessionId: `sess-${n % 5}`,
           server: n % 4 === 0 ? 'ops' : 'notes',
           tool: `tool_${n % 6}`,
@@ -128,8 +134,34 @@ describe('GET /admin/v1/audit', () => {
     assert.equal((await pick('?since=1h')).length, 0, 'a duration counts back from now');
   });
 
+  it('filters by principal (as a user or as an agent), team and org', async () => {
+    const pick = async (query: string) => (await get(query)).json.records ?? [];
+    const alice = await pick('?principal=alice');
+    assert.equal(alice.length, 30);
+    assert.ok(alice.every((r) => r.userId === 'alice'));
+    const bot = await pick('?principal=bot');
+    assert.equal(bot.length, 30);
+    assert.ok(bot.every((r) => r.agentId === 'bot'));
+    assert.equal((await pick('?principal=key-even')).length, 0, 'a key id is not a principal id');
+    const red = await pick('?team=red');
+    assert.equal(red.length, 40);
+    assert.ok(red.every((r) => r.teamId === 'red'));
+    const acme = await pick('?org=acme');
+    assert.equal(acme.length, 60);
+    assert.ok(acme.every((r) => r.orgId === 'acme'));
+    const narrow = await pick('?principal=alice&team=red&org=acme');
+    assert.deepEqual(narrow.map((r) => `${r.chainId}/${r.seq}`).sort(), ['gw-a/21', 'gw-a/9', 'gw-b/21', 'gw-b/9']);
+    // Paging keeps the filter: every page of a principal's records, and nothing else.
+    const first = await get('?principal=alice&limit=20');
+    assert.equal(first.json.records?.length, 20);
+    const rest = await get(`?principal=alice&limit=20&cursor=${first.json.nextCursor ?? ''}`);
+    assert.equal(rest.json.records?.length, 10);
+    assert.equal(rest.json.nextCursor, null);
+    assert.ok(rest.json.records?.every((r) => r.userId === 'alice'));
+  });
+
   it('refuses bad queries with ADMIN_INVALID and keeps its admin guard', async () => {
-    for (const query of ['?limit=0', '?limit=1001', '?limit=abc', '?decision=maybe', '?kind=x', '?since=yesterday', '?since=2026-01-01T00:00:00', '?chain=a%20b', '?cursor=bm9wZQ', '?verbose=1', '?traceId=4BF92F3577B34DA6A3CE929D0E0E4736', '?traceId=00000000000000000000000000000000', '?traceId=abc', '?limit=1&limit=2']) {
+    for (const query of ['?limit=0', '?limit=1001', '?limit=abc', '?decision=maybe', '?kind=x', '?since=yesterday', '?since=2026-01-01T00:00:00', '?chain=a%20b', '?cursor=bm9wZQ', '?verbose=1', '?traceId=4BF92F3577B34DA6A3CE929D0E0E4736', '?traceId=00000000000000000000000000000000', '?traceId=abc', '?limit=1&limit=2', '?principal=', `?team=${'t'.repeat(201)}`, '?org=', '?principal=a&principal=b', '?principalId=alice']) {
       const reply = await get(query);
       assert.equal(reply.status, 400, query);
       assert.equal(reply.json.error?.code, 'MCPGATE_ERR_ADMIN_INVALID', query);

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { EXIT_DENIED, runExplain } from '../../src/cli/explain.js';
 import { runKeysCreate } from '../../src/cli/keys.js';
-import type { KeyAccessExplanation } from '../../src/control/explain.js';
+import type { KeyAccessExplanation, PrincipalAccessExplanation } from '../../src/control/explain.js';
 import { PolicyDir } from './helpers.js';
 import { CaptureIo } from '../fixtures/capture-io.js';
 
@@ -84,6 +84,26 @@ describe('mcpgate explain with Cedar policies', () => {
     assert.equal(advisory.cedar?.sets.length, 2);
     assert.equal(await runExplain({ config, key, tool: 'notes__query', args: '{"q":"1; DROP TABLE x"}' }, io.reset()), 0);
     assert.match(io.text, /^ {2}advisory deny trial:no-drop \(recorded, not enforced\)$/m);
+  });
+
+  it('judges a principal without a key by the same Cedar policies', async () => {
+    const zone = join(dir.path, dir.write('zone-principal.cedar', ZONE));
+    const config = setup(`  policies:
+    - id: guard
+      files: [${JSON.stringify(zone)}]
+`);
+    const io = new CaptureIo();
+    assert.equal(await runKeysCreate({ config, org: 'acme', user: 'ada', json: true }, io.reset()), 0, io.err.join('\n'));
+    const principal = io.json<{ record: { principalId: string } }>().record.principalId;
+
+    assert.equal(await runExplain({ config, principal, tool: 'web__search', json: true }, io.reset()), 0, io.err.join('\n') + io.text);
+    const allowed = io.json<PrincipalAccessExplanation>();
+    assert.equal(allowed.principal.name, 'ada');
+    assert.equal(allowed.cedar?.decision, 'allow');
+    assert.equal(await runExplain({ config, principal, tool: 'web__search', sessionSensitivity: 'confidential', json: true }, io.reset()), EXIT_DENIED, io.text);
+    const denied = io.json<PrincipalAccessExplanation>();
+    assert.deepEqual(denied.cedar?.determining, ['guard:no-external-after-confidential']);
+    assert.equal(denied.summary, 'denied by Cedar policy guard:no-external-after-confidential');
   });
 
   it('has no Cedar section without gateway.policies', async () => {

@@ -212,11 +212,32 @@ describe('mcpgate explain', () => {
     assert.equal(io.json<{ policy: { denial: string } }>().policy.denial, 'none');
   });
 
+  it('explains a principal without a key with --principal', async () => {
+    const config = setup();
+    const io = new CaptureIo();
+    const key = await keyFor(config, io);
+    assert.equal(await runPrincipalsList('user', { config, json: true }, io.reset()), 0);
+    const [ada] = io.json<Array<{ id: string }>>();
+    assert.ok(ada);
+    await runPermissionsSet({ config, level: 'team', subject: 'red', tools: ['notes=read_*'] }, io.reset());
+    await runPermissionsSet({ config, level: 'key', subject: key.id, unrestricted: true }, io.reset());
+
+    assert.equal(await runExplain({ config, principal: ada.id, tool: 'notes__read_note' }, io.reset()), 0, io.err.join('\n'));
+    assert.match(io.text, new RegExp(`^caller {3}user ada \\(${ada.id}\\), without a key: no key-level document applies$`, 'm'));
+    assert.doesNotMatch(io.text, /^key {6}\S+ \(mcpg_/m);
+    assert.match(io.text, new RegExp(`^key\\s+principal:${ada.id}\\s+absent\\s+does-not-restrict`, 'm'));
+    assert.equal(await runExplain({ config, principal: ada.id, tool: 'notes__write_note' }, io.reset()), EXIT_DENIED);
+    assert.match(io.text, /^DENIED: denied by the team level/m);
+  });
+
   it('reports bad input with exit 1', async () => {
     const config = setup();
     const io = new CaptureIo();
     const key = await keyFor(config, io);
     const cases: Array<[Parameters<typeof runExplain>[0], RegExp]> = [
+      [{ config, tool: 'notes__x' }, /give exactly one of --key <key-id> and --principal <id>/],
+      [{ config, key: key.id, principal: 'someone', tool: 'notes__x' }, /give exactly one of --key <key-id> and --principal <id>/],
+      [{ config, principal: 'no-such-principal', tool: 'notes__x' }, /no principal with id "no-such-principal"/],
       [{ config, key: key.id, tool: 'read_note' }, /is not <server>__<tool> for any configured server/],
       [{ config, key: key.id, tool: 'x', server: 'nope' }, /no server "nope" in the configuration/],
       [{ config, key: key.id, tool: 'notes__x', ip: '300.1.1.1' }, /is not an IP address/],
@@ -258,7 +279,7 @@ describe('the built CLI', () => {
     assert.equal((await run(['orgs', 'create', 'acme', '-c', config])).code, 0);
     const created = await run(['keys', 'create', '-c', config, '--org', 'acme', '--user', 'ada', '--json']);
     assert.equal(created.code, 0, created.stderr);
-    const { record } = JSON.parse(created.stdout) as { record: { id: string } };
+    const { record } = JSON.parse(created.stdout) as { record: { id: string; principalId: string } };
     const put = await run(['toolsets', 'put', 'basics', '--entry', 'notes:read_*', '--entry', 'notes:list_*', '-c', config]);
     assert.equal(put.code, 0, put.stderr);
     const set = await run(['permissions', 'set', '--level', 'user', '--subject', 'ada', '--toolsets', 'basics', '-c', config]);
@@ -270,6 +291,11 @@ describe('the built CLI', () => {
     assert.match(denied.stdout, /DENIED: denied by the user level/);
     const bad = await run(['explain', '--key', record.id, '--tool', 'nothing', '-c', config]);
     assert.equal(bad.code, 1);
+    const byPrincipal = await run(['explain', '--principal', record.principalId, '--tool', 'notes__list_notes', '-c', config]);
+    assert.equal(byPrincipal.code, 0, byPrincipal.stdout + byPrincipal.stderr);
+    const nobody = await run(['explain', '--tool', 'notes__list_notes', '-c', config]);
+    assert.equal(nobody.code, 1);
+    assert.match(nobody.stderr, /give exactly one of --key <key-id> and --principal <id>/);
     const orgs = await run(['orgs', 'list', '--json', '-c', config]);
     assert.deepEqual((JSON.parse(orgs.stdout) as Array<{ name: string }>).map((o) => o.name), ['acme']);
   });

@@ -18,15 +18,7 @@ import { publishAuthFailure, publishPolicyDecision } from '../../src/pipeline/ev
 import type { RequestContext } from '../../src/pipeline/request-context.js';
 import { STEPS } from '../../src/pipeline/steps.js';
 import { observingRequestStarts, requestChannel, requestEnded, requestStarted, stepChannel } from '../../src/pipeline/tracing.js';
-
-const NO_SOURCES: MetricsSources = {
-  upstreams: () => ({}),
-  liveChildren: () => new Map(),
-  sessions: () => 0,
-  listenStreams: () => 0,
-  quarantinedTools: () => 0,
-  auditQueueDepth: () => 0,
-};
+import { NO_SOURCES } from '../fixtures/metrics-sources.js';
 
 const quiet = createLogger({ level: 'silent' });
 let running: GatewayMetrics | undefined;

@@ -145,6 +145,47 @@ export function runAuditStoreContract(name: string, harness: StoreHarness): void
       assert.deepEqual(tail.map((r) => r.seq), [61, 62, 63, 64, 65]);
     });
 
+    it('filters by principal (user or agent), team and org, alone, together and across pages', async () => {
+      const { store } = await migrated();
+      const rows = [
+        row('p', 1, 100, { userId: 'alice', teamId: 'red', orgId: 'acme' }),
+        row('p', 2, 200, { agentId: 'alice', teamId: 'blue', orgId: 'acme' }),
+        // An agent acting for a user: found by either id.
+        row('p', 3, 300, { userId: 'bob', agentId: 'bot', teamId: 'red', orgId: 'acme' }),
+        row('p', 4, 400, { userId: 'alice', teamId: 'red', orgId: 'globex' }),
+        row('p', 5, 500, { keyId: 'alice', teamId: 'alice', orgId: 'alice' }),
+        row('p', 6, 600, { userId: 'alice-2', teamId: 'red', orgId: 'acme' }),
+        row('p', 7, 700),
+      ];
+      await store.appendAuditRecords(rows);
+      const seqs = async (filter: Record<string, unknown>, limit = 100): Promise<number[]> =>
+        (await store.listAuditRecords({ ...filter, limit })).map((r) => r.seq);
+      assert.deepEqual(await seqs({ principalId: 'alice' }), [1, 2, 4]);
+      assert.deepEqual(await seqs({ principalId: 'bot' }), [3]);
+      assert.deepEqual(await seqs({ principalId: 'bob' }), [3]);
+      assert.deepEqual(await seqs({ principalId: 'nobody' }), []);
+      assert.deepEqual(await seqs({ teamId: 'red' }), [1, 3, 4, 6]);
+      assert.deepEqual(await seqs({ orgId: 'acme' }), [1, 2, 3, 6]);
+      assert.deepEqual(await seqs({ principalId: 'alice', orgId: 'acme' }), [1, 2]);
+      assert.deepEqual(await seqs({ principalId: 'alice', teamId: 'red', orgId: 'acme' }), [1]);
+
+      // The OR stays inside its parentheses when a cursor adds its own.
+      const paged: number[] = [];
+      let page = await store.listAuditRecords({ principalId: 'alice', limit: 2 });
+      while (page.length > 0) {
+        paged.push(...page.map((r) => r.seq));
+        const last = page.at(-1);
+        assert.ok(last);
+        page = await store.listAuditRecords({ principalId: 'alice', limit: 2, after: { time: last.time, chainId: last.chainId, seq: last.seq } });
+      }
+      assert.deepEqual(paged, [1, 2, 4]);
+      const after = { time: new Date(200), chainId: 'p', seq: 2 };
+      assert.deepEqual((await store.listAuditRecords({ teamId: 'red', after, limit: 2 })).map((r) => r.seq), [3, 4]);
+
+      await rejectsWith(store.listAuditRecords({ limit: 1, principalId: 'a\0' }), 'MCPGATE_ERR_STORE_INVALID');
+      await rejectsWith(store.listAuditRecords({ limit: 1, teamId: 7 as unknown as string }), 'MCPGATE_ERR_STORE_INVALID');
+    });
+
     it('writes nothing of a batch that repeats a stored (chain, seq): STORE_CONFLICT', async () => {
       const { store } = await migrated();
       await store.appendAuditRecords([row('c', 1, 1)]);

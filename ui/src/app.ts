@@ -1,6 +1,6 @@
 import { ApiError, resume, signOut } from './api.js';
 import { showAudit } from './audit.js';
-import { showDrift } from './drift.js';
+import { showTools } from './tools.js';
 import { showExplain } from './explain.js';
 import { el, show } from './dom.js';
 import { showKeys } from './keys.js';
@@ -16,7 +16,9 @@ const PAGES: Readonly<Record<string, () => Promise<void>>> = {
   '#/keys': () => showKeys(),
   '#/principals': () => showPrincipals(),
   '#/audit': () => showAudit(),
-  '#/approvals': () => showDrift(),
+  '#/tools': () => showTools(),
+  // The section's first name, kept so that bookmarks still open it.
+  '#/approvals': () => showTools(),
   '#/explain': () => showExplain(),
   '#/tester': () => Promise.resolve(showTester()),
   '#/sessions': showSessions,

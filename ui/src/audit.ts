@@ -1,5 +1,5 @@
 import { admin } from './api.js';
-import { el, show, table, type Child } from './dom.js';
+import { el, field, show, table, type Child } from './dom.js';
 
 interface AuditRecord {
   readonly chainId: string;
@@ -9,6 +9,8 @@ interface AuditRecord {
   readonly decision: string;
   readonly reason?: string;
   readonly keyId?: string;
+  readonly userId?: string;
+  readonly agentId?: string;
   readonly server?: string;
   readonly tool?: string;
   readonly exposed?: string;
@@ -42,7 +44,7 @@ interface Page {
 }
 
 /** The filters `GET /admin/v1/audit` takes that this form offers, by the form field's name. */
-const FILTERS = ['since', 'until', 'keyId', 'server', 'tool', 'decision', 'kind'] as const;
+const FILTERS = ['since', 'until', 'principal', 'keyId', 'server', 'tool', 'decision', 'kind'] as const;
 const DECISIONS = ['', 'allow', 'deny', 'advisory-deny', 'error', 'cancelled', 'timeout', 'drift', 'refused'];
 const PAGE_SIZE = '50';
 
@@ -57,12 +59,12 @@ function query(values: Readonly<Record<string, string>>, cursor: string | undefi
   return params.toString();
 }
 
-function field(name: string, label: string, value: string, hint: string): Child[] {
-  return [el('label', { for: `audit-${name}` }, label), el('input', { id: `audit-${name}`, name, value, 'aria-describedby': `audit-${name}-hint` }), el('small', { id: `audit-${name}-hint` }, hint)];
+function filter(name: string, label: string, value: string, hint: string): Child[] {
+  return field('audit', name, label, value, { hint });
 }
 
 /**
- * The audit log (`GET /admin/v1/audit`): filtered by time, key, server, tool, decision and kind, a page at a time
+ * The audit log (`GET /admin/v1/audit`): filtered by time, principal, key, server, tool, decision and kind, a page at a time
  * (the API's cursor), and the page shown exported as JSON Lines, as `mcpgate audit export` writes records.
  */
 export async function showAudit(values: Readonly<Record<string, string>> = { since: '24h' }, cursor?: string): Promise<void> {
@@ -72,14 +74,15 @@ export async function showAudit(values: Readonly<Record<string, string>> = { sin
     'form',
     { 'aria-labelledby': 'audit-filter-title' },
     el('h2', { id: 'audit-filter-title' }, 'Filter'),
-    ...field('since', 'Since', values.since ?? '', 'a date, a date-time with offset, or a duration back: 15m, 24h, 7d'),
-    ...field('until', 'Until', values.until ?? '', 'same forms; exclusive'),
-    ...field('keyId', 'Key id', values.keyId ?? '', 'exact'),
-    ...field('server', 'Server', values.server ?? '', 'exact'),
-    ...field('tool', 'Tool', values.tool ?? '', "the upstream's own name, exact"),
+    ...filter('since', 'Since', values.since ?? '', 'a date, a date-time with offset, or a duration back: 15m, 24h, 7d'),
+    ...filter('until', 'Until', values.until ?? '', 'same forms; exclusive'),
+    ...filter('principal', 'Principal id', values.principal ?? '', "a user's or an agent's id, exact: every key of theirs"),
+    ...filter('keyId', 'Key id', values.keyId ?? '', 'exact'),
+    ...filter('server', 'Server', values.server ?? '', 'exact'),
+    ...filter('tool', 'Tool', values.tool ?? '', "the upstream's own name, exact"),
     el('label', { for: 'audit-decision' }, 'Decision'),
     decision,
-    ...field('kind', 'Kind', values.kind ?? '', 'call, list, auth-failure, drift, pin-mismatch, policy, catalog'),
+    ...filter('kind', 'Kind', values.kind ?? '', 'call, list, auth-failure, drift, pin-mismatch, policy, catalog'),
     el('button', { type: 'submit' }, 'Show'),
   );
   form.addEventListener('submit', (event) => {
@@ -95,6 +98,7 @@ export async function showAudit(values: Readonly<Record<string, string>> = { sin
     `${record.chainId} #${record.seq}`,
     record.kind,
     record.decision,
+    record.userId ?? record.agentId ?? '',
     record.keyId ?? '',
     record.server ?? '',
     record.exposed ?? record.tool ?? '',
@@ -118,7 +122,7 @@ export async function showAudit(values: Readonly<Record<string, string>> = { sin
     verify,
     verdict,
     form,
-    table(`Audit records (${page.records.length}${nextCursor === null ? '' : ', more on the next page'})`, ['Time', 'Chain', 'Kind', 'Decision', 'Key', 'Server', 'Tool', 'Latency', 'Reason'], rows),
+    table(`Audit records (${page.records.length}${nextCursor === null ? '' : ', more on the next page'})`, ['Time', 'Chain', 'Kind', 'Decision', 'Principal', 'Key', 'Server', 'Tool', 'Latency', 'Reason'], rows),
     nextCursor === null ? null : next,
     ' ',
     download,

@@ -39,3 +39,25 @@ export function show(...children: Child[]): void {
   append(main, children);
   main.focus();
 }
+
+/**
+ * A labelled input as a form's children: its label, the input (id `${form}-${name}`) and, with a hint, the hint
+ * the input is described by.
+ */
+export function field(form: string, name: string, label: string, value: string, options: { readonly required?: boolean; readonly hint?: string } = {}): Child[] {
+  const id = `${form}-${name}`;
+  const attributes: Record<string, string> = { id, name, value, autocomplete: 'off' };
+  if (options.required === true) attributes.required = '';
+  if (options.hint !== undefined) attributes['aria-describedby'] = `${id}-hint`;
+  return [el('label', { for: id }, label), el('input', attributes), options.hint === undefined ? null : el('small', { id: `${id}-hint` }, options.hint)];
+}
+
+const SVG = 'http://www.w3.org/2000/svg';
+
+/** An SVG element, attributes by `setAttribute` and text as Text nodes, as {@link el} makes HTML. */
+export function svg(tag: string, attributes: Readonly<Record<string, string | number>> = {}, ...children: Child[]): SVGElement {
+  const element = document.createElementNS(SVG, tag) as SVGElement;
+  for (const [name, value] of Object.entries(attributes)) element.setAttribute(name, String(value));
+  append(element, children);
+  return element;
+}

@@ -1,5 +1,5 @@
 import { admin, ApiError } from './api.js';
-import { el, show, table, type Child } from './dom.js';
+import { el, table, type Child } from './dom.js';
 
 interface Change {
   readonly path: string;
@@ -8,7 +8,7 @@ interface Change {
   readonly after?: unknown;
 }
 
-interface Drift {
+export interface Drift {
   readonly server: string;
   readonly tool: string;
   readonly approvedHash?: string;
@@ -19,7 +19,7 @@ interface Drift {
   readonly diff: { readonly description?: { readonly before: string; readonly after: string }; readonly changes: readonly Change[]; readonly truncated: boolean };
 }
 
-interface DriftList {
+export interface DriftList {
   readonly mode: string;
   readonly snapshotHash?: string;
   readonly drifts: readonly Drift[];
@@ -29,14 +29,17 @@ function json(value: unknown): string {
   return value === undefined ? '' : JSON.stringify(value, null, 2);
 }
 
-/** One drifting tool: approved and live side by side, and the approval bound to the live hash shown. */
-function driftSection(drift: Drift, index: number): HTMLElement {
+/**
+ * One drifting tool: approved and live side by side, and the approval bound to the live hash shown. `approved`
+ * redraws the page with its notice once the API has approved it.
+ */
+export function driftSection(drift: Drift, index: number, approved: (notice: string) => void): HTMLElement {
   const title = `${drift.server} / ${drift.tool}`;
   const message = el('p', { role: 'status' });
   const approve = el('button', { type: 'button' }, `Approve this exact definition (${drift.liveHash.slice(0, 12)}…)`);
   approve.addEventListener('click', () => {
     admin('POST', '/catalog/approvals', { server: drift.server, tool: drift.tool, hash: drift.liveHash }).then(
-      () => showDrift(`Approved ${title} at ${drift.liveHash.slice(0, 12)}….`),
+      () => approved(`Approved ${title} at ${drift.liveHash.slice(0, 12)}….`),
       (error: unknown) => {
         // 409: the upstream changed again since this page was drawn, and what was reviewed is not what is live.
         message.textContent = error instanceof ApiError && error.status === 409 ? 'Not approved: the live definition changed since this page was loaded. Reload and review again.' : `Not approved: ${String(error)}`;
@@ -48,7 +51,7 @@ function driftSection(drift: Drift, index: number): HTMLElement {
   return el(
     'section',
     { 'aria-labelledby': `drift-${index}` },
-    el('h2', { id: `drift-${index}` }, title),
+    el('h3', { id: `drift-${index}` }, title),
     el('p', {}, `${drift.kind === 'unapproved' ? 'Never approved' : 'Changed since approved'}; ${drift.quarantined ? 'quarantined (hidden and refused)' : 'observed only'}; seen ${drift.detectedAt}. Approved ${drift.approvedHash ?? 'none'}, live ${drift.liveHash}.`),
     description === undefined
       ? null
@@ -66,14 +69,7 @@ function driftSection(drift: Drift, index: number): HTMLElement {
   );
 }
 
-/** Servers and tools: this replica's drifting tools (`GET /admin/v1/catalog/drift`) and their approval. */
-export async function showDrift(notice?: string): Promise<void> {
-  const list = await admin<DriftList>('GET', '/catalog/drift');
-  show(
-    el('h1', {}, 'Tool approvals'),
-    notice === undefined ? null : el('div', { role: 'status' }, el('p', {}, notice)),
-    el('p', {}, `Catalog mode ${list.mode}${list.snapshotHash === undefined ? '' : `, approvals in force ${list.snapshotHash}`}. ${list.drifts.length === 0 ? 'No tool differs from its approval.' : `${list.drifts.length} tool(s) differ from their approval.`}`),
-    // A tool changed since its approval (a rug pull) comes before tools that were never approved.
-    ...[...list.drifts].sort((a, b) => Number(a.kind !== 'changed') - Number(b.kind !== 'changed')).map(driftSection),
-  );
+/** A tool changed since its approval (a rug pull) comes before tools that were never approved. */
+export function byRisk(drifts: readonly Drift[]): Drift[] {
+  return [...drifts].sort((a, b) => Number(a.kind !== 'changed') - Number(b.kind !== 'changed'));
 }

@@ -1,4 +1,5 @@
 import { admin } from './api.js';
+import { callCharts, type CallHistory } from './charts.js';
 import { el, show, table, type Child } from './dom.js';
 
 interface ServerStatus {
@@ -34,16 +35,44 @@ interface Denial {
 }
 
 /**
+ * Without metrics there is no latency history to chart: plain counters of the last hour's tool calls per server
+ * and decision, from the audit log (its first 1000 records).
+ */
+async function callCounters(): Promise<HTMLElement> {
+  const { records } = await admin<{ records: { readonly server?: string; readonly decision: string }[] }>('GET', '/audit?since=1h&kind=call&limit=1000').catch(() => ({ records: [] }));
+  const counts = new Map<string, Map<string, number>>();
+  for (const record of records) {
+    const server = record.server ?? '(unresolved)';
+    const byDecision = counts.get(server) ?? new Map<string, number>();
+    byDecision.set(record.decision, (byDecision.get(record.decision) ?? 0) + 1);
+    counts.set(server, byDecision);
+  }
+  return el(
+    'section',
+    { 'aria-labelledby': 'calls-title' },
+    el('h2', { id: 'calls-title' }, 'Calls per server'),
+    el('p', {}, 'Metrics are off (gateway.metrics.enabled), so there are no latency charts: these are the last hour\'s tool calls from the audit log.'),
+    table(
+      `Tool calls in the last hour${records.length === 1000 ? ' (first 1000)' : ''}`,
+      ['Server', 'Calls', 'By decision'],
+      [...counts].map(([server, byDecision]): Child[] => [server, [...byDecision.values()].reduce((sum, n) => sum + n, 0), [...byDecision].map(([decision, n]) => `${decision} ${n}`).join(', ')]),
+    ),
+  );
+}
+
+/**
  * `GET /admin/v1/status`: the gateway, each upstream with its execution identity, breaker and bulkhead, and the
- * audit log; and the last hour's most recent denials from the audit log.
+ * audit log; calls and latency per server (charts from the metrics, else counters from the audit log); and the
+ * last hour's most recent denials from the audit log.
  */
 export async function showOverview(): Promise<void> {
-  const [status, denials] = await Promise.all([
+  const [status, denials, calls] = await Promise.all([
     admin<Status>('GET', '/status'),
     admin<{ records: Denial[] }>('GET', '/audit?since=1h&decision=deny&limit=1000').then(
       ({ records }) => records.slice(-10).reverse(),
       () => [],
     ),
+    admin<CallHistory>('GET', '/metrics/calls'),
   ]);
   const audit = status.governance?.audit;
   const rows = Object.entries(status.servers).map(([name, server]): Child[] => [
@@ -69,6 +98,7 @@ export async function showOverview(): Promise<void> {
       status.cluster === undefined ? null : el('dd', {}, `replica ${status.cluster.replicaId ?? '?'}, Redis ${status.cluster.redis?.up === true ? 'up' : 'down'}, caches bounded by the ${status.cluster.invalidation?.bound ?? '?'}`),
     ),
     table('Upstream servers', ['Server', 'State', 'Execution identity', 'Breaker', 'Bulkhead', 'Last error'], rows),
+    calls.enabled ? callCharts(calls) : await callCounters(),
     table(
       'Recent denials (last hour, newest first)',
       ['Time', 'Kind', 'Key', 'Server', 'Tool', 'Reason'],

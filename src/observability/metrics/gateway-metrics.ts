@@ -16,7 +16,7 @@ import { requestChannel, type RequestMessage } from '../../pipeline/tracing.js';
 import { methodLabel, outcomeLabel, policySetOf } from './labels.js';
 import { registerScrapeGauges, type MetricsSources } from './scrape-gauges.js';
 import { LabelledSeries, SeriesBudget, SeriesIndex } from './series-budget.js';
-import { HotCounter, HotHistogram, type CounterSeries, type HistogramSeries } from './hot-series.js';
+import { HotCounter, HotHistogram, type CounterSeries, type HistogramSeries, type HistogramTotals } from './hot-series.js';
 
 export interface GatewayMetricsOptions {
   /** `gateway.metrics.maxSeries`. */
@@ -24,6 +24,12 @@ export interface GatewayMetricsOptions {
   /** The configured servers: only they label a call's latency. */
   readonly servers: readonly string[];
   readonly sources: MetricsSources;
+}
+
+/** A server's calls so far, summed over its tools: their time upstream and their time in the gateway itself. */
+export interface CallTotals {
+  readonly upstream: HistogramTotals;
+  readonly gateway: HistogramTotals;
 }
 
 /** Seconds: a gateway's own share of a call is well under a millisecond, an upstream's up to its timeout. */
@@ -47,6 +53,8 @@ export class GatewayMetrics {
   readonly #requests: SeriesIndex<CounterSeries>;
   readonly #gatewayTime: SeriesIndex<HistogramSeries>;
   readonly #upstreamTime: SeriesIndex<HistogramSeries>;
+  readonly #gatewayHistogram: HotHistogram;
+  readonly #upstreamHistogram: HotHistogram;
   readonly #authFailures: LabelledSeries<CounterSeries>;
   readonly #policy: LabelledSeries<CounterSeries>;
   readonly #breakerOpens: LabelledSeries<CounterSeries>;
@@ -66,11 +74,12 @@ export class GatewayMetrics {
     const budget = new SeriesBudget(options.maxSeries, dropped);
     const counter = (name: string, help: string, labelNames: string[]): LabelledSeries<CounterSeries> =>
       new LabelledSeries(name, new HotCounter(name, help, labelNames).register(this.registry), budget);
-    const latency = (name: string, help: string): LabelledSeries<HistogramSeries> =>
-      new LabelledSeries(name, new HotHistogram(name, help, ['server', 'tool'], LATENCY_BUCKETS).register(this.registry), budget);
+    const latency = (name: string, help: string): HotHistogram => new HotHistogram(name, help, ['server', 'tool'], LATENCY_BUCKETS).register(this.registry);
     this.#requests = new SeriesIndex(counter('mcpgate_requests_total', 'JSON-RPC requests answered (or cancelled), by era, transport, method and outcome.', ['era', 'transport', 'method', 'outcome']));
-    this.#gatewayTime = new SeriesIndex(latency('mcpgate_call_gateway_duration_seconds', "A tools/call's time in the gateway itself: its whole time less its time upstream."));
-    this.#upstreamTime = new SeriesIndex(latency('mcpgate_call_upstream_duration_seconds', "A tools/call's time in the upstream step: bulkhead queue, upstream session, the exchange."));
+    this.#gatewayHistogram = latency('mcpgate_call_gateway_duration_seconds', "A tools/call's time in the gateway itself: its whole time less its time upstream.");
+    this.#upstreamHistogram = latency('mcpgate_call_upstream_duration_seconds', "A tools/call's time in the upstream step: bulkhead queue, upstream session, the exchange.");
+    this.#gatewayTime = new SeriesIndex(new LabelledSeries(this.#gatewayHistogram.name, this.#gatewayHistogram, budget));
+    this.#upstreamTime = new SeriesIndex(new LabelledSeries(this.#upstreamHistogram.name, this.#upstreamHistogram, budget));
     this.#authFailures = counter('mcpgate_auth_failures_total', 'Requests refused by authentication, by reason.', ['reason']);
     this.#policy = counter('mcpgate_policy_decisions_total', 'Cedar decisions by phase, policy set (* when none denied) and decision (allow, deny, advisory).', ['phase', 'policy_set', 'decision']);
     this.#breakerOpens = counter('mcpgate_upstream_breaker_opens_total', 'Times a circuit breaker opened, by server and scope (server, caller).', ['server', 'scope']);
@@ -113,6 +122,25 @@ export class GatewayMetrics {
 
   get contentType(): string {
     return this.registry.contentType;
+  }
+
+  /**
+   * Every configured server's call latencies so far, summed over its tools (zero for one not called yet, so a
+   * chart lists it from the start). Read from the histograms' fields when asked, at no cost to a call.
+   */
+  callTotals(): Map<string, CallTotals> {
+    const upstream = this.#upstreamHistogram.totalsBy('server');
+    const gateway = this.#gatewayHistogram.totalsBy('server');
+    const totals = new Map<string, CallTotals>();
+    for (const server of this.#servers) {
+      totals.set(server, { upstream: upstream.get(server) ?? noCalls(), gateway: gateway.get(server) ?? noCalls() });
+    }
+    return totals;
+  }
+
+  /** The upper bounds, in seconds, of the buckets {@link callTotals} counts in. */
+  get latencyBounds(): readonly number[] {
+    return this.#upstreamHistogram.bounds;
   }
 
   readonly #onRequestEnd = (message: unknown): void => {
@@ -168,6 +196,10 @@ export class GatewayMetrics {
 
 /** The tool label of a call whose name its server does not list (or whose list is not cached): one series, not one per name. */
 export const UNLISTED_TOOL = '(unlisted)';
+
+function noCalls(): HistogramTotals {
+  return { count: 0, sum: 0, counts: new Float64Array(LATENCY_BUCKETS.length) };
+}
 
 /** The series of most policy decisions, keyed without joining anything per call. */
 const ALLOWED = { ingress: 'ingress\u0001*\u0001allow', egress: 'egress\u0001*\u0001allow' } as const;

@@ -50,6 +50,13 @@ export class HistogramSeries {
   }
 }
 
+/** A histogram's series summed over one label's value: counts per bucket (not cumulative), the sum and the count. */
+export interface HistogramTotals {
+  count: number;
+  sum: number;
+  readonly counts: Float64Array;
+}
+
 interface ScrapedValue {
   readonly labels: Readonly<Record<string, string | number>>;
   readonly value: number;
@@ -124,6 +131,29 @@ export class HotHistogram extends HotMetric<HistogramSeries> {
     const series = new HistogramSeries(labelSet(this.labelNames, values), this.#bounds);
     this.series.push(series);
     return series;
+  }
+
+  /** The upper bounds of the buckets, ascending; what a series counts above the last is its count less theirs. */
+  get bounds(): readonly number[] {
+    return this.#bounds;
+  }
+
+  /**
+   * The series summed by the value of one label (those without it are left out). Cold path: it reads the fields
+   * `observe()` writes, so an observation pays nothing for it.
+   */
+  totalsBy(label: string): Map<string, HistogramTotals> {
+    const totals = new Map<string, HistogramTotals>();
+    for (const series of this.series) {
+      const value = series.labels[label];
+      if (value === undefined) continue;
+      let total = totals.get(value);
+      if (total === undefined) totals.set(value, (total = { count: 0, sum: 0, counts: new Float64Array(this.#bounds.length) }));
+      total.count += series.count;
+      total.sum += series.sum;
+      for (let i = 0; i < total.counts.length; i += 1) total.counts[i] = (total.counts[i] as number) + (series.counts[i] as number);
+    }
+    return totals;
   }
 
   /** Cumulative `_bucket` lines with `le`, `+Inf`, then `_sum` and `_count`, as prom-client's Histogram gives them. */

@@ -1,4 +1,5 @@
 import type { Logger } from '../logger.js';
+import { CallHistory } from './call-history.js';
 import { GatewayMetrics } from './gateway-metrics.js';
 import { MetricsEndpoint, MetricsListener } from './metrics-endpoint.js';
 import type { MetricsSources } from './scrape-gauges.js';
@@ -19,13 +20,15 @@ export interface MetricsDeps {
 export interface RunningMetrics {
   /** What the main listener serves at `/metrics`; undefined when `listen` gives the metrics a listener of their own. */
   readonly endpoint: MetricsEndpoint | undefined;
-  /** Detaches the subscribers and closes the metrics' own listener, if any. */
+  /** Calls and latency per server over the last minutes, for the admin UI's overview (issue 28). */
+  readonly history: CallHistory;
+  /** Detaches the subscribers, stops the history's timer and closes the metrics' own listener, if any. */
   close(): Promise<void>;
 }
 
 /**
- * Turns metrics on (`gateway.metrics.enabled`): subscribes to the pipeline's channels and, with `listen`, opens the
- * metrics' own listener. The composition root imports this module only then, so a gateway without metrics never
+ * Turns metrics on (`gateway.metrics.enabled`): subscribes to the pipeline's channels, starts the call history
+ * and, with `listen`, opens the metrics' own listener. The composition root imports this module only then, so a gateway without metrics never
  * loads prom-client. Whether a token is needed off loopback is the config's check (schema.ts) and the root's.
  */
 export async function startMetrics(config: MetricsSettings, deps: MetricsDeps): Promise<RunningMetrics> {
@@ -33,23 +36,30 @@ export async function startMetrics(config: MetricsSettings, deps: MetricsDeps): 
   const metrics = new GatewayMetrics({ maxSeries: config.maxSeries, servers: deps.servers, sources: deps.sources });
   const endpoint = new MetricsEndpoint({ metrics, token: config.token, logger });
   const guarded = config.token === undefined ? 'no token: loopback only' : 'a scrape must carry the bearer token of gateway.metrics.token';
+  const history = new CallHistory({ totals: () => metrics.callTotals(), bounds: metrics.latencyBounds });
   metrics.subscribe();
+  history.start();
+  const stop = (): void => {
+    history.stop();
+    metrics.unsubscribe();
+  };
   if (config.listen === undefined) {
     logger.info({ maxSeries: config.maxSeries, token: config.token !== undefined }, `metrics served at /metrics on the main listener (${guarded})`);
-    return { endpoint, close: () => Promise.resolve(metrics.unsubscribe()) };
+    return { endpoint, history, close: () => Promise.resolve(stop()) };
   }
   const listener = new MetricsListener(endpoint, logger);
   try {
     const url = await listener.listen(config.listen.host, config.listen.port);
     logger.info({ url, maxSeries: config.maxSeries, token: config.token !== undefined }, `metrics served at ${url} (${guarded})`);
   } catch (error) {
-    metrics.unsubscribe();
+    stop();
     throw error;
   }
   return {
     endpoint: undefined,
+    history,
     async close() {
-      metrics.unsubscribe();
+      stop();
       await listener.close();
     },
   };

@@ -168,6 +168,8 @@ export async function appendAuditRecords(driver: SqlDriver, records: readonly Au
 const FILTER_COLUMNS = {
   chainId: 'chain_id',
   keyId: 'key_id',
+  teamId: 'team_id',
+  orgId: 'org_id',
   sessionId: 'session_id',
   server: 'server',
   tool: 'tool',
@@ -198,6 +200,11 @@ export async function listAuditRecords(driver: SqlDriver, filter: AuditRecordFil
     if (filter[field] === undefined) continue;
     where.push(`${column} = ?`);
     params.push(filterText(filter[field], field));
+  }
+  if (filter.principalId !== undefined) {
+    const principalId = filterText(filter.principalId, 'principalId');
+    where.push('(user_id = ? OR agent_id = ?)');
+    params.push(principalId, principalId);
   }
   if (filter.since !== undefined) {
     where.push('time >= ?');
