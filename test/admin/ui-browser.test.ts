@@ -7,7 +7,8 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { after, before, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { chromium, type Browser, type Page } from 'playwright-core';
@@ -16,6 +17,8 @@ import { AccessStore, type IssuedKey } from '../fixtures/integration/access-stor
 import { cleanup, mcpHeaders, productionGateway, raw, rawSession, startGateway, stdioFixture, tempPath, waitFor, type Gateway } from '../integration/harness.js';
 
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+const SECTIONS = ['overview', 'principals', 'keys', 'tools', 'explain', 'tester', 'audit', 'sessions'];
+const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 const skip = existsSync(CHROMIUM) ? false : `no Chromium at ${CHROMIUM}: apt-get install chromium, or set CHROMIUM=/path/to/chromium`;
 const ADMIN_TOKEN = randomBytes(32).toString('hex');
 const XSS = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>';
@@ -322,9 +325,30 @@ describe('the admin UI in Chromium (issue 28)', { skip }, () => {
     await page.getByText(/^INVALID: /).waitFor();
   });
 
+  it('axe-core finds no WCAG 2.1 A or AA violation (labels, contrast, names, landmarks) in any section', async () => {
+    const rules = { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } };
+    const audit = async (): Promise<{ violations: string[]; passes: number }> =>
+      (await page.evaluate(
+        `axe.run(document, ${JSON.stringify(rules)}).then((result) => ({ passes: result.passes.length, violations: result.violations.map((v) => v.id + ' (' + v.impact + '): ' + v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join(', ')) }))`,
+      )) as { violations: string[]; passes: number };
+    for (const section of SECTIONS) {
+      await page.goto(`${gateway.origin}/admin/ui/#/${section}`);
+      await page.reload();
+      await page.locator('main h1').waitFor();
+      // Injected through the DevTools protocol, as any evaluation is: the page's CSP admits no script but its own.
+      await page.evaluate(AXE_SOURCE);
+      const { violations, passes } = await audit();
+      assert.deepEqual(violations, [], section);
+      assert.ok(passes > 5, `${section}: axe checked ${passes} rules`);
+    }
+    // The audit can fail: an input with no label, planted here, is found.
+    await page.evaluate("document.getElementById('main').appendChild(document.createElement('input'))");
+    assert.ok((await audit()).violations.some((violation) => violation.startsWith('label ')), 'an unlabelled input is a violation');
+  });
+
   it('is usable on a narrow screen: nothing scrolls sideways', async () => {
     await page.setViewportSize({ width: 390, height: 844 });
-    for (const section of ['overview', 'principals', 'keys', 'tools', 'explain', 'tester', 'audit', 'sessions']) {
+    for (const section of SECTIONS) {
       await page.goto(`${gateway.origin}/admin/ui/#/${section}`);
       await page.locator('main h1').waitFor();
       assert.equal(await page.evaluate('document.documentElement.scrollWidth <= window.innerWidth'), true, section);
