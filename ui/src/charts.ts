@@ -19,6 +19,11 @@ export interface CallHistory {
 
 const WIDTH = 300;
 const HEIGHT = 80;
+/**
+ * Slots on the time axis: the gateway keeps 60 intervals plus the one in progress. A fixed axis, filled from the
+ * right, keeps a young gateway's few intervals from being stretched into what looks like ten minutes.
+ */
+const SLOTS = 61;
 
 function ms(value: number | null | undefined): string {
   return value === null || value === undefined ? '' : `${value} ms`;
@@ -27,13 +32,15 @@ function ms(value: number | null | undefined): string {
 /** Calls per interval as bars: one per sample, the in-progress interval last. */
 function callBars(label: string, values: readonly number[]): SVGElement {
   const top = Math.max(1, ...values);
-  const step = WIDTH / Math.max(1, values.length);
+  const slots = Math.max(SLOTS, values.length);
+  const step = WIDTH / slots;
+  const first = slots - values.length;
   return svg(
     'svg',
     { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, role: 'img', 'aria-label': label, class: 'chart' },
     ...values.map((value, i) => {
       const height = (value / top) * (HEIGHT - 2);
-      return svg('rect', { x: (i * step).toFixed(1), y: (HEIGHT - height).toFixed(1), width: Math.max(1, step - 1).toFixed(1), height: height.toFixed(1), class: 'bar' });
+      return svg('rect', { x: ((first + i) * step).toFixed(1), y: (HEIGHT - height).toFixed(1), width: Math.max(1, step - 1).toFixed(1), height: height.toFixed(1), class: 'bar' });
     }),
   );
 }
@@ -42,8 +49,10 @@ function callBars(label: string, values: readonly number[]): SVGElement {
 function latencyLines(label: string, series: readonly { readonly name: string; readonly values: readonly (number | null | undefined)[] }[]): SVGElement {
   const top = Math.max(0.001, ...series.flatMap((line) => line.values.filter((value): value is number => typeof value === 'number')));
   const count = Math.max(1, ...series.map((line) => line.values.length));
-  const step = WIDTH / Math.max(1, count - 1);
+  const slots = Math.max(SLOTS, count);
+  const step = WIDTH / slots;
   const paths = series.map((line) => {
+    const first = slots - line.values.length;
     let d = '';
     let pen = 'M';
     line.values.forEach((value, i) => {
@@ -51,7 +60,8 @@ function latencyLines(label: string, series: readonly { readonly name: string; r
         pen = 'M';
         return;
       }
-      d += `${pen}${(i * step).toFixed(1)} ${(HEIGHT - 1 - (value / top) * (HEIGHT - 2)).toFixed(1)} `;
+      // Each point at the middle of its interval's bar.
+      d += `${pen}${((first + i + 0.5) * step).toFixed(1)} ${(HEIGHT - 1 - (value / top) * (HEIGHT - 2)).toFixed(1)} `;
       pen = 'L';
     });
     return svg('path', { d: d.trim() === '' ? 'M0 0' : d.trim(), class: `line ${line.name}` });
@@ -67,7 +77,7 @@ export function callCharts(history: CallHistory): HTMLElement {
   const samples = history.samples ?? [];
   const servers = history.servers ?? [];
   const seconds = Math.round((history.intervalMs ?? 10_000) / 1000);
-  const minutes = Math.max(1, Math.round((samples.length * (history.intervalMs ?? 10_000)) / 60_000));
+  const minutes = Math.max(1, Math.round(((SLOTS - 1) * (history.intervalMs ?? 10_000)) / 60_000));
   const figures = servers.map((server) => {
     const points = samples.map((sample) => sample.servers[server] ?? { calls: 0 });
     const calls = points.map((point) => point.calls);
@@ -76,7 +86,7 @@ export function callCharts(history: CallHistory): HTMLElement {
     return el(
       'figure',
       { class: 'server-chart' },
-      el('figcaption', {}, `${server}: ${total} call(s) in about ${minutes} min${last === undefined ? '' : `; latest p95 upstream ${ms(last.upstreamP95Ms)}, in the gateway ${ms(last.gatewayP95Ms)}`}`),
+      el('figcaption', {}, `${server}: ${total} call(s) in the last ${minutes} min${last === undefined ? '' : `; latest p95 upstream ${ms(last.upstreamP95Ms)}, in the gateway ${ms(last.gatewayP95Ms)}`}`),
       callBars(`${server}: calls per ${seconds} s, ${total} in all`, calls),
       latencyLines(`${server}: p95 latency per ${seconds} s, upstream and in the gateway`, [
         { name: 'upstream', values: points.map((point) => point.upstreamP95Ms) },
@@ -92,7 +102,7 @@ export function callCharts(history: CallHistory): HTMLElement {
     'section',
     { 'aria-labelledby': 'calls-title' },
     el('h2', { id: 'calls-title' }, 'Calls and latency per server'),
-    el('p', {}, `Tool calls on this replica, per ${seconds} s over the last ${minutes} min (the last bar is the interval in progress). Lines: p95 upstream (solid) and in the gateway itself (dashed).`),
+    el('p', {}, `Tool calls on this replica, per ${seconds} s over the last ${minutes} min, newest on the right (the last bar is the interval in progress). Lines: p95 upstream (solid) and in the gateway itself (dashed).`),
     el('div', { class: 'charts' }, ...figures),
     table('Tool calls per server since start-up', ['Server', 'Calls', 'Mean upstream', 'Mean in the gateway'], rows),
   );
