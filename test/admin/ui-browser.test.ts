@@ -240,9 +240,21 @@ describe('the admin UI in Chromium (issue 28)', { skip }, () => {
     await page.getByRole('heading', { name: 'Principals' }).waitFor();
     const people = page.locator('table', { has: page.locator('caption', { hasText: 'Users and agents' }) });
     assert.ok(((await people.textContent()) ?? '').includes(bob.principalId));
+    // An organisation (its name markup, shown as text) and a team in it.
+    await page.getByLabel('Organisation name').fill('<i id=planted-org>globex</i>');
+    await page.getByRole('button', { name: 'Add organisation' }).click();
+    await page.getByText(/^Added organisation <i id=planted-org>globex<\/i> \(/).waitFor();
+    assert.equal(await page.locator('#planted-org').count(), 0, 'the name is text, not an element');
+    await page.getByLabel('Organisation of the team').selectOption({ label: '<i id=planted-org>globex</i>' });
+    await page.getByLabel('Team name').fill('research');
+    await page.getByRole('button', { name: 'Add team' }).click();
+    await page.getByText(/^Added team research \(/).waitFor();
+    const globex = await access.store.findOrgByName('<i id=planted-org>globex</i>');
+    assert.ok(globex !== undefined && (await access.store.findTeamByName(globex.id, 'research')) !== undefined);
+
     await page.getByLabel('Kind').selectOption('agent');
     await page.getByLabel('Name', { exact: true }).fill('<b id=planted>robot</b>');
-    await page.getByRole('button', { name: 'Add' }).click();
+    await page.getByRole('button', { name: 'Add user or agent' }).click();
     await page.getByText(/^Added agent <b id=planted>robot<\/b>/).waitFor();
     assert.equal(await page.locator('#planted').count(), 0, 'the name is text, not an element');
 

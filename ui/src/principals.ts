@@ -194,6 +194,38 @@ function toolsetEditor(toolsets: readonly Toolset[]): HTMLElement {
   return form;
 }
 
+/** Adding an organisation, and a team to one: without them a fresh gateway has nowhere to put a user or agent. */
+function orgAndTeamForms(orgs: readonly Org[]): HTMLElement[] {
+  const status = el('p', { role: 'status' });
+  const fail = (error: unknown): void => {
+    status.textContent = `Not added: ${message(error)}`;
+    status.className = 'error';
+  };
+  const orgName = el('input', { id: 'new-org-name', name: 'name', required: '', autocomplete: 'off' });
+  const orgForm = el('form', { 'aria-labelledby': 'new-org-title' }, el('h2', { id: 'new-org-title' }, 'Add an organisation'), el('label', { for: 'new-org-name' }, 'Organisation name'), orgName, el('button', { type: 'submit' }, 'Add organisation'));
+  orgForm.addEventListener('submit', (event) => {
+    event.preventDefault();
+    admin<{ org: Org }>('POST', '/orgs', { name: orgName.value.trim() }).then(({ org }) => showPrincipals(`Added organisation ${org.name} (${org.id}).`), fail);
+  });
+  const teamOrg = el('select', { id: 'new-team-org', name: 'org' }, ...orgs.map((item) => el('option', { value: item.id }, item.name)));
+  const teamName = el('input', { id: 'new-team-name', name: 'name', required: '', autocomplete: 'off' });
+  const teamForm = el(
+    'form',
+    { 'aria-labelledby': 'new-team-title' },
+    el('h2', { id: 'new-team-title' }, 'Add a team'),
+    el('label', { for: 'new-team-org' }, 'Organisation of the team'),
+    teamOrg,
+    el('label', { for: 'new-team-name' }, 'Team name'),
+    teamName,
+    el('button', { type: 'submit' }, 'Add team'),
+  );
+  teamForm.addEventListener('submit', (event) => {
+    event.preventDefault();
+    admin<{ team: Team }>('POST', '/teams', { orgId: teamOrg.value, name: teamName.value.trim() }).then(({ team }) => showPrincipals(`Added team ${team.name} (${team.id}).`), fail);
+  });
+  return [orgForm, ...(orgs.length === 0 ? [] : [teamForm]), status];
+}
+
 /** Orgs, teams, users and agents, with their ids (what permission documents and keys name), the editor and toolsets. */
 export async function showPrincipals(notice?: string): Promise<void> {
   const [{ orgs }, { teams }, { principals }, { toolsets }] = await Promise.all([
@@ -222,7 +254,7 @@ export async function showPrincipals(notice?: string): Promise<void> {
     team,
     el('label', { for: 'new-name' }, 'Name'),
     name,
-    el('button', { type: 'submit' }, 'Add'),
+    el('button', { type: 'submit' }, 'Add user or agent'),
     created,
   );
   create.addEventListener('submit', (event) => {
@@ -243,6 +275,7 @@ export async function showPrincipals(notice?: string): Promise<void> {
     table('Organisations', ['Name', 'Id'], orgs.map((item): Child[] => [item.name, item.id])),
     table('Teams', ['Organisation', 'Name', 'Id'], teams.map((item): Child[] => [orgName.get(item.orgId) ?? item.orgId, item.name, item.id])),
     table('Users and agents', ['Kind', 'Name', 'Organisation', 'Team', 'Id'], principals.map((item): Child[] => [item.kind, item.name, orgName.get(item.orgId) ?? item.orgId, item.teamId === undefined ? '' : (teamName.get(item.teamId) ?? item.teamId), item.id])),
+    ...orgAndTeamForms(orgs),
     create,
     permissionEditor(),
     table('Toolsets', ['Name', 'Entries'], toolsets.map((item): Child[] => [item.name, item.entries.map((entry) => `${entry.server}: ${entry.toolGlob}`).join(', ')])),
