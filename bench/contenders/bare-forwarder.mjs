@@ -4,11 +4,18 @@
 // untouched. With --rewrite it also re-serialises requests and parses and re-serialises responses, which is
 // the least a proxy that maps request ids must do. No policy, no sessions of its own, no logging.
 //
-//   node bench/contenders/bare-forwarder.mjs --upstream http://127.0.0.1:P/mcp [--port 0] [--rewrite]
+// It is the bench's limit, so it is the leanest correct forwarder (issue 29): nothing is allocated per request to
+// watch for a client that might go away. A client gone while the upstream answers is found when its answer is
+// piped (the pipeline then destroys the upstream body, freeing the pooled connection). With --abort it allocates
+// an AbortController and a `close` listener per request, as it did before issue 29 (contender `bare+abort`), so
+// that what those cost stays visible.
+//
+//   node bench/contenders/bare-forwarder.mjs --upstream http://127.0.0.1:P/mcp [--port 0] [--rewrite] [--abort]
 // Prints {"ready":true,"port":N} on stdout. GET /__stats answers its own event-loop delay p99.
 
 import { createServer } from 'node:http';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { pipeline } from 'node:stream';
 import { Pool } from 'undici';
 import { parseArgs } from '../mock/mcp-core.mjs';
 
@@ -19,8 +26,10 @@ if (typeof args.upstream !== 'string') {
 }
 const upstream = new URL(args.upstream);
 const rewrite = args.rewrite === true;
+const abortable = args.abort === true;
 // One keep-alive pool to the upstream, sized well above any concurrency the bench uses.
 const pool = new Pool(upstream.origin, { connections: 512, pipelining: 1, keepAliveTimeout: 60_000 });
+const path = upstream.pathname + upstream.search;
 const FORWARDED = ['mcp-session-id', 'mcp-protocol-version', 'accept', 'content-type', 'last-event-id'];
 // Node records whole timer intervals, resolution included: it is subtracted when reported.
 const eld = monitorEventLoopDelay({ resolution: 10 });
@@ -63,16 +72,13 @@ server.requestTimeout = 0;
 async function forward(request, response, body) {
   const headers = {};
   for (const name of FORWARDED) if (request.headers[name] !== undefined) headers[name] = request.headers[name];
-  const controller = new AbortController();
-  response.on('close', () => controller.abort());
-  const upstreamResponse = await pool.request({
-    path: upstream.pathname + upstream.search,
-    method: request.method,
-    headers,
-    body,
-    signal: controller.signal,
-    bodyTimeout: 0,
-  });
+  let signal;
+  if (abortable) {
+    const controller = new AbortController();
+    response.on('close', () => controller.abort());
+    signal = controller.signal;
+  }
+  const upstreamResponse = await pool.request({ path, method: request.method, headers, body, signal, bodyTimeout: 0 });
   const out = {};
   for (const name of ['content-type', 'mcp-session-id', 'cache-control']) {
     const value = upstreamResponse.headers[name];
@@ -88,10 +94,12 @@ async function forward(request, response, body) {
   const length = upstreamResponse.headers['content-length'];
   if (length !== undefined) out['content-length'] = length;
   response.writeHead(upstreamResponse.statusCode, out);
-  // Streamed so that SSE and 1 MiB bodies flow without buffering; backpressure via pipe.
-  upstreamResponse.body.on('error', () => response.destroy());
-  upstreamResponse.body.pipe(response);
+  // Streamed so that SSE and 1 MiB bodies flow without buffering. The pipeline destroys the upstream body when the
+  // client goes away (and the response when the upstream fails), so no pooled connection is left stuck.
+  pipeline(upstreamResponse.body, response, ignore);
 }
+
+function ignore() {}
 
 server.listen(args.port ?? 0, args.host ?? '127.0.0.1', () => {
   process.stdout.write(`${JSON.stringify({ ready: true, port: server.address().port })}\n`);

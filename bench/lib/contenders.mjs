@@ -78,14 +78,19 @@ export async function directHttp(ctx) {
   return contender({ name: 'direct', family: 'http', mode: 'client → mock', client, pids: [ctx.mockPid], statsUrl: new URL('/__stats', ctx.mockUrl).href });
 }
 
-export async function bareForwarder(ctx, { rewrite = false } = {}) {
-  const args = [join(ctx.benchDir, 'contenders/bare-forwarder.mjs'), '--upstream', ctx.mockUrl, '--watch-stdin', ...(rewrite ? ['--rewrite'] : [])];
+export async function bareForwarder(ctx, { rewrite = false, abort = false } = {}) {
+  const args = [join(ctx.benchDir, 'contenders/bare-forwarder.mjs'), '--upstream', ctx.mockUrl, '--watch-stdin', ...(rewrite ? ['--rewrite'] : []), ...(abort ? ['--abort'] : [])];
   const child = await startProcess('bare forwarder', process.execPath, args, { core: GATEWAY_CORE, ready: jsonReady('port') });
   const url = `http://127.0.0.1:${child.value}/mcp`;
+  const name = rewrite ? 'bare+rewrite' : abort ? 'bare+abort' : 'bare';
   return contender({
-    name: rewrite ? 'bare+rewrite' : 'bare',
+    name,
     family: 'http',
-    mode: rewrite ? 'node:http+undici, parses and re-serialises both ways' : 'node:http+undici, parses requests, streams responses',
+    mode: rewrite
+      ? 'node:http+undici, parses and re-serialises both ways'
+      : abort
+        ? 'node:http+undici, parses requests, streams responses, an AbortController and close listener per request'
+        : 'node:http+undici, parses requests, streams responses',
     client: new HttpClient(url, { connections: 300 }),
     pids: [child.pid],
     statsUrl: `http://127.0.0.1:${child.value}/__stats`,
@@ -138,12 +143,14 @@ export function gatewayKeyHeaders(ctx, file) {
   return { authorization: `Bearer ${key}` };
 }
 
-/** Writes an mcpgate config with the brief's production settings (API keys on); returns its path. */
-export function writeMcpgateConfig(ctx, { urls = [], stdio = 0, extraGateway = '', name = 'mcpgate', port = 0, store }) {
+/**
+ * Writes an mcpgate config with the brief's production settings (API keys on); returns its path. `dev`: dev mode
+ * with no keys and no store, the least a gateway does (issue 29's "dev mode").
+ */
+export function writeMcpgateConfig(ctx, { urls = [], stdio = 0, extraGateway = '', name = 'mcpgate', port = 0, store, dev = false }) {
   const lines = [
     'gateway:',
-    '  mode: production',
-    ...authLines(ctx, name, store),
+    ...(dev ? ['  mode: dev'] : ['  mode: production', ...authLines(ctx, name, store)]),
     `  listen: { host: 127.0.0.1, port: ${port} }`,
     '  prefix: always',
     '  logLevel: warn',
@@ -179,10 +186,10 @@ export function mcpgateArgs(ctx, file) {
  * mcpgate fronting HTTP upstreams (`urls`) or `stdio` stdio ones, clients on Streamable HTTP or legacy SSE.
  * `transport: 'modern'`: Streamable HTTP clients of the 2026-07-28 era (no session, `_meta` on every request).
  */
-export async function startMcpgate(ctx, { urls = [], stdio = 0, extraGateway = '', name = 'mcpgate', transport = 'http', store } = {}) {
+export async function startMcpgate(ctx, { urls = [], stdio = 0, extraGateway = '', name = 'mcpgate', transport = 'http', store, dev = false } = {}) {
   const port = await freePort();
-  const file = writeMcpgateConfig(ctx, { urls, stdio, extraGateway, name, port, store });
-  const headers = gatewayKeyHeaders(ctx, file);
+  const file = writeMcpgateConfig(ctx, { urls, stdio, extraGateway, name, port, store, dev });
+  const headers = dev ? {} : gatewayKeyHeaders(ctx, file);
   const started = performance.now();
   // At logLevel warn the gateway prints no "listening" line, so readiness is /healthz on a port chosen here.
   const child = await startProcess(name, process.execPath, mcpgateArgs(ctx, file), { core: GATEWAY_CORE, cwd: ctx.root });
@@ -198,7 +205,7 @@ export async function startMcpgate(ctx, { urls = [], stdio = 0, extraGateway = '
   return contender({
     name,
     family: stdio > 0 ? 'stdio' : 'http',
-    mode: `production defaults, ${downstream} downstream, ${stdio > 0 ? 'stdio (scope: session)' : 'Streamable HTTP'} upstream`,
+    mode: `${dev ? 'dev mode, no keys' : 'production defaults'}, ${downstream} downstream, ${stdio > 0 ? 'stdio (scope: session)' : 'Streamable HTTP'} upstream`,
     client,
     pids: [child.pid],
     treePids: [child.pid],

@@ -10,10 +10,17 @@ import { spread, spreadOf } from '../lib/stats.mjs';
 export const W1_CONTENDERS = {
   direct: { start: (ctx) => starters.directHttp(ctx), levels: 'core' },
   bare: { start: (ctx) => starters.bareForwarder(ctx), levels: 'core' },
+  // Issue 29: the bare forwarder as it was, with an AbortController and a `close` listener per request; not the
+  // limit, kept so that the difference stays visible.
+  'bare+abort': { start: (ctx) => starters.bareForwarder(ctx, { abort: true }), levels: 'core' },
   mcpgate: { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl] }), levels: 'core' },
   // Issue 25: the same gateway and config, clients of the 2026-07-28 era (no initialize, no session, `_meta` and
   // the Mcp-* headers on every request); the mock upstream stays legacy. Its CPU per call is set against mcpgate's.
   'mcpgate (modern)': { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], transport: 'modern', name: 'mcpgate (modern)' }), levels: 'core' },
+  // Issue 29: dev mode with no keys and no store (the least the gateway does), and production with its audit log
+  // (`sync` on SQLite, the default durability) and nothing else added: what a lone client pays for the audit.
+  'mcpgate (dev)': { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (dev)', dev: true }), levels: 'core', onlyWhenNamed: true },
+  'mcpgate (audited)': { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (audited)', extraGateway: starters.governanceLines(ctx).audit }), levels: 'core', onlyWhenNamed: true },
   // The A/A check of the instrument (decision 0022): a second gateway identical to mcpgate, whose per-round ratio
   // against mcpgate says how far two equal gateways read apart. Run only when named (`--contenders`).
   'mcpgate (again)': { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (again)' }), levels: 'core', onlyWhenNamed: true },
