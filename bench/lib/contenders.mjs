@@ -150,7 +150,7 @@ export function gatewayKeyHeaders(ctx, file) {
 export function writeMcpgateConfig(ctx, { urls = [], stdio = 0, extraGateway = '', name = 'mcpgate', port = 0, store, dev = false }) {
   const lines = [
     'gateway:',
-    ...(dev ? ['  mode: dev'] : ['  mode: production', ...authLines(ctx, name, store)]),
+    ...(dev ? ['  mode: dev', '  auth: { mode: none }'] : ['  mode: production', ...authLines(ctx, name, store)]),
     `  listen: { host: 127.0.0.1, port: ${port} }`,
     '  prefix: always',
     '  logLevel: warn',

@@ -17,10 +17,10 @@ export const W1_CONTENDERS = {
   // Issue 25: the same gateway and config, clients of the 2026-07-28 era (no initialize, no session, `_meta` and
   // the Mcp-* headers on every request); the mock upstream stays legacy. Its CPU per call is set against mcpgate's.
   'mcpgate (modern)': { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], transport: 'modern', name: 'mcpgate (modern)' }), levels: 'core' },
-  // Issue 29: dev mode with no keys and no store (the least the gateway does), and production with its audit log
-  // (`sync` on SQLite, the default durability) and nothing else added: what a lone client pays for the audit.
+  // Issue 29: dev mode with no keys and no store (the least the gateway does), and production (`mcpgate`, whose
+  // audit log is on, `sync` on SQLite, by default) with the audit log off: between them, what keys and audit cost.
   'mcpgate (dev)': { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (dev)', dev: true }), levels: 'core', onlyWhenNamed: true },
-  'mcpgate (audited)': { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (audited)', extraGateway: starters.governanceLines(ctx).audit }), levels: 'core', onlyWhenNamed: true },
+  'mcpgate (unaudited)': { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (unaudited)', extraGateway: '  audit: { enabled: false }' }), levels: 'core', onlyWhenNamed: true },
   // The A/A check of the instrument (decision 0022): a second gateway identical to mcpgate, whose per-round ratio
   // against mcpgate says how far two equal gateways read apart. Run only when named (`--contenders`).
   'mcpgate (again)': { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (again)' }), levels: 'core', onlyWhenNamed: true },
