@@ -20,6 +20,7 @@ export const W1_CONTENDERS = {
   // Issue 29: dev mode with no keys and no store (the least the gateway does), and production (`mcpgate`, whose
   // audit log is on, `sync` on SQLite, by default) with the audit log off: between them, what keys and audit cost.
   'mcpgate (dev)': { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (dev)', dev: true }), levels: 'core', onlyWhenNamed: true },
+  'mcpgate (audit queue)': { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (audit queue)', extraGateway: '  audit: { durability: queue }' }), levels: 'core', onlyWhenNamed: true },
   'mcpgate (unaudited)': { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (unaudited)', extraGateway: '  audit: { enabled: false }' }), levels: 'core', onlyWhenNamed: true },
   // The A/A check of the instrument (decision 0022): a second gateway identical to mcpgate, whose per-round ratio
   // against mcpgate says how far two equal gateways read apart. Run only when named (`--contenders`).
