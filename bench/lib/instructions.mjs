@@ -2,12 +2,12 @@
 // the audit writer's included): a figure the machine's noise cannot move, beside W1's CPU time, which on these
 // shared machines moves by ±10 % from one half second to the next (decision 0022). Run by hand:
 //
-//   node bench/lib/instructions.mjs [--variants legacy,modern,metrics] [--calls 300,1300] [--keep DIR]
+//   node bench/lib/instructions.mjs [--variants legacy,modern,metrics,unaudited] [--calls 300,1300] [--keep DIR]
 //
 // Each variant is the bench's production mcpgate (API key, audit `sync` on SQLite) in front of the bench's HTTP
 // mock, serving one client that sends its calls one after another: `legacy` over a 2025-11-25 session, `modern`
 // as a 2026-07-28 client (no session, `_meta` and the Mcp-* headers on each request), `metrics` the legacy client
-// with `gateway.metrics.enabled`. Every variant runs twice, serving the two call counts; the difference of the
+// with `gateway.metrics.enabled`, `unaudited` the legacy client with the audit log off. Every variant runs twice, serving the two call counts; the difference of the
 // totals over the difference of the counts cancels start-up, warm-up and shutdown. Counts are the same for the
 // same build and inputs whatever else the machine does, but they are not native figures: they leave out what
 // memory and caches cost, and what runs on timers weighs more, the gateway being about fifty times slower under
@@ -29,6 +29,8 @@ const VARIANTS = {
   legacy: { client: HttpClient, extraGateway: '' },
   modern: { client: ModernHttpClient, extraGateway: '' },
   metrics: { client: HttpClient, extraGateway: '  metrics: { enabled: true }' },
+  // Issue 29: the legacy client with the audit log off, so that legacy − unaudited is what the audit costs a call.
+  unaudited: { client: HttpClient, extraGateway: '  audit: { enabled: false }' },
 };
 
 function options(argv) {
