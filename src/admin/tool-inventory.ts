@@ -103,7 +103,7 @@ function liveTool(mode: CatalogMode, catalog: CatalogGuard | undefined, server: 
     ...common,
     ...approval,
     state: approvedHash === undefined ? 'unapproved' : 'changed',
-    ...(drift?.liveHash === liveHash && drift !== undefined ? { detectedAt: drift.detectedAt } : {}),
+    ...(drift !== undefined && drift.liveHash === liveHash ? { detectedAt: drift.detectedAt } : {}),
     quarantined: mode === 'pinned',
   };
 }

@@ -4,7 +4,7 @@ import { buildCedarRequest } from '../cedar/request.js';
 import { defaultAccessOf } from '../config/auth-schema.js';
 import { SENSITIVITY_LABELS, type SensitivityLabel } from '../config/governance-schema.js';
 import type { GatewayConfig } from '../config/schema.js';
-import type { Caller } from '../model/caller.js';
+import { callerAt, type Caller } from '../model/caller.js';
 import { PermissionEngine, type AccessExplanation } from '../policy/permission-engine.js';
 import type { Principal } from '../store/directory-store.js';
 import type { Store } from '../store/store.js';
@@ -125,14 +125,7 @@ export class KeyAccessExplainer {
     if ('principal' in subject) return this.#explainPrincipal(subject.principal, ip, tool, request);
     const record = await findKey(this.#store, subject.key);
     const key = toKeyView(record, this.#now());
-    const caller: Caller = {
-      keyId: record.id,
-      principalId: record.principalId,
-      principalKind: record.principalKind,
-      orgId: record.orgId,
-      ...(record.teamId === undefined ? {} : { teamId: record.teamId }),
-      clientIp: ip,
-    };
+    const caller = callerAt({ ...record, keyId: record.id }, ip);
     const policy = await this.#engine.explain(caller, tool.server, tool.upstream);
     const cedar = await this.#explainCedar(caller, tool, request);
     // Authentication comes first in the gateway, before everything `verdictOf` weighs.
@@ -149,14 +142,7 @@ export class KeyAccessExplainer {
   async #explainPrincipal(id: string, ip: string, tool: ToolResolution, request: ExplainRequest): Promise<PrincipalAccessExplanation> {
     const principal = await this.#store.getPrincipal(id);
     if (principal === undefined) throw notFound('principal', id);
-    const caller: Caller = {
-      keyId: `principal:${principal.id}`,
-      principalId: principal.id,
-      principalKind: principal.kind,
-      orgId: principal.orgId,
-      ...(principal.teamId === undefined ? {} : { teamId: principal.teamId }),
-      clientIp: ip,
-    };
+    const caller = callerAt({ ...principal, keyId: `principal:${principal.id}`, principalId: principal.id, principalKind: principal.kind }, ip);
     const policy = await this.#engine.explain(caller, tool.server, tool.upstream);
     const cedar = await this.#explainCedar(caller, tool, request);
     const verdict = verdictOf(policy, tool, cedar);
