@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { AuditClient, AuditDecision, AuditInput, AuditKind, AuditPrincipal } from '../audit/record.js';
 import { argumentsHash, isCallRecord, isDenialRecord, sha256Hex } from '../audit/record.js';
 import type { AuditLog } from '../audit/audit-log.js';
@@ -7,10 +8,10 @@ import { policyDeniedError, type PolicyOutcome } from '../cedar/policy-evaluator
 import type { ServerConfig } from '../config/schema.js';
 import { guardsSchema, type SensitivityLabel } from '../config/governance-schema.js';
 import { GatewayError } from '../errors/gateway-error.js';
-import { guardError, guardResult, guardUpstreamError } from '../guards/response-guard.js';
+import { guardError, guardResult, guardResultBytes, guardUpstreamError } from '../guards/response-guard.js';
 import { raise } from '../guards/sensitivity.js';
 import { makeResult, type JsonRpcResponse } from '../jsonrpc/message.js';
-import { rawResult } from '../jsonrpc/serialize.js';
+import { materialized, rawResult, resultBytesOf } from '../jsonrpc/serialize.js';
 import type { Logger } from '../observability/logger.js';
 import type { Caller } from '../model/caller.js';
 import { evidenceOf, type UpstreamEvidence } from './evidence.js';
@@ -161,7 +162,19 @@ export class CallGovernor {
       const sent = guardedError.error === response.error ? response : { ...response, error: guardedError.error };
       return { response: sent, bytes: 0, hash: '', advisory: [] };
     }
-    const guarded = guardResult(response.result, guards, facts.server);
+    const kept = resultBytesOf(response.result);
+    if (kept !== undefined) {
+      const checked = guardResultBytes(kept, guards, facts.server);
+      if (checked !== undefined) {
+        if (!checked.ok) throw guardError(checked);
+        const outcome = this.#evaluate(facts, 'egress', { bytes: checked.bytes, labels: [] });
+        if (outcome?.decision === 'deny') throw policyDeniedError(outcome, 'egress');
+        // What goes out is these bytes, and the record's hash is of them.
+        const hash = this.#audit === undefined ? '' : createHash('sha256').update(kept.text, 'latin1').digest('hex');
+        return { response, bytes: checked.bytes, hash, advisory: outcome?.advisoryDenies ?? [] };
+      }
+    }
+    const guarded = guardResult(kept === undefined ? response.result : materialized(response.result), guards, facts.server);
     if (!guarded.ok) throw guardError(guarded);
     const { text, bytes, labels } = guarded;
     const outcome = this.#evaluate(facts, 'egress', { bytes, labels });

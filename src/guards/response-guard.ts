@@ -2,7 +2,9 @@ import type { GuardsConfig } from '../config/governance-schema.js';
 import type { ErrorCode } from '../errors/codes.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { JsonObject, JsonRpcErrorObject } from '../jsonrpc/message.js';
-import { mayContainSecret, redactValueWithReport } from '../redact/secret-patterns.js';
+import { forEachValueString } from '../jsonrpc/json-bytes.js';
+import type { ResultBytes } from '../jsonrpc/serialize.js';
+import { findSecrets, mayContainSecret, redactValueWithReport } from '../redact/secret-patterns.js';
 
 /**
  * Response guards (issue 7 §4): a size ceiling and a secret scan on every upstream result, and on every
@@ -88,6 +90,34 @@ export function guardResult(result: JsonObject, config: GuardsConfig, server: st
     labels.push('truncated');
   }
   return { ok: true, result: current, bytes, text, truncated: labels.includes('truncated'), redactions, labels };
+}
+
+/**
+ * The guards of {@link guardResult} for a result kept as bytes (issue 29 §3), without building it: its size is
+ * its length, and the secret scan reads the text. Passes with the size, refuses one over the ceiling without
+ * `truncate`, and is undefined when the result must be parsed and go through {@link guardResult} after all: over
+ * the ceiling with `truncate` (cutting needs its items), or a credential found in one of its string values
+ * (masking needs the value; blocking names every kind found). The scan finds exactly what {@link guardResult}'s
+ * finds: the same pre-check (whose literals the bytes hold wherever the values do: `json-bytes.ts`), then
+ * `findSecrets` on each string value, decoded, as `redactValueWithReport` calls it.
+ */
+export function guardResultBytes(result: ResultBytes, config: GuardsConfig, server: string): { ok: true; bytes: number } | GuardFailure | undefined {
+  const bytes = result.text.length;
+  if (bytes > config.maxResultBytes) return config.truncate ? undefined : tooLarge(server, config.maxResultBytes, bytes);
+  if (config.secretScan === 'off' || !mayContainSecret(result.text)) return { ok: true, bytes };
+  const text = result.text;
+  const found = forEachValueString(text, (from, to, escaped) => findSecrets(stringValue(text, from, to, escaped), FORMATS_ONLY).length > 0);
+  return found ? undefined : { ok: true, bytes };
+}
+
+const FORMATS_ONLY = { heuristics: false } as const;
+const BEYOND_ASCII = /[\x80-\xff]/;
+
+/** A string value's text (UTF-8 bytes as Latin-1, between its quotes) as the value itself. */
+function stringValue(text: string, from: number, to: number, escaped: boolean): string {
+  let value = text.slice(from, to);
+  if (BEYOND_ASCII.test(value)) value = Buffer.from(value, 'latin1').toString('utf8');
+  return escaped ? (JSON.parse(`"${value}"`) as string) : value;
 }
 
 export interface ErrorGuardPass {

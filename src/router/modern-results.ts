@@ -1,5 +1,5 @@
 import { RpcCode, type JsonObject, type JsonRpcResponse } from '../jsonrpc/message.js';
-import { rawJsonOf, rawResult } from '../jsonrpc/serialize.js';
+import { bytesResult, materialized, rawJsonOf, rawResult, resultBytesOf, type ResultBytes } from '../jsonrpc/serialize.js';
 
 /** Results that carry caching hints (2026-07-28 server/utilities/caching §cacheable results). */
 const CACHEABLE: ReadonlySet<string> = new Set(['server/discover', 'tools/list', 'prompts/list', 'resources/list', 'resources/templates/list', 'resources/read']);
@@ -40,9 +40,14 @@ export function shapeModern(method: string, response: JsonRpcResponse, shape: Mo
     const head = `{"resultType":"complete"${hints},"_meta":${JSON.stringify(shape.meta)}`;
     return { jsonrpc: '2.0', id: response.id, result: rawResult(raw.length > 2 ? `${head},${raw.slice(1)}` : `${head}}`) };
   }
-  // An upstream's result kept as bytes may hold resultType and _meta itself: read it. Any other result object is
+  const kept = resultBytesOf(response.result);
+  if (kept !== undefined) {
+    const shaped = shapeBytes(kept, cacheable, shape);
+    if (shaped !== undefined) return { jsonrpc: '2.0', id: response.id, result: bytesResult(shaped, visibleOf(response.result)) };
+  }
+  // An upstream's result kept as text may hold resultType and _meta itself: read it. Any other result object is
   // this request's own (parsed from its upstream's answer for it), so it is shaped where it is, not copied.
-  const result: JsonObject = raw === undefined ? response.result : (JSON.parse(raw) as JsonObject);
+  const result: JsonObject = raw !== undefined ? (JSON.parse(raw) as JsonObject) : kept !== undefined ? materialized(response.result) : response.result;
   const type = typeof result.resultType === 'string' ? result.resultType : 'complete';
   result.resultType = type;
   if (cacheable && type === 'complete') {
@@ -54,7 +59,26 @@ export function shapeModern(method: string, response: JsonRpcResponse, shape: Mo
     delete result.cacheScope;
   }
   result._meta = metaOf(result._meta, shape);
-  return raw === undefined ? response : { jsonrpc: '2.0', id: response.id, result };
+  return raw === undefined && kept === undefined ? response : { jsonrpc: '2.0', id: response.id, result };
+}
+
+/**
+ * A complete result kept as bytes (issue 29 §3), shaped without parsing it: the members the gateway adds go in
+ * front of the upstream's own, which hold none of them. Undefined when it holds one already (`resultType`,
+ * `_meta`, `ttlMs` or `cacheScope`): it is parsed and shaped as any other.
+ */
+function shapeBytes(kept: ResultBytes, cacheable: boolean, shape: ModernShape): ResultBytes | undefined {
+  const names = kept.names;
+  if (names.has('resultType') || names.has('_meta') || names.has('ttlMs') || names.has('cacheScope')) return undefined;
+  // An upstream's result without a hint is stale at once (see shapeModern).
+  const head = Buffer.from(`{"resultType":"complete"${cacheable ? ',"ttlMs":0,"cacheScope":"private"' : ''},"_meta":${JSON.stringify(shape.meta)}`).toString('latin1');
+  const text = names.size === 0 ? `${head}}` : `${head},${kept.text.slice(kept.text.indexOf('{') + 1)}`;
+  return { text, names: new Set([...names, 'resultType', '_meta', ...(cacheable ? ['ttlMs', 'cacheScope'] : [])]) };
+}
+
+/** The members of a result kept as bytes that the router reads (json-bytes.ts responseFromBytes). */
+function visibleOf(result: JsonObject): JsonObject {
+  return typeof result.isError === 'boolean' ? { resultType: 'complete', isError: result.isError } : { resultType: 'complete' };
 }
 
 /** The result's own `_meta` with the gateway as `serverInfo`: an upstream's identity is not the client's server. */

@@ -64,7 +64,7 @@ export class UpstreamCalls {
     const timeoutMs = this.timeoutFor(server);
     const checked = options.checked;
     // The options are the request's own: its CallContext and whom it acts for are the context itself.
-    const requestOptions = { timeoutMs, signal, context, onBehalf: context };
+    const requestOptions = { timeoutMs, signal, context, onBehalf: context, bytes: BYTES_METHODS.has(method) };
     // Opening the upstream session and the exchange itself both run under the server's bulkhead and breakers.
     return this.options.registry.run(
       server,
@@ -216,6 +216,12 @@ function hopOptions(client: UpstreamClient<CallContext>, context: RequestContext
   }
   return { ...options, meta, ...(client.era === 'modern' && context.paramHeaders !== undefined ? { headers: context.paramHeaders } : {}) };
 }
+
+/**
+ * Governed calls whose result the gateway sends on as it came, after the response guards (issue 29 §3): a large
+ * one is kept as bytes until egress, which scans those and splices the id in.
+ */
+const BYTES_METHODS: ReadonlySet<string> = new Set(['tools/call', 'resources/read', 'prompts/get']);
 
 /** An upstream listen stream has no deadline: the longest timer Node keeps (about 24.8 days). */
 const LISTEN_TIMEOUT_MS = 2_147_483_647;

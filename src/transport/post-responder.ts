@@ -3,7 +3,7 @@ import type { JsonRpcMessage, JsonRpcResponse } from '../jsonrpc/message.js';
 import type { RequestStream } from '../session/downstream-session.js';
 import { statusOfResponses } from './http-helpers.js';
 import { SseStream } from './sse-stream.js';
-import { serializeMessage } from '../jsonrpc/serialize.js';
+import { serializeBatch, serializeMessage } from '../jsonrpc/serialize.js';
 
 /**
  * Answers one POST that carried requests. It starts undecided: if every response is ready before anything
@@ -63,7 +63,7 @@ export class PostResponder implements RequestStream {
       new SseStream(this.response, this.headers).end();
       return;
     }
-    const body = this.batch ? `[${this.buffered.map(serializeMessage).join(',')}]` : serializeMessage(this.buffered[0] as JsonRpcResponse);
+    const body = this.batch ? serializeBatch(this.buffered) : serializeMessage(this.buffered[0] as JsonRpcResponse);
     // Issue 3: the gateway reports its own share of the latency; concurrent upstream waits in a batch overlap,
     // so the gateway share is clamped at zero rather than going negative.
     const total = performance.now() - this.started;

@@ -44,9 +44,19 @@ export class SseStream {
     return this.event('message', serializeMessage(message));
   }
 
-  event(name: string, data: string): boolean {
+  /** `data` holds no line break: JSON text as the gateway writes it, or result bytes (which `json-bytes.ts` checked). */
+  event(name: string, data: string | Buffer): boolean {
     if (!this.open) return false;
-    this.response.write(`event: ${name}\ndata: ${data}\n\n`);
+    if (typeof data === 'string') {
+      this.response.write(`event: ${name}\ndata: ${data}\n\n`);
+      return true;
+    }
+    // One write to the socket for the three parts, without copying the bytes into a new buffer.
+    this.response.cork();
+    this.response.write(`event: ${name}\ndata: `);
+    this.response.write(data);
+    this.response.write('\n\n');
+    this.response.uncork();
     return true;
   }
 

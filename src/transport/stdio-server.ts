@@ -111,7 +111,13 @@ export class StdioServer {
   }
 
   private write(message: JsonRpcMessage): boolean {
-    this.options.output.write(`${serializeMessage(message)}\n`);
+    const text = serializeMessage(message);
+    if (typeof text === 'string') this.options.output.write(`${text}\n`);
+    else {
+      // Two writes in order, so the bytes are not copied once more.
+      this.options.output.write(text);
+      this.options.output.write('\n');
+    }
     return true;
   }
 }

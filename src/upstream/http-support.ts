@@ -7,6 +7,7 @@ import type { Logger } from '../observability/logger.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import { collectStream } from '../util/collect-stream.js';
 import { toMessage, type JsonObject, type JsonRpcMessage } from '../jsonrpc/message.js';
+import { responseFromBytes } from '../jsonrpc/json-bytes.js';
 import { SseEventTooLargeError, type SseParser } from './sse-parser.js';
 
 /**
@@ -123,6 +124,30 @@ export function abortBody(body: Readable): void {
 
 /** Reads a whole JSON body, refusing more than `limit` bytes (declared or observed) before buffering it. */
 export async function readJsonBody(server: string, body: Readable, headers: IncomingHttpHeaders, limit: number): Promise<unknown> {
+  return parseJsonBody(server, await readBody(server, body, headers, limit));
+}
+
+/**
+ * An answer this large or larger may keep its result as bytes (issue 29 §3): below it, parsing and serialising
+ * again cost less than checking the bytes and splicing the id, and small answers are most answers.
+ */
+export const BYTES_FROM = 64 * 1024;
+
+/**
+ * The JSON-RPC messages of a response body. A large answer with a result is read by `responseFromBytes`, which
+ * keeps the result as the bytes it came in, when `bytes` (the request's caller takes them: a governed call);
+ * anything else is parsed.
+ */
+export async function readMessages(server: string, body: Readable, headers: IncomingHttpHeaders, limit: number, bytes: boolean): Promise<JsonRpcMessage[]> {
+  const buffer = await readBody(server, body, headers, limit);
+  if (bytes && buffer.length >= BYTES_FROM) {
+    const answer = responseFromBytes(buffer);
+    if (answer !== undefined) return [answer];
+  }
+  return toMessages(server, parseJsonBody(server, buffer));
+}
+
+async function readBody(server: string, body: Readable, headers: IncomingHttpHeaders, limit: number): Promise<Buffer> {
   const declared = Number(headerValue(headers, 'content-length'));
   if (Number.isFinite(declared) && declared > limit) {
     abortBody(body);
@@ -133,6 +158,10 @@ export async function readJsonBody(server: string, body: Readable, headers: Inco
     abortBody(body);
     throw tooLargeError(server, limit);
   }
+  return buffer;
+}
+
+function parseJsonBody(server: string, buffer: Buffer): unknown {
   const text = buffer.toString('utf8');
   if (text.trim() === '') return undefined;
   try {

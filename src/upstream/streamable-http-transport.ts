@@ -9,7 +9,7 @@ import { encodeMessage, isConnectError, undeliveredError } from './delivery.js';
 import { SseParser, type SseEvent } from './sse-parser.js';
 import type { InboundContext, SendOptions, UpstreamTransport } from './transport.js';
 import { abortBody, addTraceHeaders, buildHeaders, closedError, deleteSession, discardBody, headerValue, httpStatusError, mediaTypeOf, type HttpTransportOptions } from './http-support.js';
-import { parseEventData, pause, protocolError, pumpSse, readJsonBody, toMessages, unavailableError, withCredentials } from './http-support.js';
+import { parseEventData, pause, protocolError, pumpSse, readJsonBody, readMessages, toMessages, unavailableError, withCredentials } from './http-support.js';
 import { forwardableHeaders, modernRequestHeaders, modernVersionOf } from './modern-era.js';
 
 export type StreamableHttpTransportOptions = HttpTransportOptions;
@@ -128,8 +128,8 @@ export class StreamableHttpTransport implements UpstreamTransport {
     } else if (mediaType === 'text/event-stream') {
       void this.#consumeRequestStream(body, requestId);
     } else if (mediaType === 'application/json') {
-      const value = await this.#guard(readJsonBody(this.#server, body, headers, this.#maxBytes));
-      for (const inbound of toMessages(this.#server, value)) this.#deliver(inbound, requestId);
+      const messages = await this.#guard(readMessages(this.#server, body, headers, this.#maxBytes, options?.bytes === true));
+      for (const inbound of messages) this.#deliver(inbound, requestId);
     } else {
       await discardBody(body);
       throw protocolError(this.#server, `unexpected content type "${mediaType}" for a request`);
@@ -182,8 +182,8 @@ export class StreamableHttpTransport implements UpstreamTransport {
         void this.#consumeRequestStream(body, requestId, false);
         return;
       } else if (mediaType === 'application/json') {
-        const value = await this.#guard(readJsonBody(this.#server, body, headers, this.#maxBytes));
-        for (const inbound of toMessages(this.#server, value)) this.#deliver(inbound, requestId);
+        const messages = await this.#guard(readMessages(this.#server, body, headers, this.#maxBytes, options?.bytes === true));
+        for (const inbound of messages) this.#deliver(inbound, requestId);
       } else {
         await discardBody(body);
         throw protocolError(this.#server, `unexpected content type "${mediaType}" for a request`);

@@ -35,6 +35,11 @@ export interface SendOptions {
    * and `baggage` as headers of the POST (both eras), for an upstream's HTTP instrumentation; stdio ignores it.
    */
   meta?: JsonObject | undefined;
+  /**
+   * The request's caller takes a large result as the bytes it came in (`json-bytes.ts`, issue 29 §3): a governed
+   * call, whose result goes out unchanged but for its id. Streamable HTTP JSON answers only; others are parsed.
+   */
+  bytes?: boolean | undefined;
 }
 
 /**

@@ -105,6 +105,11 @@ export interface RequestOptions<C> {
    * upstream and only when their names match /^mcp-param-[A-Za-z0-9-]+$/i; also a SendOptions field.
    */
   headers?: Readonly<Record<string, string>> | undefined;
+  /**
+   * The caller takes a large result as the bytes it came in (SendOptions.bytes, which this option is, as the
+   * options are the SendOptions): only a caller that reads nothing of the result but `isError` and `resultType`.
+   */
+  bytes?: boolean | undefined;
 }
 
 interface Pending<C> {

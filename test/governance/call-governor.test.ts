@@ -172,7 +172,8 @@ describe('CallGovernor: egress scans an upstream\'s JSON-RPC error like a result
     const error = governor.egress(governed, leaky()).response;
     assert.ok('error' in error && !JSON.stringify(error).includes('mcpg_'));
     const result = governor.egress(governed, makeResult(8, { content: [{ type: 'text', text: key }] })).response;
-    assert.ok(!serializeMessage(result).includes('mcpg_'), serializeMessage(result));
+    const sent = serializeMessage(result).toString();
+    assert.ok(!sent.includes('mcpg_'), sent);
   });
 });
 

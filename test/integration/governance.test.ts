@@ -1,17 +1,15 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { writeFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { toolDefinitionHash } from '../../src/approvals/definition-hash.js';
 import { argumentsHash } from '../../src/audit/record.js';
 import { verifyAudit } from '../../src/audit/verify.js';
 import { storedReceiptFile } from '../../src/receipts/issue.js';
-import type { AuditRecordRow } from '../../src/store/audit-chain-store.js';
 import { createStore } from '../../src/store/create-store.js';
 import { AccessStore, TEST_KEY_SECRET, type IssuedKey } from '../fixtures/integration/access-store.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../fixtures/integration/recording-upstream.js';
-import { cleanup, connect, GATEWAY_BIN, mcpHeaders, raw, rejectsMcp, ROOT, startGateway, stdioFixture, tempPath, textOf, waitFor, type Gateway } from './harness.js';
+import { cleanup, connect, GATEWAY_BIN, mcpHeaders, raw, rejectsMcp, ROOT, startGateway, stdioFixture, storedAuditRows, tempPath, textOf, waitFor, type Gateway } from './harness.js';
 
 /**
  * Issue 7 through the real gateway and a real SQLite store: one terminal audit record per call (allowed,
@@ -33,26 +31,6 @@ const GATEWAY_AUTH = { mode: 'apiKey' as const, keySecret: TEST_KEY_SECRET };
 function cli(args: string[]): { status: number | null; stdout: string; stderr: string } {
   const result = spawnSync(process.execPath, [GATEWAY_BIN, ...args], { cwd: ROOT, encoding: 'utf8' });
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
-}
-
-/**
- * Every record of an answered call is durable in the journal at once and in the table once ingested (within
- * ~50 ms, and a segment is deleted about a second after its last row); a reader in another process waits for the journal's segments to be gone.
- */
-async function journalIngested(path: string): Promise<void> {
-  const root = `${path}-audit-journal`;
-  const segments = (): number => (existsSync(root) ? readdirSync(root).reduce((sum, dir) => sum + readdirSync(join(root, dir)).length, 0) : 0);
-  await waitFor(() => segments() === 0, 'the audit journal ingested');
-}
-
-async function auditRows(): Promise<AuditRecordRow[]> {
-  await journalIngested(access.path);
-  const store = await createStore(access.path);
-  try {
-    return await store.listAuditRecords({ order: 'chain', limit: 10_000 });
-  } finally {
-    await store.close();
-  }
 }
 
 before(async () => {
@@ -138,7 +116,7 @@ describe('governance', () => {
     // Another session of the same key has read nothing confidential: its cached list still shows the server.
     const other = await connect(gateway.url, { headers: { authorization: `Bearer ${alice.key}` } });
     assert.ok((await other.listTools()).tools.some((tool) => tool.name === 'web__fetch'));
-    const listed = (await auditRows()).filter((row) => row.kind === 'list');
+    const listed = (await storedAuditRows(access.path)).filter((row) => row.kind === 'list');
     assert.ok(
       listed.some((row) => row.server === 'web' && row.decision === 'deny' && row.keyId === alice.id && /egress-control/.test(String(row.reason))),
       JSON.stringify(listed),
@@ -151,7 +129,7 @@ describe('governance', () => {
   });
 
   it('writes one terminal record per call into a chain that mcpgate audit verify accepts', async () => {
-    const rows = await auditRows();
+    const rows = await storedAuditRows(access.path);
     const calls = rows.filter((row) => row.kind === 'call');
     const decisions = calls.map((row) => `${String(row.tool)}:${String(row.decision)}`);
     assert.ok(decisions.includes('delete:deny'), decisions.join(' '));

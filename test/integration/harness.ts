@@ -11,6 +11,8 @@ import { McpError, type ClientCapabilities } from '@modelcontextprotocol/sdk/typ
 import { stringify } from 'yaml';
 import type { z } from 'zod';
 import type { configSchema } from '../../src/config/schema.js';
+import type { AuditRecordRow } from '../../src/store/audit-chain-store.js';
+import { createStore } from '../../src/store/create-store.js';
 import { TEST_KEY_SECRET } from '../fixtures/integration/access-store.js';
 import type { FixtureEvent } from '../fixtures/integration/fixture-server.js';
 
@@ -455,4 +457,65 @@ export async function allToolNames(client: Client): Promise<string[]> {
     if (cursor === undefined) return names;
   }
   assert.fail('more than 100 pages of tools');
+}
+
+/**
+ * Every audit record of the SQLite store at `path`, in chain order, once the gateway's journal has been ingested
+ * into it: a record is durable in the journal at once and in the table within about a second (segments go once
+ * their rows are in), so a reader in another process waits for the segments to be gone.
+ */
+export async function storedAuditRows(path: string): Promise<AuditRecordRow[]> {
+  const root = `${path}-audit-journal`;
+  const segments = (): number => (existsSync(root) ? readdirSync(root).reduce((sum, dir) => sum + readdirSync(join(root, dir)).length, 0) : 0);
+  await waitFor(() => segments() === 0, 'the audit journal ingested');
+  const store = await createStore(path);
+  try {
+    return await store.listAuditRecords({ order: 'chain', limit: 10_000 });
+  } finally {
+    await store.close();
+  }
+}
+
+/** `mcpgate stdio` driven by hand: raw lines in, every byte of stdout kept. */
+export interface RawStdioGateway {
+  send(message: unknown): void;
+  /** Waits for the answer with this id on stdout (a complete line). */
+  answer(id: number, what: string): Promise<Record<string, unknown>>;
+  stdout(): string;
+  /** Ends stdin and waits for the process to exit. */
+  end(): Promise<void>;
+}
+
+/** Starts `mcpgate stdio` on `config` as `key`'s client, and opens its session (initialize, initialized) at `protocolVersion`. */
+export async function rawStdioGateway(config: ConfigInput, key: string, protocolVersion: string): Promise<RawStdioGateway> {
+  const file = writeConfig(config, 'stdio');
+  const child = spawn(process.execPath, [GATEWAY_BIN, 'stdio', '--config', file], { cwd: ROOT, env: { ...process.env, MCPGATE_API_KEY: key }, stdio: ['pipe', 'pipe', 'ignore'] });
+  trackChild(child);
+  let stdout = '';
+  child.stdout.setEncoding('utf8');
+  child.stdout.on('data', (chunk: string) => {
+    stdout += chunk;
+  });
+  const found = (id: number): Record<string, unknown> | undefined =>
+    stdout
+      .split('\n')
+      .slice(0, -1)
+      .filter((line) => line.startsWith('{'))
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+      .find((message) => message.id === id);
+  const gateway: RawStdioGateway = {
+    send: (message) => {
+      child.stdin.write(`${JSON.stringify(message)}\n`);
+    },
+    answer: (id, what) => waitFor(() => found(id), `the stdio gateway to answer ${what}`, 15_000),
+    stdout: () => stdout,
+    end: async () => {
+      child.stdin.end();
+      await waitFor(() => child.exitCode !== null || child.signalCode !== null, 'the stdio gateway to exit', 15_000);
+    },
+  };
+  gateway.send({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion, capabilities: {}, clientInfo: { name: 'raw-stdio', version: '1' } } });
+  await gateway.answer(1, 'initialize');
+  gateway.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+  return gateway;
 }

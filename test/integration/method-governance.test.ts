@@ -1,10 +1,8 @@
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { writeFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
-import { createStore } from '../../src/store/create-store.js';
 import { AccessStore, TEST_KEY_SECRET, type IssuedKey } from '../fixtures/integration/access-store.js';
-import { cleanup, mcpHeaders, raw, rawSession, startGateway, stdioFixture, tempPath, waitFor, type Gateway } from './harness.js';
+import { cleanup, mcpHeaders, raw, rawSession, startGateway, stdioFixture, storedAuditRows, tempPath, type Gateway } from './harness.js';
 
 /**
  * Issue 24 §2: every method in the router's method table gets its Cedar ingress decision and exactly one audit
@@ -45,16 +43,8 @@ let bob: IssuedKey;
 
 /** The journal's segments are ingested into the store within about a second of the write. */
 async function recordsOf(sessionId: string): Promise<Array<Record<string, unknown>>> {
-  const root = `${access.path}-audit-journal`;
-  const segments = (): number => (existsSync(root) ? readdirSync(root).reduce((sum, dir) => sum + readdirSync(join(root, dir)).length, 0) : 0);
-  await waitFor(() => segments() === 0, 'the audit journal ingested');
-  const store = await createStore(access.path);
-  try {
-    const rows = await store.listAuditRecords({ order: 'chain', limit: 10_000 });
-    return rows.filter((row) => row.sessionId === sessionId) as unknown as Array<Record<string, unknown>>;
-  } finally {
-    await store.close();
-  }
+  const rows = await storedAuditRows(access.path);
+  return rows.filter((row) => row.sessionId === sessionId) as unknown as Array<Record<string, unknown>>;
 }
 
 async function send(key: IssuedKey, method: string, params: Record<string, unknown>): Promise<{ session: string; answer: Record<string, unknown> }> {

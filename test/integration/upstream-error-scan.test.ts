@@ -1,30 +1,24 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
-import type { AuditRecordRow } from '../../src/store/audit-chain-store.js';
-import { createStore } from '../../src/store/create-store.js';
 import { AccessStore, TEST_KEY_SECRET, type IssuedKey } from '../fixtures/integration/access-store.js';
 import {
   cleanup,
   connect,
   eventsPath,
-  GATEWAY_BIN,
   mcpHeaders,
   raw,
   rawSession,
+  rawStdioGateway,
   readEvents,
   rejectsMcp,
   ROOT,
   sseMessages,
   startGateway,
+  storedAuditRows,
   tempPath,
-  trackChild,
-  waitFor,
-  writeConfig,
   type ConfigInput,
   type Gateway,
 } from './harness.js';
@@ -71,19 +65,6 @@ function leakyServer(label: string, secretScan?: 'block'): NonNullable<ConfigInp
     env: { set: { FIXTURE_EVENTS: eventsPath(label) } },
     ...(secretScan === undefined ? {} : { guards: { secretScan } }),
   };
-}
-
-async function auditRows(): Promise<AuditRecordRow[]> {
-  // A record is durable in the journal at once and in the table once ingested: wait for the journal to drain.
-  const root = `${access.path}-audit-journal`;
-  const segments = (): number => (existsSync(root) ? readdirSync(root).reduce((sum, dir) => sum + readdirSync(join(root, dir)).length, 0) : 0);
-  await waitFor(() => segments() === 0, 'the audit journal ingested');
-  const store = await createStore(access.path);
-  try {
-    return await store.listAuditRecords({ order: 'chain', limit: 10_000 });
-  } finally {
-    await store.close();
-  }
 }
 
 before(async () => {
@@ -148,40 +129,16 @@ describe('an upstream JSON-RPC error goes through the secret scan', () => {
   });
 
   it('mcpgate stdio: every byte on stdout holds the key and token only masked', async () => {
-    const file = writeConfig(config, 'stdio');
-    const child = spawn(process.execPath, [GATEWAY_BIN, 'stdio', '--config', file], {
-      cwd: ROOT,
-      env: { ...process.env, MCPGATE_API_KEY: alice.key },
-      stdio: ['pipe', 'pipe', 'ignore'],
-    });
-    trackChild(child);
-    let stdout = '';
-    child.stdout.setEncoding('utf8');
-    child.stdout.on('data', (chunk: string) => {
-      stdout += chunk;
-    });
-    const answer = (id: number): Record<string, unknown> | undefined =>
-      stdout
-        .split('\n')
-        .filter((line) => line.startsWith('{'))
-        .map((line) => JSON.parse(line) as Record<string, unknown>)
-        .find((message) => message.id === id);
-    const send = (message: unknown): void => {
-      child.stdin.write(`${JSON.stringify(message)}\n`);
-    };
-    send({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: VERSION, capabilities: {}, clientInfo: { name: 'raw-stdio', version: '1' } } });
-    await waitFor(() => answer(1), 'the stdio gateway to answer initialize', 15_000);
-    send({ jsonrpc: '2.0', method: 'notifications/initialized' });
-    send({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'leaky__fail', arguments: {} } });
-    const failed = await waitFor(() => answer(2), 'the stdio gateway to answer tools/call', 15_000);
-    assertNoSecret(stdout, 'stdout');
+    const stdio = await rawStdioGateway(config, alice.key, VERSION);
+    stdio.send({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'leaky__fail', arguments: {} } });
+    const failed = await stdio.answer(2, 'tools/call');
+    assertNoSecret(stdio.stdout(), 'stdout');
     assertMasked(failed.error as Record<string, unknown>, 'tool');
-    child.stdin.end();
-    await waitFor(() => child.exitCode !== null || child.signalCode !== null, 'the stdio gateway to exit', 15_000);
+    await stdio.end();
   });
 
   it('no audit record and no log line holds the key or the token', async () => {
-    const rows = await auditRows();
+    const rows = await storedAuditRows(access.path);
     const failedCalls = rows.filter((row) => row.kind === 'call' && (row.tool === 'fail' || row.tool === 'leaky__fail' || row.tool === 'strict__fail'));
     // Streamable HTTP (tool and prompt), block, legacy and stdio: five calls, five records.
     assert.equal(failedCalls.length, 5, JSON.stringify(rows.map((row) => [row.kind, row.server, row.tool, row.decision])));

@@ -63,7 +63,8 @@ test('a raw result is spliced in verbatim, and ordinary messages serialise as JS
   const { rawResult, serializeMessage } = await import('../../src/jsonrpc/serialize.js');
   const cached = JSON.stringify({ tools: [{ name: 'a__x' }] });
   const text = serializeMessage({ jsonrpc: '2.0', id: 'q"1', result: rawResult(cached) });
-  assert.deepEqual(JSON.parse(text), { jsonrpc: '2.0', id: 'q"1', result: { tools: [{ name: 'a__x' }] } });
+  assert.equal(typeof text, 'string');
+  assert.deepEqual(JSON.parse(text.toString()), { jsonrpc: '2.0', id: 'q"1', result: { tools: [{ name: 'a__x' }] } });
   const plain = { jsonrpc: '2.0' as const, id: 3, result: { ok: true } };
   assert.equal(serializeMessage(plain), JSON.stringify(plain));
 });
