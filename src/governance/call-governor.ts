@@ -11,13 +11,20 @@ import { GatewayError } from '../errors/gateway-error.js';
 import { guardError, guardResult, guardResultBytes, guardUpstreamError } from '../guards/response-guard.js';
 import { raise } from '../guards/sensitivity.js';
 import { makeResult, type JsonRpcResponse } from '../jsonrpc/message.js';
-import { materialized, rawResult, resultBytesOf } from '../jsonrpc/serialize.js';
+import { materialized, rawResult, resultBytesOf, type ResultBytes } from '../jsonrpc/serialize.js';
 import type { Logger } from '../observability/logger.js';
 import type { Caller } from '../model/caller.js';
 import { evidenceOf, type UpstreamEvidence } from './evidence.js';
 import { errorMessage } from '../errors/error-message.js';
 import { isTraceId } from '../util/trace-id.js';
 import { publishPolicyDecision } from '../pipeline/events.js';
+
+/** SHA-256 of a result kept as bytes, as `sha256Hex` of its text would be, without joining its parts. */
+function hashOfBytes(result: ResultBytes): string {
+  const hash = createHash('sha256');
+  if (result.head !== undefined) hash.update(result.head);
+  return hash.update(result.bytes).digest('hex');
+}
 
 /** For the router: a request's `traceparent` to the record's `traceId` (undefined unless a valid version-00 one). */
 export { traceIdOf } from '../util/trace-id.js';
@@ -170,7 +177,7 @@ export class CallGovernor {
         const outcome = this.#evaluate(facts, 'egress', { bytes: checked.bytes, labels: [] });
         if (outcome?.decision === 'deny') throw policyDeniedError(outcome, 'egress');
         // What goes out is these bytes, and the record's hash is of them.
-        const hash = this.#audit === undefined ? '' : createHash('sha256').update(kept.text, 'latin1').digest('hex');
+        const hash = this.#audit === undefined ? '' : hashOfBytes(kept);
         return { response, bytes: checked.bytes, hash, advisory: outcome?.advisoryDenies ?? [] };
       }
     }

@@ -102,22 +102,32 @@ export function guardResult(result: JsonObject, config: GuardsConfig, server: st
  * `findSecrets` on each string value, decoded, as `redactValueWithReport` calls it.
  */
 export function guardResultBytes(result: ResultBytes, config: GuardsConfig, server: string): { ok: true; bytes: number } | GuardFailure | undefined {
-  const bytes = result.text.length;
+  const bytes = (result.head?.length ?? 0) + result.bytes.length;
   if (bytes > config.maxResultBytes) return config.truncate ? undefined : tooLarge(server, config.maxResultBytes, bytes);
-  if (config.secretScan === 'off' || !mayContainSecret(result.text)) return { ok: true, bytes };
-  const text = result.text;
-  const found = forEachValueString(text, (from, to, escaped) => findSecrets(stringValue(text, from, to, escaped), FORMATS_ONLY).length > 0);
+  if (config.secretScan === 'off' || !mayContainSecretBytes(result.bytes)) return { ok: true, bytes };
+  const kept = result.bytes;
+  const found = forEachValueString(kept, (from, to, escaped) => {
+    const value = kept.toString('utf8', from, to);
+    return findSecrets(escaped ? (JSON.parse(`"${value}"`) as string) : value, FORMATS_ONLY).length > 0;
+  });
   return found ? undefined : { ok: true, bytes };
 }
 
 const FORMATS_ONLY = { heuristics: false } as const;
-const BEYOND_ASCII = /[\x80-\xff]/;
+/** The pre-check reads the bytes through windows this long, so no string as long as the result is made. */
+const WINDOW = 64 * 1024;
+/** Windows overlap by this much: no pre-check literal is longer, so none is missed across a seam. */
+const SEAM = 16;
 
-/** A string value's text (UTF-8 bytes as Latin-1, between its quotes) as the value itself. */
-function stringValue(text: string, from: number, to: number, escaped: boolean): string {
-  let value = text.slice(from, to);
-  if (BEYOND_ASCII.test(value)) value = Buffer.from(value, 'latin1').toString('utf8');
-  return escaped ? (JSON.parse(`"${value}"`) as string) : value;
+/**
+ * `mayContainSecret` of UTF-8 bytes, read as Latin-1 in windows: its literals are ASCII, and a UTF-8 sequence beyond
+ * ASCII has no byte below 0x80, so the literals are found in the Latin-1 reading exactly where they are in the text.
+ */
+function mayContainSecretBytes(bytes: Buffer): boolean {
+  for (let from = 0; from < bytes.length; from += WINDOW) {
+    if (mayContainSecret(bytes.toString('latin1', from, Math.min(bytes.length, from + WINDOW + SEAM)))) return true;
+  }
+  return false;
 }
 
 export interface ErrorGuardPass {

@@ -9,11 +9,13 @@ interface RawResult {
 
 /**
  * An upstream's result kept as the bytes it came in (issue 29 §3; `json-bytes.ts` checked them), with the id of
- * the answer that carries it spliced in front when it is sent.
+ * the answer that carries it spliced in front when it is sent. Its JSON text is `head` (what the gateway put in
+ * front of the upstream's members: the 2026-07-28 shape) followed by `bytes`.
  */
 export interface ResultBytes {
-  /** The result's JSON text as a one-byte string of its UTF-8 bytes: written as 'latin1' it is those bytes. */
-  readonly text: string;
+  readonly head: Buffer | undefined;
+  /** A view of the upstream's answer, not a copy. */
+  readonly bytes: Buffer;
   /** The result's top-level member names. */
   readonly names: ReadonlySet<string>;
 }
@@ -54,42 +56,47 @@ export function resultBytesOf(result: JsonObject): ResultBytes | undefined {
 /** A result kept as bytes, parsed (for a step that must read or change it); any other result as it is. */
 export function materialized(result: JsonObject): JsonObject {
   const bytes = resultBytesOf(result);
-  return bytes === undefined ? result : (JSON.parse(Buffer.from(bytes.text, 'latin1').toString('utf8')) as JsonObject);
+  if (bytes === undefined) return result;
+  return JSON.parse(bytes.head === undefined ? bytes.bytes.toString('utf8') : Buffer.concat([bytes.head, bytes.bytes]).toString('utf8')) as JsonObject;
 }
 
 /**
- * The wire form of one message: JSON text, with a raw result spliced in, or, for a result kept as bytes, one
- * buffer holding the envelope and those bytes (one copy of them, as writing a string would make).
+ * The wire form of one message: JSON text, with a raw result spliced in, or, for a result kept as bytes, the
+ * buffers to write in order: the envelope, the result's bytes (never copied), and the closing brace.
  */
-export function serializeMessage(message: JsonRpcMessage): string | Buffer {
+export function serializeMessage(message: JsonRpcMessage): string | Buffer[] {
   if ('result' in message) {
     const result = message.result as Partial<RawResult & BytesResult>;
     const raw = result[RAW];
     if (raw !== undefined) return `{"jsonrpc":"2.0","id":${JSON.stringify(message.id)},"result":${raw}}`;
     const bytes = result[BYTES];
-    if (bytes !== undefined) return envelopeBytes(message.id, bytes.text);
+    if (bytes !== undefined) return envelopeBytes(message.id, bytes);
   }
   return JSON.stringify(message);
 }
 
-function envelopeBytes(id: JsonRpcId, text: string): Buffer {
-  const head = `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":`;
-  const headBytes = Buffer.byteLength(head);
-  const out = Buffer.allocUnsafe(headBytes + text.length + 1);
-  out.write(head, 0, 'utf8');
-  out.write(text, headBytes, 'latin1');
-  out[out.length - 1] = 0x7d;
-  return out;
+const CLOSE = Buffer.from('}');
+
+function envelopeBytes(id: JsonRpcId, result: ResultBytes): Buffer[] {
+  const open = Buffer.from(`{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":`);
+  return result.head === undefined ? [open, result.bytes, CLOSE] : [open, result.head, result.bytes, CLOSE];
 }
 
-/** A batch's wire form: its messages in a JSON array, one buffer when any of them is bytes. */
-export function serializeBatch(messages: readonly JsonRpcMessage[]): string | Buffer {
+/** The number of bytes of a wire form. */
+export function wireLength(wire: string | readonly Buffer[]): number {
+  return typeof wire === 'string' ? Buffer.byteLength(wire) : wire.reduce((sum, chunk) => sum + chunk.length, 0);
+}
+
+/** A batch's wire form: its messages in a JSON array, one buffer when any of them is bytes (batches are rare). */
+export function serializeBatch(messages: readonly JsonRpcMessage[]): string | Buffer[] {
   const parts = messages.map(serializeMessage);
   if (parts.every((part) => typeof part === 'string')) return `[${parts.join(',')}]`;
   const chunks: Buffer[] = [];
   parts.forEach((part, index) => {
-    chunks.push(Buffer.from(index === 0 ? '[' : ','), typeof part === 'string' ? Buffer.from(part) : part);
+    chunks.push(Buffer.from(index === 0 ? '[' : ','));
+    if (typeof part === 'string') chunks.push(Buffer.from(part));
+    else chunks.push(...part);
   });
   chunks.push(Buffer.from(']'));
-  return Buffer.concat(chunks);
+  return chunks;
 }

@@ -209,13 +209,15 @@ function findPemBlocks(text: string, out: SecretFinding[]): void {
 /**
  * Literal fragments at least one of which occurs in any text a pattern (or a credential key) matches,
  * and which JSON escaping leaves intact. Lets callers skip the full scan of serialised results that
- * cannot hold a secret. Three small alternations rather than one: V8 scans a short list of literals with
- * a skip table, and a long one degrades to trying every alternative at every position (about 2× slower).
+ * cannot hold a secret. Four small alternations rather than one: V8 scans a short list of literals with
+ * a skip table, and a long one degrades to trying every alternative at every position (about 2× slower);
+ * `gh[pousr]_` with its class is kept away from the other literals, whose scan it slowed 2× on a megabyte.
  */
 const TRIGGERS = [
   /pass|secret|token|key|authoriz|cookie|bearer|basic/i,
   /aws|sk-|eyJ|mcpg_|AKIA|ASIA|AIza/i,
-  /gh[pousr]_|github_pat_|glpat-|xox|k_live_|k_test_|-----BEGIN|:\/\//i,
+  /gh[pousr]_|github_pat_|glpat-|xox/i,
+  /k_live_|k_test_|-----BEGIN|:\/\//i,
 ];
 
 /** Cheap pre-check: false means findSecrets and redactValue would change nothing. */

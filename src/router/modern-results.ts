@@ -71,9 +71,11 @@ function shapeBytes(kept: ResultBytes, cacheable: boolean, shape: ModernShape): 
   const names = kept.names;
   if (names.has('resultType') || names.has('_meta') || names.has('ttlMs') || names.has('cacheScope')) return undefined;
   // An upstream's result without a hint is stale at once (see shapeModern).
-  const head = Buffer.from(`{"resultType":"complete"${cacheable ? ',"ttlMs":0,"cacheScope":"private"' : ''},"_meta":${JSON.stringify(shape.meta)}`).toString('latin1');
-  const text = names.size === 0 ? `${head}}` : `${head},${kept.text.slice(kept.text.indexOf('{') + 1)}`;
-  return { text, names: new Set([...names, 'resultType', '_meta', ...(cacheable ? ['ttlMs', 'cacheScope'] : [])]) };
+  const head = `{"resultType":"complete"${cacheable ? ',"ttlMs":0,"cacheScope":"private"' : ''},"_meta":${JSON.stringify(shape.meta)}`;
+  const added = ['resultType', '_meta', ...(cacheable ? ['ttlMs', 'cacheScope'] : [])];
+  // The upstream's members follow the gateway's, after its own opening brace (json-bytes.ts took no space before it).
+  if (names.size === 0) return { head: Buffer.from(`${head}}`), bytes: kept.bytes.subarray(0, 0), names: new Set(added) };
+  return { head: Buffer.from(`${head},`), bytes: kept.bytes.subarray(1), names: new Set([...names, ...added]) };
 }
 
 /** The members of a result kept as bytes that the router reads (json-bytes.ts responseFromBytes). */

@@ -44,19 +44,19 @@ export class SseStream {
     return this.event('message', serializeMessage(message));
   }
 
-  /** `data` holds no line break: JSON text as the gateway writes it, or result bytes (which `json-bytes.ts` checked). */
-  event(name: string, data: string | Buffer): boolean {
+  /** `data` holds no line break: JSON text as the gateway writes it, or a result's bytes (which `json-bytes.ts` checked). */
+  event(name: string, data: string | readonly Buffer[]): boolean {
     if (!this.open) return false;
     if (typeof data === 'string') {
       this.response.write(`event: ${name}\ndata: ${data}\n\n`);
       return true;
     }
-    // One write to the socket for the three parts, without copying the bytes into a new buffer.
+    // One write to the socket for every part, without copying the bytes into a new buffer.
     this.response.cork();
     this.response.write(`event: ${name}\ndata: `);
-    this.response.write(data);
+    for (const chunk of data) this.response.write(chunk);
     this.response.write('\n\n');
-    this.response.uncork();
+    process.nextTick(() => this.response.uncork());
     return true;
   }
 

@@ -114,8 +114,8 @@ export class StdioServer {
     const text = serializeMessage(message);
     if (typeof text === 'string') this.options.output.write(`${text}\n`);
     else {
-      // Two writes in order, so the bytes are not copied once more.
-      this.options.output.write(text);
+      // Written in order, part by part, so the bytes are not copied once more.
+      for (const chunk of text) this.options.output.write(chunk);
       this.options.output.write('\n');
     }
     return true;
