@@ -2,7 +2,8 @@
 // flight. Node frees memory lazily (GC slack dwarfs one call at c=1), so the per-call figure is marginal:
 // (peak RSS at c=8 − peak RSS at c=1) / 7, peaks from VmHWM reset before each run. Contenders alternate per
 // round as in W1.
-// mcpgate is also run against an upstream that answers in SSE, which it must parse event by event.
+// mcpgate is also run against an upstream that answers in SSE, which it must parse event by event, and in dev
+// mode. A JSON answer's 1 MiB result is kept as bytes (issue 29 §3); an SSE event's is parsed.
 
 import * as starters from '../lib/contenders.mjs';
 import { round } from '../lib/load.mjs';
@@ -16,6 +17,8 @@ export async function runW4(ctx, profile) {
     ['direct', () => starters.directHttp(ctx)],
     ['bare', () => starters.bareForwarder(ctx)],
     ['mcpgate', () => starters.startMcpgate(ctx, { urls: [ctx.mockUrl] })],
+    // Dev mode keeps no audit log, so no result is hashed: the difference to `mcpgate` is the hash's cost.
+    ['mcpgate (dev)', () => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (dev)', dev: true })],
     ['mcpgate (SSE upstream)', () => starters.startMcpgate(ctx, { urls: [sseMock.urls[0]], name: 'mcpgate (SSE upstream)' })],
     ['mcp-hub', () => starters.mcpHub(ctx)],
   ];
