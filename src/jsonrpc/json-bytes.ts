@@ -21,6 +21,12 @@ import { isUtf8 } from 'node:buffer';
 import type { JsonObject, JsonRpcSuccess } from './message.js';
 import { bytesResult } from './serialize.js';
 
+/**
+ * An answer this large or larger may keep its result as bytes: below it, parsing and serialising again cost less
+ * than checking the bytes and splicing the id, and small answers are most answers.
+ */
+export const BYTES_FROM = 64 * 1024;
+
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 const SPACE = 0x20;

@@ -6,8 +6,8 @@ import type { OnBehalf, UpstreamCredentials } from '../model/upstream-credential
 import type { Logger } from '../observability/logger.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import { collectStream } from '../util/collect-stream.js';
-import { toMessage, type JsonObject, type JsonRpcMessage } from '../jsonrpc/message.js';
-import { responseFromBytes } from '../jsonrpc/json-bytes.js';
+import { toMessage, type JsonObject, type JsonRpcId, type JsonRpcMessage } from '../jsonrpc/message.js';
+import { BYTES_FROM, responseFromBytes } from '../jsonrpc/json-bytes.js';
 import { SseEventTooLargeError, type SseParser } from './sse-parser.js';
 
 /**
@@ -128,12 +128,6 @@ export async function readJsonBody(server: string, body: Readable, headers: Inco
 }
 
 /**
- * An answer this large or larger may keep its result as bytes (issue 29 §3): below it, parsing and serialising
- * again cost less than checking the bytes and splicing the id, and small answers are most answers.
- */
-export const BYTES_FROM = 64 * 1024;
-
-/**
  * The JSON-RPC messages of a response body. A large answer with a result is read by `responseFromBytes`, which
  * keeps the result as the bytes it came in, when `bytes` (the request's caller takes them: a governed call);
  * anything else is parsed.
@@ -179,6 +173,16 @@ export function toMessages(server: string, value: unknown): JsonRpcMessage[] {
     if (typeof message === 'string') throw protocolError(server, message);
     return message;
   });
+}
+
+/**
+ * The messages of an SSE `message` event whose data was kept as bytes (SseEvent.bytes): the answer to `requestId`
+ * with its result kept as those bytes when `responseFromBytes` takes it, anything else parsed.
+ */
+export function parseEventBytes(server: string, data: Buffer, requestId: JsonRpcId | undefined): JsonRpcMessage[] {
+  const answer = responseFromBytes(data);
+  if (answer !== undefined && answer.id === requestId) return [answer];
+  return parseEventData(server, data.toString('utf8'));
 }
 
 /** Decodes the data of one SSE `message` event. */

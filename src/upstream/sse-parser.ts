@@ -1,14 +1,22 @@
 /** One dispatched server-sent event (WHATWG HTML §9.2.6). `event` defaults to `message`. */
 export interface SseEvent {
   event: string;
+  /** The data lines joined; '' when the data was kept as {@link SseEvent.bytes}. */
   data: string;
   id: string | undefined;
+  /** The event's one data line as it came, undecoded, when it was at least `bytesFrom` bytes (SseParserOptions). */
+  bytes: Buffer | undefined;
 }
 
 export interface SseParserOptions {
   /** Largest event accepted: the bytes of its data lines plus any unterminated line. */
   maxEventBytes: number;
   onEvent: (event: SseEvent) => void;
+  /**
+   * A `data` line at least this long is kept as bytes, not decoded: an event made of one such line is dispatched
+   * with `bytes` (issue 29 §3: a large result forwarded as it came). Undefined: every line is decoded.
+   */
+  bytesFrom?: number | undefined;
 }
 
 /** Thrown by {@link SseParser.feed} when one event grows beyond `maxEventBytes`. */
@@ -38,7 +46,7 @@ export class SseParser {
   #partialBytes = 0;
   #afterCr = false;
   #atStart = true;
-  #data: string[] = [];
+  #data: Array<string | Buffer> = [];
   #dataBytes = 0;
   #eventType = '';
   #eventId: string | undefined;
@@ -93,9 +101,19 @@ export class SseParser {
   }
 
   #takeLine(): void {
-    let line = Buffer.concat(this.#partial, this.#partialBytes).toString('utf8');
+    const bytes = Buffer.concat(this.#partial, this.#partialBytes);
     this.#partial = [];
     this.#partialBytes = 0;
+    const bytesFrom = this.#options.bytesFrom;
+    if (bytesFrom !== undefined && bytes.length >= bytesFrom && bytes.toString('latin1', 0, 5) === 'data:') {
+      // A BOM at the start of the stream would come before "data:": such a line is decoded below.
+      this.#atStart = false;
+      const value = bytes.subarray(bytes[5] === 0x20 ? 6 : 5);
+      this.#data.push(value);
+      this.#dataBytes += value.length + 1;
+      return;
+    }
+    let line = bytes.toString('utf8');
     if (this.#atStart) {
       this.#atStart = false;
       if (line.charCodeAt(0) === 0xfeff) line = line.slice(1);
@@ -141,6 +159,11 @@ export class SseParser {
     this.#eventId = undefined;
     // Per the HTML spec an event with no data line is not dispatched (its id still counts, see lastEventId).
     if (data.length === 0) return;
-    this.#options.onEvent({ event, data: data.join('\n'), id });
+    const only = data.length === 1 ? data[0] : undefined;
+    if (Buffer.isBuffer(only)) {
+      this.#options.onEvent({ event, data: '', id, bytes: only });
+      return;
+    }
+    this.#options.onEvent({ event, data: data.map((line) => (typeof line === 'string' ? line : line.toString('utf8'))).join('\n'), id, bytes: undefined });
   }
 }

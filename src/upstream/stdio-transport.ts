@@ -2,14 +2,15 @@ import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { resolve } from 'node:path';
 import type { Writable } from 'node:stream';
 import { GatewayError } from '../errors/gateway-error.js';
-import { toMessage, type JsonRpcMessage } from '../jsonrpc/message.js';
+import { BYTES_FROM, responseFromBytes } from '../jsonrpc/json-bytes.js';
+import { isRequest, isResponse, toMessage, type JsonRpcId, type JsonRpcMessage } from '../jsonrpc/message.js';
 import type { Logger } from '../observability/logger.js';
 import { publishSpawnFailure } from '../pipeline/events.js';
 import { encodeMessage, undeliveredError } from './delivery.js';
 import { buildChildEnv } from './child-env.js';
 import { resolveCommand, verifyMeasurement } from './measured-spawn.js';
 import { StderrRelay } from './stderr-relay.js';
-import type { InboundContext, UpstreamTransport } from './transport.js';
+import type { InboundContext, SendOptions, UpstreamTransport } from './transport.js';
 
 export interface StdioTransportOptions {
   serverName: string;
@@ -42,6 +43,8 @@ export interface StdioTransportOptions {
 const EXIT_DRAIN_MS = 1_000;
 const LF = 0x0a;
 const LOGGED_LINE_CHARS = 2_048;
+/** Ids kept for `SendOptions.bytes` at most: far more than calls a child has in flight. */
+const MAX_BYTES_IDS = 4_096;
 
 /**
  * An MCP server run as a child process, speaking newline-delimited JSON-RPC on stdin/stdout (spec 2025-11-25,
@@ -71,6 +74,8 @@ export class StdioTransport implements UpstreamTransport {
   #drain: Promise<void> | undefined;
   #partial: Buffer[] = [];
   #partialBytes = 0;
+  /** Requests whose caller takes a large result as bytes (SendOptions.bytes), until answered; the oldest go past a bound. */
+  readonly #bytesIds = new Set<JsonRpcId>();
 
   constructor(options: StdioTransportOptions) {
     if (!Number.isInteger(options.maxMessageBytes) || options.maxMessageBytes <= 0) {
@@ -171,10 +176,15 @@ export class StdioTransport implements UpstreamTransport {
   }
 
   /** Writes one line; waits for 'drain' when the pipe is full so that a slow child applies backpressure. */
-  async send(message: JsonRpcMessage): Promise<void> {
+  async send(message: JsonRpcMessage, options?: SendOptions): Promise<void> {
     const child = this.#child;
     if (child === undefined || this.#stopping || this.#exited || !child.stdin.writable) {
       throw undeliveredError(new GatewayError('MCPGATE_ERR_UPSTREAM_CLOSED', `upstream "${this.#server}" is not running`, { data: { server: this.#server } }));
+    }
+    if (options?.bytes === true && isRequest(message)) {
+      this.#bytesIds.add(message.id);
+      // A request that timed out is never answered: its id must not stay for the child's life.
+      if (this.#bytesIds.size > MAX_BYTES_IDS) this.#bytesIds.delete(this.#bytesIds.values().next().value as JsonRpcId);
     }
     if (!child.stdin.write(`${encodeMessage(message)}\n`)) {
       // One shared wait, so that many concurrent sends do not pile listeners on the pipe.
@@ -254,6 +264,11 @@ export class StdioTransport implements UpstreamTransport {
   }
 
   #takeLine(bytes: Buffer): void {
+    if (bytes.length >= BYTES_FROM && this.#bytesIds.size > 0) {
+      // An answer to a request whose caller takes its result as bytes (issue 29 §3); anything else is parsed.
+      const answer = responseFromBytes(bytes);
+      if (answer !== undefined && this.#bytesIds.delete(answer.id)) return this.#dispatch(answer);
+    }
     let text = bytes.toString('utf8');
     if (text.endsWith('\r')) text = text.slice(0, -1);
     if (text.trim() === '') return;
@@ -269,6 +284,11 @@ export class StdioTransport implements UpstreamTransport {
       this.#fatal('MCPGATE_ERR_UPSTREAM_PROTOCOL', `wrote a stdout line that is not a JSON-RPC message (${message})`, text);
       return;
     }
+    if (this.#bytesIds.size > 0 && isResponse(message) && message.id !== null) this.#bytesIds.delete(message.id);
+    this.#dispatch(message);
+  }
+
+  #dispatch(message: JsonRpcMessage): void {
     try {
       this.onmessage?.(message, {});
     } catch (error) {

@@ -7,9 +7,10 @@ import type { OnBehalf, UpstreamCredentials } from '../model/upstream-credential
 import type { Logger } from '../observability/logger.js';
 import { encodeMessage, isConnectError, undeliveredError } from './delivery.js';
 import { SseParser, type SseEvent } from './sse-parser.js';
+import { BYTES_FROM } from '../jsonrpc/json-bytes.js';
 import type { InboundContext, SendOptions, UpstreamTransport } from './transport.js';
 import { abortBody, addTraceHeaders, buildHeaders, closedError, deleteSession, discardBody, headerValue, httpStatusError, mediaTypeOf, type HttpTransportOptions } from './http-support.js';
-import { parseEventData, pause, protocolError, pumpSse, readJsonBody, readMessages, toMessages, unavailableError, withCredentials } from './http-support.js';
+import { parseEventBytes, parseEventData, pause, protocolError, pumpSse, readJsonBody, readMessages, toMessages, unavailableError, withCredentials } from './http-support.js';
 import { forwardableHeaders, modernRequestHeaders, modernVersionOf } from './modern-era.js';
 
 export type StreamableHttpTransportOptions = HttpTransportOptions;
@@ -126,7 +127,7 @@ export class StreamableHttpTransport implements UpstreamTransport {
     if (statusCode === 202 || (requestId === undefined && mediaType !== 'text/event-stream')) {
       await discardBody(body);
     } else if (mediaType === 'text/event-stream') {
-      void this.#consumeRequestStream(body, requestId);
+      void this.#consumeRequestStream(body, requestId, true, options?.bytes === true);
     } else if (mediaType === 'application/json') {
       const messages = await this.#guard(readMessages(this.#server, body, headers, this.#maxBytes, options?.bytes === true));
       for (const inbound of messages) this.#deliver(inbound, requestId);
@@ -179,7 +180,7 @@ export class StreamableHttpTransport implements UpstreamTransport {
           if (!this.#modern.has(requestId)) return abortBody(body);
           this.#modern.set(requestId, body);
         }
-        void this.#consumeRequestStream(body, requestId, false);
+        void this.#consumeRequestStream(body, requestId, false, options?.bytes === true);
         return;
       } else if (mediaType === 'application/json') {
         const messages = await this.#guard(readMessages(this.#server, body, headers, this.#maxBytes, options?.bytes === true));
@@ -327,10 +328,10 @@ export class StreamableHttpTransport implements UpstreamTransport {
   /** Delivers one SSE event; a malformed one is reported and skipped so that the stream stays usable. */
   #handleEvent(event: SseEvent, relatedRequestId: JsonRpcId | undefined, onResponse: () => void): void {
     // Priming events (SEP-1699) carry only an id and empty data.
-    if (event.event !== 'message' || event.data === '') return;
+    if (event.event !== 'message' || (event.data === '' && event.bytes === undefined)) return;
     let messages: JsonRpcMessage[];
     try {
-      messages = parseEventData(this.#server, event.data);
+      messages = event.bytes === undefined ? parseEventData(this.#server, event.data) : parseEventBytes(this.#server, event.bytes, relatedRequestId);
     } catch (error) {
       this.#report(error as Error, relatedRequestId);
       return;
@@ -344,12 +345,14 @@ export class StreamableHttpTransport implements UpstreamTransport {
   /**
    * Reads the SSE stream of one POST. If it ends before the request's response and an event id was seen,
    * resumes it with GET + Last-Event-ID after the server's `retry` delay (SEP-1699). A 2026-07-28 stream
-   * (`resumable` false) is never resumed, and one closed by cancelRequest() reports nothing.
+   * (`resumable` false) is never resumed, and one closed by cancelRequest() reports nothing. `bytes`: the request's
+   * caller takes a large result as bytes (SendOptions.bytes), so a large event is kept undecoded.
    */
-  async #consumeRequestStream(first: Readable, requestId: JsonRpcId | undefined, resumable = true): Promise<void> {
+  async #consumeRequestStream(first: Readable, requestId: JsonRpcId | undefined, resumable: boolean, bytes: boolean): Promise<void> {
     let answered = false;
     const parser = new SseParser({
       maxEventBytes: this.#maxBytes,
+      bytesFrom: bytes ? BYTES_FROM : undefined,
       onEvent: (event) => this.#handleEvent(event, requestId, () => (answered = true)),
     });
     let body: Readable | undefined = first;

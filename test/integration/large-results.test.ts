@@ -5,12 +5,14 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { AccessStore, TEST_KEY_SECRET, type IssuedKey } from '../fixtures/integration/access-store.js';
 import { startBytesUpstream, type BytesUpstream } from '../fixtures/integration/bytes-upstream.js';
-import { cleanup, mcpHeaders, raw, rawSession, rawStdioGateway, startGateway, storedAuditRows, tempPath, type ConfigInput, type Gateway } from './harness.js';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { cleanup, mcpHeaders, raw, rawSession, rawStdioGateway, ROOT, sseMessages, startGateway, storedAuditRows, tempPath, type ConfigInput, type Gateway } from './harness.js';
 
 /**
  * Issue 29 §3: a large upstream result is forwarded as the bytes it came in, with the client's id spliced in, and
- * still goes through every guard. Through the built gateway, in front of an upstream that writes its answers by
- * hand (spaces between tokens, escapes JSON.stringify would not write): the bytes arrive as sent, the record
+ * still goes through every guard. Through the built gateway, in front of upstreams that write their answers by
+ * hand, in a JSON body, on an SSE stream or on stdout (spaces between tokens, escapes JSON.stringify would not write): the bytes arrive as sent, the record
  * hashes them, and a credential is masked or withheld however the upstream wrote it, hidden behind `\u` escapes or
  * an escaped solidus included; the size ceiling and truncation hold; 2026-07-28 clients get the result shaped; and
  * every downstream transport (Streamable HTTP, legacy HTTP+SSE, stdio) carries it.
@@ -40,13 +42,14 @@ const RESULTS = {
 };
 
 let upstream: BytesUpstream;
+let sseUpstream: BytesUpstream;
 let access: AccessStore;
 let alice: IssuedKey;
 let gateway: Gateway;
 let config: ConfigInput;
 
-function server(guards?: Record<string, unknown>): NonNullable<ConfigInput['servers']>[string] {
-  return { transport: 'http', url: upstream.url, protocol: 'legacy', ...(guards === undefined ? {} : { guards }) };
+function server(guards?: Record<string, unknown>, url = upstream.url): NonNullable<ConfigInput['servers']>[string] {
+  return { transport: 'http', url, protocol: 'legacy', ...(guards === undefined ? {} : { guards }) };
 }
 
 const bearer = (): Record<string, string> => ({ authorization: `Bearer ${alice.key}` });
@@ -56,7 +59,9 @@ async function callOn(session: string, name: string, id: number | string = 2): P
     headers: { ...mcpHeaders(session, LEGACY), ...bearer() },
     body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: {} } }),
   });
-  return { status: answer.status, body: answer.body, message: answer.json() };
+  // An upstream's log line on the way makes the answer an SSE stream (PostResponder): its answer is the event with the id.
+  const message = String(answer.headers['content-type']).startsWith('text/event-stream') ? (sseMessages(answer.body).find((entry) => entry.id === id) ?? {}) : answer.json();
+  return { status: answer.status, body: answer.body, message };
 }
 
 function textOfResult(message: Record<string, unknown>): string {
@@ -66,6 +71,9 @@ function textOfResult(message: Record<string, unknown>): string {
 
 before(async () => {
   upstream = await startBytesUpstream(RESULTS);
+  sseUpstream = await startBytesUpstream(RESULTS, { sse: true });
+  const resultsFile = tempPath('large-results.json');
+  writeFileSync(resultsFile, JSON.stringify(RESULTS));
   access = await AccessStore.open(tempPath('large-results.db'));
   await access.permit('org', await access.org('acme'), { kind: 'allow' });
   alice = await access.key({ org: 'acme', name: 'alice' });
@@ -76,6 +84,9 @@ before(async () => {
       strict: server({ secretScan: 'block' }),
       small: server({ maxResultBytes: 100_000 }),
       cut: server({ maxResultBytes: 100_000, truncate: true }),
+      sse: server(undefined, sseUpstream.url),
+      local: { transport: 'stdio', command: process.execPath, args: [join(ROOT, 'dist/test/fixtures/integration/bytes-stdio-upstream.js'), resultsFile] },
+      ssestrict: server({ secretScan: 'block' }, sseUpstream.url),
     },
   };
   gateway = await startGateway(config);
@@ -85,6 +96,7 @@ after(async () => {
   await cleanup();
   await access?.close();
   await upstream?.close();
+  await sseUpstream?.close();
 });
 
 describe('a large result goes out as the bytes it came in, through every guard (issue 29 §3)', () => {
@@ -140,6 +152,29 @@ describe('a large result goes out as the bytes it came in, through every guard (
     const cut = await callOn(session, 'cut__clean');
     assert.ok(Buffer.byteLength(JSON.stringify(cut.message.result)) <= 100_000);
     assert.ok((cut.message.result as { _meta?: Record<string, unknown> })._meta?.['mcpgate/truncated'] !== undefined);
+  });
+
+  it('an upstream answering on an SSE stream: the result event is kept as bytes too, and guarded the same', async () => {
+    const session = await rawSession(gateway.url, LEGACY, bearer());
+    const answer = await callOn(session, 'sse__clean');
+    // The upstream logged a line first, so the answer is a stream of two events; the result's is the bytes as sent.
+    assert.ok(answer.body.includes(`\ndata: {"jsonrpc":"2.0","id":2,"result":${RESULTS.clean}}\n\n`), answer.body.slice(0, 300));
+    for (const name of ['sse__hidden', 'sse__url']) {
+      const text = textOfResult((await callOn(session, name)).message);
+      assert.ok(!text.includes(TOKEN.slice(4)) && !text.includes('hunter2hunter2'), `${name}: a credential reached the client`);
+      assert.match(text, /\[REDACTED:[a-z-]+\]/, name);
+    }
+    const blocked = await callOn(session, 'ssestrict__hidden');
+    assert.equal((blocked.message.error as { data?: { code?: string } } | undefined)?.data?.code, 'MCPGATE_ERR_RESULT_SECRET');
+    assert.equal(sseUpstream.calls.get('clean'), 1);
+  });
+
+  it('a stdio upstream: its answer line is kept as bytes too, and guarded the same', async () => {
+    const session = await rawSession(gateway.url, LEGACY, bearer());
+    assert.equal((await callOn(session, 'local__clean')).body, `{"jsonrpc":"2.0","id":2,"result":${RESULTS.clean}}`);
+    const hidden = textOfResult((await callOn(session, 'local__hidden')).message);
+    assert.ok(!hidden.includes(TOKEN.slice(4)), 'the token reached the client');
+    assert.match(hidden, /\[REDACTED:github-token\]/);
   });
 
   it('a 2026-07-28 client gets the result shaped: resultType and the gateway as serverInfo, the content as sent', async () => {

@@ -2,9 +2,9 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { SseEventTooLargeError, SseParser, type SseEvent } from '../../src/upstream/sse-parser.js';
 
-function parse(chunks: (string | Buffer)[], maxEventBytes = 1024): { events: SseEvent[]; parser: SseParser } {
+function parse(chunks: (string | Buffer)[], maxEventBytes = 1024, bytesFrom?: number): { events: SseEvent[]; parser: SseParser } {
   const events: SseEvent[] = [];
-  const parser = new SseParser({ maxEventBytes, onEvent: (event) => events.push(event) });
+  const parser = new SseParser({ maxEventBytes, bytesFrom, onEvent: (event) => events.push(event) });
   for (const chunk of chunks) parser.feed(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
   return { events, parser };
 }
@@ -13,8 +13,19 @@ describe('SseParser', () => {
   it('parses events, multi-line data, comments and the default event type', () => {
     const { events } = parse([': keepalive\n\nevent: endpoint\ndata: /a\n\ndata: one\ndata: two\nid: 7\n\n']);
     assert.deepEqual(events, [
-      { event: 'endpoint', data: '/a', id: undefined },
-      { event: 'message', data: 'one\ntwo', id: '7' },
+      { event: 'endpoint', data: '/a', id: undefined, bytes: undefined },
+      { event: 'message', data: 'one\ntwo', id: '7', bytes: undefined },
+    ]);
+  });
+
+  it('bytesFrom: keeps a long data line as its bytes, across chunks; short lines, and an event of several lines, are decoded', () => {
+    const long = `{"text":"${'é'.repeat(40)}"}`;
+    const wire = Buffer.from(`data: short\n\nid: 9\ndata: ${long}\n\ndata: ${long}\ndata: tail\n\n`);
+    const { events } = parse([wire.subarray(0, 30), wire.subarray(30, 70), wire.subarray(70)], 1024, 50);
+    assert.deepEqual(events.map((event) => [event.data, event.bytes?.toString('utf8'), event.id]), [
+      ['short', undefined, undefined],
+      ['', long, '9'],
+      [`${long}\ntail`, undefined, undefined],
     ]);
   });
 
@@ -31,14 +42,14 @@ describe('SseParser', () => {
 
   it('keeps the last id and retry, including from a priming event with empty data', () => {
     const { events, parser } = parse(['id: p1\nretry: 250\ndata: \n\n', 'retry: nope\n\n']);
-    assert.deepEqual(events, [{ event: 'message', data: '', id: 'p1' }]);
+    assert.deepEqual(events, [{ event: 'message', data: '', id: 'p1', bytes: undefined }]);
     assert.equal(parser.lastEventId, 'p1');
     assert.equal(parser.retryMs, 250);
   });
 
   it('does not dispatch an event without data, strips a BOM and one leading space only', () => {
     const { events } = parse(['\uFEFFevent: x\n\ndata:  two spaces\n\n']);
-    assert.deepEqual(events, [{ event: 'message', data: ' two spaces', id: undefined }]);
+    assert.deepEqual(events, [{ event: 'message', data: ' two spaces', id: undefined, bytes: undefined }]);
   });
 
   it('throws once an event exceeds the byte bound, even without a newline', () => {
