@@ -57,7 +57,7 @@ function isDigit(code: number | undefined): boolean {
  * Whether `bytes[from, to)` holds a byte below 0x20: four bytes at a time, where a word has one when
  * `(w - 0x20202020) & ~w & 0x80808080` is not 0 (a borrow into the top bit of a byte that was below 0x20).
  */
-export function hasControlByte(bytes: Buffer, from: number, to: number): boolean {
+function hasControlByte(bytes: Buffer, from: number, to: number): boolean {
   let at = from;
   while (at < to && ((bytes.byteOffset + at) & 3) !== 0) {
     if ((bytes[at] as number) < SPACE) return true;
