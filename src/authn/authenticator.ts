@@ -128,7 +128,8 @@ export class Authenticator {
 
   /**
    * Checks the request's credential. Never throws: every failure, including a broken store, is a refusal.
-   * Give it `request.headersDistinct`, so a repeated `Authorization` or `X-Mcpgate-Key` is seen and refused.
+   * Give it every value of each credential header (`request.headersDistinct`, or `credentialHeadersOf` in
+   * `transport/http-auth.ts`), so a repeated `Authorization` or `X-Mcpgate-Key` is seen and refused.
    * `connection` (the request's socket) lets a key presented again on the same connection skip its HMAC; the
    * record lookup, revocation and expiry checks still run on every request (docs/decisions/0007).
    */

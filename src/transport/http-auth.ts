@@ -27,6 +27,29 @@ export interface AuthRefusal {
   readonly path: string | undefined;
 }
 
+/** No credential header at all: one shared answer. */
+const NO_CREDENTIAL_HEADERS: Readonly<Record<string, string[]>> = Object.freeze({});
+
+/**
+ * The two credential headers of a request, each with every value it was sent with, as `headersDistinct` gives
+ * them: Node keeps only the first Authorization in `headers` and joins repeated X-Mcpgate-Keys, which would hide
+ * a second credential. Read from `rawHeaders` because `headersDistinct` lower-cases and copies every header of
+ * every request into arrays (about 2 µs a call, issue 29 §4) to answer for these two. Both names are 13
+ * characters long, so most headers are passed over on their length.
+ */
+export function credentialHeadersOf(rawHeaders: readonly string[]): Readonly<Record<string, string[]>> {
+  let found: Record<string, string[]> | undefined;
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i] as string;
+    if (name.length !== 13) continue;
+    const lower = name.toLowerCase();
+    if (lower !== 'authorization' && lower !== 'x-mcpgate-key') continue;
+    found ??= {};
+    (found[lower] ??= []).push(rawHeaders[i + 1] as string);
+  }
+  return found ?? NO_CREDENTIAL_HEADERS;
+}
+
 /** The outcome for one HTTP request: who is calling (undefined with auth off), or refused and already answered. */
 /** Who sent one request, and what it carried for upstreams (issue 6). */
 export interface RequestIdentity {
@@ -65,9 +88,8 @@ export class HttpAuth {
     const observed = observingRequestStarts() ? {} : undefined;
     if (authenticator === undefined) return { refused: false, caller: undefined, inbound: undefined, keyInOwnHeader: false, trace: traceOf(request), transport, receivedAt, observed };
     const clientIp = clientIpOf(request.socket.remoteAddress, request.headers['x-forwarded-for'], trustedProxies);
-    // The socket: a key presented again on a keep-alive connection is not hashed again. headersDistinct: Node
-    // keeps only the first Authorization in `headers` and joins repeated X-Mcpgate-Keys, hiding a second credential.
-    const result = await authenticator.authenticate(request.headersDistinct, request.socket);
+    // The socket: a key presented again on a keep-alive connection is not hashed again.
+    const result = await authenticator.authenticate(credentialHeadersOf(request.rawHeaders), request.socket);
     if (result.ok) {
       return {
         refused: false,
