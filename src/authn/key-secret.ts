@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
-import { ConfigError } from '../config/config-error.js';
+import { ConfigError, type ConfigIssue } from '../config/config-error.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import { resolveStoreUrl } from '../store/create-store.js';
 import { createPrivateFileOnce, readPrivateFile } from '../util/private-file.js';
@@ -39,6 +39,16 @@ export function keySecretPath(sqlitePath: string): string {
   return join(dirname(sqlitePath), KEY_SECRET_FILE);
 }
 
+const POSTGRES_WITHOUT_SECRET: ConfigIssue = {
+  path: 'gateway.auth.keySecret',
+  message: 'a PostgreSQL store needs gateway.auth.keySecret (e.g. ${MCPGATE_KEY_SECRET}, at least 32 bytes): every replica must hash API keys under the same secret',
+};
+
+/** What `serve` would refuse about the key secret, for `mcpgate check`: PostgreSQL without `keySecret`. Reads nothing. */
+export function keySecretIssues(options: ResolveKeySecretOptions): ConfigIssue[] {
+  return options.keySecret === undefined && resolveStoreUrl(options.store, options.defaultSqlitePath).kind === 'postgres' ? [POSTGRES_WITHOUT_SECRET] : [];
+}
+
 /**
  * Finds the HMAC secret API keys are hashed under (issue 5 §2): `auth.keySecret` when configured; otherwise,
  * for SQLite, a random secret generated on first start and kept in `key-secret` (mode 0600) beside the
@@ -50,14 +60,7 @@ export function keySecretPath(sqlitePath: string): string {
 export async function resolveKeySecret(options: ResolveKeySecretOptions): Promise<KeySecret> {
   if (options.keySecret !== undefined) return { secret: options.keySecret, source: 'config' };
   const target = resolveStoreUrl(options.store, options.defaultSqlitePath);
-  if (target.kind === 'postgres') {
-    throw new ConfigError('MCPGATE_ERR_CONFIG_INVALID', [
-      {
-        path: 'gateway.auth.keySecret',
-        message: 'a PostgreSQL store needs gateway.auth.keySecret (e.g. ${MCPGATE_KEY_SECRET}, at least 32 bytes): every replica must hash API keys under the same secret',
-      },
-    ]);
-  }
+  if (target.kind === 'postgres') throw new ConfigError('MCPGATE_ERR_CONFIG_INVALID', [POSTGRES_WITHOUT_SECRET]);
   if (target.path === ':memory:') return { secret: randomBytes(32).toString('hex'), source: 'ephemeral' };
   return loadOrCreateSecretFile(keySecretPath(target.path));
 }

@@ -5,6 +5,8 @@ import { loadConfig, locateIssue } from '../config/load.js';
 import type { GatewayConfig } from '../config/schema.js';
 import { unmeasuredStdioIssues } from '../config/spawn-policy.js';
 import { GatewayError } from '../errors/gateway-error.js';
+import { keySecretIssues } from '../authn/key-secret.js';
+import { receiptKeyIssues, signsWithKey } from '../receipts/signing-key.js';
 
 export interface CheckIo {
   /** Variables for `${VAR}` interpolation (normally `process.env`). */
@@ -20,14 +22,16 @@ export interface CheckIo {
  * refers to unset variables (one `<file>:<line>:<col>: <path>: <message>` line per issue on stderr, in the
  * format editors and CI annotators already parse); 2 when the file cannot be read.
  * Besides the schema it checks what `serve` would refuse at start-up before serving anything: stdio servers that
- * could never be spawned, and approvals (`catalog.source: file`) that are missing in `pinned` mode or invalid.
+ * could never be spawned, approvals (`catalog.source: file`) that are missing in `pinned` mode or invalid, and
+ * the keys a PostgreSQL store needs configured (`auth.keySecret`, `receipts.signingKey`) or a signing key that
+ * cannot be read.
  * Errors other than configuration errors are bugs and propagate.
  */
 export async function runCheck(file: string, io: CheckIo): Promise<number> {
   try {
     const config = await loadConfig(file, { env: io.env });
     // A production config with an unmeasured stdio server loads, but could never spawn it (issue 4 §4).
-    const issues = [...unmeasuredStdioIssues(config), ...(await approvalsIssues(config))];
+    const issues = [...unmeasuredStdioIssues(config), ...(await approvalsIssues(config)), ...(await sharedKeyIssues(config))];
     if (issues.length > 0) {
       const text = await readFile(file, 'utf8');
       const located = issues.map((issue) => locateIssue(text, file, issue));
@@ -42,6 +46,21 @@ export async function runCheck(file: string, io: CheckIo): Promise<number> {
     for (const issue of error.issues) io.stderr(formatConfigIssue(file, issue));
     return error.code === 'MCPGATE_ERR_CONFIG_READ' ? 2 : 1;
   }
+}
+
+/**
+ * The secrets `serve` resolves when it opens the store (with API keys, or whenever `gateway.store` is set): the
+ * API-key secret, and the signing key when anything is signed. Stop 37 found `check` passing a PostgreSQL config
+ * that `serve` then refused for want of `receipts.signingKey`. No key file is created and no store is opened.
+ */
+async function sharedKeyIssues(config: GatewayConfig): Promise<ConfigIssue[]> {
+  const { gateway } = config;
+  const keys = gateway.auth.mode !== 'none';
+  if (!keys && gateway.store === undefined) return [];
+  const store = gateway.store === undefined ? {} : { store: gateway.store };
+  const secret = keys ? keySecretIssues({ ...(gateway.auth.keySecret === undefined ? {} : { keySecret: gateway.auth.keySecret }), ...store }) : [];
+  const signing = signsWithKey(gateway) ? await receiptKeyIssues({ ...(gateway.receipts.signingKey === undefined ? {} : { signingKey: gateway.receipts.signingKey }), ...store }) : [];
+  return [...secret, ...signing];
 }
 
 /**

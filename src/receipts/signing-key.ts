@@ -1,6 +1,6 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { dirname, join } from 'node:path';
-import { ConfigError } from '../config/config-error.js';
+import { ConfigError, type ConfigIssue } from '../config/config-error.js';
 import type { SecretValue } from '../config/credentials-schema.js';
 import { resolveSecretValue } from '../credentials/secret-value.js';
 import { GatewayError } from '../errors/gateway-error.js';
@@ -35,6 +35,40 @@ export interface ResolveReceiptKeyOptions {
   readonly baseDir?: string;
 }
 
+const POSTGRES_WITHOUT_KEY: ConfigIssue = {
+  path: FIELD,
+  message:
+    'a PostgreSQL store needs gateway.receipts.signingKey (an Ed25519 PKCS#8 PEM, e.g. { file: ./receipt-key.pem } from `openssl genpkey -algorithm ed25519`): every replica must sign receipts with the same key',
+};
+
+/** The parts of `gateway` that decide whether the gateway signs anything, and so needs the key. */
+export interface SigningUse {
+  readonly store?: string | undefined;
+  readonly receipts: { readonly enabled: boolean };
+  readonly audit: { readonly retention?: unknown; readonly anchorEvery?: number | 'off' | undefined };
+}
+
+/** Whether a gateway with a store signs anything (receipts, audit checkpoints for retention, anchors), and so needs the key. */
+export function signsWithKey(gateway: SigningUse): boolean {
+  return gateway.receipts.enabled || gateway.audit.retention !== undefined || typeof gateway.audit.anchorEvery === 'number';
+}
+
+/**
+ * What `serve` would refuse about the signing key, for `mcpgate check` (stop 37 noted that `check` passed what
+ * `serve` then refused): PostgreSQL without `signingKey`, or a configured key that cannot be read or is not an
+ * Ed25519 PKCS#8 PEM. Creates no key file, and opens no store.
+ */
+export async function receiptKeyIssues(options: ResolveReceiptKeyOptions): Promise<ConfigIssue[]> {
+  if (options.signingKey === undefined) return resolveStoreUrl(options.store, options.defaultSqlitePath).kind === 'postgres' ? [POSTGRES_WITHOUT_KEY] : [];
+  try {
+    await configuredKey(options.signingKey, options.baseDir);
+    return [];
+  } catch (error) {
+    if (!GatewayError.is(error)) throw error;
+    return [{ path: FIELD, message: error.message }];
+  }
+}
+
 /** The key file that belongs to an SQLite database file. */
 export function receiptKeyPath(sqlitePath: string): string {
   return join(dirname(sqlitePath), RECEIPT_KEY_FILE);
@@ -52,15 +86,7 @@ export function receiptKeyPath(sqlitePath: string): string {
 export async function resolveReceiptKey(options: ResolveReceiptKeyOptions): Promise<ReceiptKey> {
   if (options.signingKey !== undefined) return { signer: await configuredKey(options.signingKey, options.baseDir), source: 'config' };
   const target = resolveStoreUrl(options.store, options.defaultSqlitePath);
-  if (target.kind === 'postgres') {
-    throw new ConfigError('MCPGATE_ERR_CONFIG_INVALID', [
-      {
-        path: FIELD,
-        message:
-          'a PostgreSQL store needs gateway.receipts.signingKey (an Ed25519 PKCS#8 PEM, e.g. { file: ./receipt-key.pem } from `openssl genpkey -algorithm ed25519`): every replica must sign receipts with the same key',
-      },
-    ]);
-  }
+  if (target.kind === 'postgres') throw new ConfigError('MCPGATE_ERR_CONFIG_INVALID', [POSTGRES_WITHOUT_KEY]);
   if (target.path === ':memory:') return { signer: new ReceiptSigner(generateKeyPairSync('ed25519').privateKey), source: 'ephemeral' };
   return loadOrCreateKeyFile(receiptKeyPath(target.path));
 }

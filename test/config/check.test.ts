@@ -1,5 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { generateKeyPairSync } from 'node:crypto';
 import { join } from 'node:path';
 import { runCheck } from '../../src/cli/check.js';
 import { formatConfigIssue } from '../../src/config/config-error.js';
@@ -69,6 +70,49 @@ describe('runCheck', () => {
     assert.deepEqual(await check(measured), { code: 0, stdout: ['ok: 1 server (fs)'], stderr: [] });
     const unmeasured = await dir.write('desktop-unmeasured.json', '{"mcpServers": {"fs": {"command": "node", "allowUnmeasured": true}}}');
     assert.equal((await check(unmeasured)).code, 0);
+  });
+
+  it('refuses a PostgreSQL store without the keys serve needs, and a signing key serve could not use (stop 37)', async () => {
+    const store = 'postgres://postgres@127.0.0.1:5432/mcpgate_check';
+    const secret = 'k'.repeat(40);
+    const pem = generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+    const rsa = generateKeyPairSync('rsa', { modulusLength: 1024 }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+    const good = await dir.write('receipt-key.pem', pem);
+    const wrongKind = await dir.write('rsa-key.pem', rsa);
+    const yaml = (gateway: string): string => `gateway:\n  store: ${store}\n${gateway}servers:\n  web:\n    url: https://x.example/mcp\n`;
+
+    const bare = await check(await dir.write('pg-bare.yaml', yaml('')));
+    assert.equal(bare.code, 1);
+    assert.equal(bare.stderr.length, 2, bare.stderr.join('\n'));
+    assert.match(bare.stderr[0] ?? '', /gateway\.auth\.keySecret: a PostgreSQL store needs gateway\.auth\.keySecret/);
+    assert.match(bare.stderr[1] ?? '', /gateway\.receipts\.signingKey: a PostgreSQL store needs gateway\.receipts\.signingKey/);
+
+    const noSigningKey = await check(await dir.write('pg-secret.yaml', yaml(`  auth: { keySecret: "${secret}" }\n`)));
+    assert.equal(noSigningKey.code, 1);
+    assert.deepEqual(noSigningKey.stderr.map((line) => line.includes('gateway.receipts.signingKey: a PostgreSQL store needs')), [true]);
+
+    const complete = await check(await dir.write('pg-ok.yaml', yaml(`  auth: { keySecret: "${secret}" }\n  receipts: { signingKey: { file: ${JSON.stringify(good)} } }\n`)));
+    assert.deepEqual(complete, { code: 0, stdout: ['ok: 1 server (web)'], stderr: [] });
+
+    // Nothing signed, so no signing key is resolved, as serve does.
+    const unsigned = await check(await dir.write('pg-unsigned.yaml', yaml(`  auth: { keySecret: "${secret}" }\n  receipts: { enabled: false }\n`)));
+    assert.deepEqual(unsigned, { code: 0, stdout: ['ok: 1 server (web)'], stderr: [] });
+
+    for (const [name, signingKey, message] of [
+      ['pg-rsa.yaml', `{ file: ${JSON.stringify(wrongKind)} }`, /is a rsa key; receipts are signed with Ed25519/],
+      ['pg-absent.yaml', `{ file: ${JSON.stringify(join(dir.path, 'no-such-key.pem'))} }`, /cannot read the secret file/],
+      ['pg-junk.yaml', '"not a pem"', /is not a PEM private key/],
+    ] as const) {
+      const result = await check(await dir.write(name, yaml(`  auth: { keySecret: "${secret}" }\n  receipts: { signingKey: ${signingKey} }\n`)));
+      assert.equal(result.code, 1, name);
+      assert.equal(result.stderr.length, 1, name);
+      assert.match(result.stderr[0] ?? '', /gateway\.receipts\.signingKey: /, name);
+      assert.match(result.stderr[0] ?? '', message, name);
+    }
+
+    // SQLite (the default store) generates both beside the database: nothing to configure.
+    const sqlite = await check(await dir.write('sqlite.yaml', 'servers:\n  web:\n    url: https://x.example/mcp\n'));
+    assert.equal(sqlite.code, 0);
   });
 
   it('exits 1 for a missing environment variable, naming it', async () => {
