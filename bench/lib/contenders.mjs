@@ -78,11 +78,11 @@ export async function directHttp(ctx) {
   return contender({ name: 'direct', family: 'http', mode: 'client → mock', client, pids: [ctx.mockPid], statsUrl: new URL('/__stats', ctx.mockUrl).href });
 }
 
-export async function bareForwarder(ctx, { rewrite = false, abort = false } = {}) {
+export async function bareForwarder(ctx, { rewrite = false, abort = false, name: named } = {}) {
   const args = [join(ctx.benchDir, 'contenders/bare-forwarder.mjs'), '--upstream', ctx.mockUrl, '--watch-stdin', ...(rewrite ? ['--rewrite'] : []), ...(abort ? ['--abort'] : [])];
   const child = await startProcess('bare forwarder', process.execPath, args, { core: GATEWAY_CORE, ready: jsonReady('port') });
   const url = `http://127.0.0.1:${child.value}/mcp`;
-  const name = rewrite ? 'bare+rewrite' : abort ? 'bare+abort' : 'bare';
+  const name = named ?? (rewrite ? 'bare+rewrite' : abort ? 'bare+abort' : 'bare');
   return contender({
     name,
     family: 'http',

@@ -4,10 +4,12 @@
 // round as in W1.
 // mcpgate is also run against an upstream that answers in SSE, which it must parse event by event, and in dev
 // mode. A JSON answer's 1 MiB result is kept as bytes (issue 29 §3); an SSE event's is parsed.
+// Each contender's CPU per MB is also set against the lean forwarder's in the same round: issue 29 §3's figure is
+// the median of those per-round ratios, since the forwarder's own CPU per MB moves ×2 between runs.
 
 import * as starters from '../lib/contenders.mjs';
 import { round } from '../lib/load.mjs';
-import { median, spreadOf } from '../lib/stats.mjs';
+import { median, spread, spreadOf } from '../lib/stats.mjs';
 import { point } from './w1.mjs';
 
 export async function runW4(ctx, profile) {
@@ -16,6 +18,9 @@ export async function runW4(ctx, profile) {
   const plan = [
     ['direct', () => starters.directHttp(ctx)],
     ['bare', () => starters.bareForwarder(ctx)],
+    // The A/A check (as W1's, decision 0022): a second, identical lean forwarder. Its per-round ratio against `bare`
+    // is how far apart the instrument reads two equal processes, the error bar of every `×bare` figure below.
+    ['bare (again)', () => starters.bareForwarder(ctx, { name: 'bare (again)' })],
     ['mcpgate', () => starters.startMcpgate(ctx, { urls: [ctx.mockUrl] })],
     // Dev mode keeps no audit log, so no result is hashed: the difference to `mcpgate` is the hash's cost.
     ['mcpgate (dev)', () => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (dev)', dev: true })],
@@ -56,6 +61,7 @@ export async function runW4(ctx, profile) {
     await Promise.all(started.map((contender) => contender.stop().catch(() => undefined)));
   }
   const [low, high] = [Math.min(...settings.levels), Math.max(...settings.levels)];
+  const bare = runs.get('bare');
   const contenders = started.map((contender) => ({
     name: contender.name,
     marginalMiBPerCall: marginal(runs.get(contender.name), low, high),
@@ -69,6 +75,7 @@ export async function runW4(ctx, profile) {
             cpuUsPerMB: spreadOf(rounds, 'cpuUsPerMB'),
             p99: spreadOf(rounds, 'latencyMs.p99'),
             rssPeakBytes: spreadOf(rounds, 'rssPeakBytes'),
+            cpuPerMBxBare: spread(rounds.map((result, index) => result.cpuUsPerMB / (bare?.get(level)?.[index]?.cpuUsPerMB ?? Number.NaN))),
             errors: rounds.reduce((sum, result) => sum + result.errors, 0),
           },
         },
