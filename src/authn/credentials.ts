@@ -111,7 +111,8 @@ export function isForwardableAuthorization(authorization: string): boolean {
 /**
  * Reads the request's credential from `Authorization: Bearer …` and `X-Mcpgate-Key` (issue 5 §2, §8), with
  * header names lower-cased as Node delivers them; pass every value of each (`request.headersDistinct`, or the
- * HTTP layer's `credentialHeadersOf`) so a repeated header is seen as one (Node keeps only the first `Authorization` and joins the `X-Mcpgate-Key`s in `request.headers`).
+ * HTTP layer's `credentialHeadersOf`) so a repeated header is seen as one (Node keeps only the first
+ * `Authorization` and joins the `X-Mcpgate-Key`s in `request.headers`).
  * A gateway key (`mcpg_…`) in either header is a key; any other Bearer value is a token when `bearerTokens` is
  * set and malformed otherwise. Another `Authorization` scheme (e.g. Basic) alone counts as no credential,
  * since the gateway accepts none, unless it holds a gateway secret.

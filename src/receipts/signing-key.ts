@@ -43,7 +43,6 @@ const POSTGRES_WITHOUT_KEY: ConfigIssue = {
 
 /** The parts of `gateway` that decide whether the gateway signs anything, and so needs the key. */
 export interface SigningUse {
-  readonly store?: string | undefined;
   readonly receipts: { readonly enabled: boolean };
   readonly audit: { readonly retention?: unknown; readonly anchorEvery?: number | 'off' | undefined };
 }
