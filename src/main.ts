@@ -5,7 +5,7 @@ import { UiSessions } from './admin/ui-sessions.js';
 import type { CatalogGuard } from './approvals/catalog-guard.js';
 import { Authenticator } from './authn/authenticator.js';
 import { JwtVerifier } from './authn/jwt-verifier.js';
-import { resolveKeySecret } from './authn/key-secret.js';
+import { keySecretOptions, resolveKeySecret } from './authn/key-secret.js';
 import type { ProtectedResourceMetadata } from './authn/resource-metadata.js';
 import { defaultAccessOf } from './config/auth-schema.js';
 import { Cluster } from './cluster/cluster.js';
@@ -35,7 +35,7 @@ import { PrincipalBindings } from './session/principal-bindings.js';
 import { SessionManager } from './session/session-manager.js';
 import { SessionSealer } from './session/session-token.js';
 import { buildRateLimiter } from './ratelimit/rate-limiter.js';
-import { createStore } from './store/create-store.js';
+import { createStore, opensControlStore } from './store/create-store.js';
 import type { Store } from './store/store.js';
 import { HttpAuth } from './transport/http-auth.js';
 import { GatewayHttpServer } from './transport/http-server.js';
@@ -102,14 +102,11 @@ export interface ControlStore {
 
 export async function openControlStore(config: GatewayConfig, logger: Logger): Promise<ControlStore | undefined> {
   const { gateway } = config;
+  if (!opensControlStore(gateway)) return undefined;
   const keys = gateway.auth.mode !== 'none';
-  if (!keys && gateway.store === undefined) return undefined;
   let secret: string | undefined;
   if (keys) {
-    const resolved = await resolveKeySecret({
-      ...(gateway.auth.keySecret === undefined ? {} : { keySecret: gateway.auth.keySecret }),
-      ...(gateway.store === undefined ? {} : { store: gateway.store }),
-    });
+    const resolved = await resolveKeySecret(keySecretOptions(gateway));
     secret = resolved.secret;
     if (resolved.source === 'generated') logger.info('generated the API-key secret beside the SQLite store');
   }

@@ -1,6 +1,6 @@
 import { verifyAudit } from '../audit/verify.js';
 import { verifyReceipt } from '../receipts/receipt.js';
-import { existingReceiptKey } from '../receipts/signing-key.js';
+import { existingReceiptKey, receiptKeyOptions } from '../receipts/signing-key.js';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { CatalogGuard } from '../approvals/catalog-guard.js';
@@ -89,8 +89,7 @@ export class AdminApi {
       ...(options.now === undefined ? {} : { now: options.now }),
       ...(options.vault === undefined ? {} : { vault: options.vault }),
     });
-    const { receipts, store: storeUrl } = options.config.gateway;
-    const keyOptions = { ...(receipts.signingKey === undefined ? {} : { signingKey: receipts.signingKey }), ...(storeUrl === undefined ? {} : { store: storeUrl }) };
+    const keyOptions = receiptKeyOptions(options.config.gateway);
     this.#routes = buildRoutes(control, {
       // Checkpoints and anchors are checked against the gateway's own signing key, as `audit verify` does.
       verifyReceipt: async (signedJson) => {

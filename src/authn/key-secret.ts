@@ -39,6 +39,12 @@ export function keySecretPath(sqlitePath: string): string {
   return join(dirname(sqlitePath), KEY_SECRET_FILE);
 }
 
+/** `gateway`'s secret section as {@link resolveKeySecret} and {@link keySecretIssues} take it. */
+export function keySecretOptions(gateway: { readonly store?: string | undefined; readonly auth: { readonly keySecret?: string | undefined } }): ResolveKeySecretOptions {
+  const { auth, store } = gateway;
+  return { ...(auth.keySecret === undefined ? {} : { keySecret: auth.keySecret }), ...(store === undefined ? {} : { store }) };
+}
+
 const POSTGRES_WITHOUT_SECRET: ConfigIssue = {
   path: 'gateway.auth.keySecret',
   message: 'a PostgreSQL store needs gateway.auth.keySecret (e.g. ${MCPGATE_KEY_SECRET}, at least 32 bytes): every replica must hash API keys under the same secret',

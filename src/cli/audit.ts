@@ -11,7 +11,7 @@ import { loadConfig } from '../config/load.js';
 import type { GatewayConfig } from '../config/schema.js';
 import { errorMessage } from '../errors/error-message.js';
 import { statementVerifier } from '../receipts/receipt.js';
-import { existingReceiptKey, resolveReceiptKey } from '../receipts/signing-key.js';
+import { existingReceiptKey, receiptKeyOptions, resolveReceiptKey } from '../receipts/signing-key.js';
 import { createStore } from '../store/create-store.js';
 import type { AuditAnchorRow } from '../store/audit-chain-store.js';
 import type { Store } from '../store/store.js';
@@ -67,15 +67,9 @@ async function withStore<T>(file: string, io: ControlIo, use: (store: Store, con
   }
 }
 
-/** The gateway's key section, as `resolveReceiptKey` and `existingReceiptKey` take it. */
-function keyOptions(config: GatewayConfig): { signingKey?: NonNullable<GatewayConfig['gateway']['receipts']['signingKey']>; store?: string } {
-  const { receipts, store } = config.gateway;
-  return { ...(receipts.signingKey === undefined ? {} : { signingKey: receipts.signingKey }), ...(store === undefined ? {} : { store }) };
-}
-
 /** What checkpoints and anchors are checked against: `--public-key`, else the gateway's own key as configured or stored. */
 async function checkpointVerifier(options: AuditVerifyOptions, config: GatewayConfig): Promise<StatementVerifier | undefined> {
-  return options.publicKey === undefined ? existingReceiptKey(keyOptions(config)) : keyFile(options.publicKey, '--public-key');
+  return options.publicKey === undefined ? existingReceiptKey(receiptKeyOptions(config.gateway)) : keyFile(options.publicKey, '--public-key');
 }
 
 /** Longest log line read for anchors; an anchor line is about 400 bytes. */
@@ -246,7 +240,7 @@ export function runAuditPrune(options: AuditPruneOptions, io: ControlIo): Promis
     const before = timeOption(options.before, '--before', now);
     if (before.getTime() > now.getTime()) throw new UsageError('--before must not be in the future');
     return withStore(options.config, io, async (store, config) => {
-      const { signer } = await resolveReceiptKey(keyOptions(config));
+      const { signer } = await resolveReceiptKey(receiptKeyOptions(config.gateway));
       const previousKeys = options.previousKey === undefined ? [] : [await keyFile(options.previousKey, '--previous-key')];
       const result = await pruneAudit(store, { before, signer, previousKeys, ...(options.chain === undefined ? {} : { chainId: options.chain }) });
       if (options.json === true) printJson(io, result);

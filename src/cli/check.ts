@@ -5,8 +5,9 @@ import { loadConfig, locateIssue } from '../config/load.js';
 import type { GatewayConfig } from '../config/schema.js';
 import { unmeasuredStdioIssues } from '../config/spawn-policy.js';
 import { GatewayError } from '../errors/gateway-error.js';
-import { keySecretIssues } from '../authn/key-secret.js';
-import { receiptKeyIssues, signsWithKey } from '../receipts/signing-key.js';
+import { keySecretIssues, keySecretOptions } from '../authn/key-secret.js';
+import { receiptKeyIssues, receiptKeyOptions, signsWithKey } from '../receipts/signing-key.js';
+import { opensControlStore } from '../store/create-store.js';
 
 export interface CheckIo {
   /** Variables for `${VAR}` interpolation (normally `process.env`). */
@@ -55,11 +56,9 @@ export async function runCheck(file: string, io: CheckIo): Promise<number> {
  */
 async function sharedKeyIssues(config: GatewayConfig): Promise<ConfigIssue[]> {
   const { gateway } = config;
-  const keys = gateway.auth.mode !== 'none';
-  if (!keys && gateway.store === undefined) return [];
-  const store = gateway.store === undefined ? {} : { store: gateway.store };
-  const secret = keys ? keySecretIssues({ ...(gateway.auth.keySecret === undefined ? {} : { keySecret: gateway.auth.keySecret }), ...store }) : [];
-  const signing = signsWithKey(gateway) ? await receiptKeyIssues({ ...(gateway.receipts.signingKey === undefined ? {} : { signingKey: gateway.receipts.signingKey }), ...store }) : [];
+  if (!opensControlStore(gateway)) return [];
+  const secret = gateway.auth.mode !== 'none' ? keySecretIssues(keySecretOptions(gateway)) : [];
+  const signing = signsWithKey(gateway) ? await receiptKeyIssues(receiptKeyOptions(gateway)) : [];
   return [...secret, ...signing];
 }
 

@@ -1,4 +1,4 @@
-import { resolveKeySecret } from '../authn/key-secret.js';
+import { keySecretOptions, resolveKeySecret } from '../authn/key-secret.js';
 import { announce } from '../cluster/announce.js';
 import type { Invalidation } from '../cluster/invalidation-bus.js';
 import { loadConfig } from '../config/load.js';
@@ -40,10 +40,7 @@ export async function withControl<T>(
   const config = await loadConfig(options.file, { env: io.env });
   let keySecret: string | undefined;
   if (options.withSecret === true) {
-    ({ secret: keySecret } = await resolveKeySecret({
-      ...(config.gateway.auth.keySecret === undefined ? {} : { keySecret: config.gateway.auth.keySecret }),
-      ...(config.gateway.store === undefined ? {} : { store: config.gateway.store }),
-    }));
+    ({ secret: keySecret } = await resolveKeySecret(keySecretOptions(config.gateway)));
   }
   const store = await createStore(config.gateway.store);
   const changes = new Set<ControlChange>();

@@ -14,7 +14,7 @@ import type { Logger } from '../observability/logger.js';
 import { ReceiptRetention } from '../receipts/receipt-retention.js';
 import type { ReceiptSigner } from '../receipts/receipt.js';
 import { SessionReceipts } from '../receipts/session-receipts.js';
-import { resolveReceiptKey, signsWithKey } from '../receipts/signing-key.js';
+import { receiptKeyOptions, resolveReceiptKey, signsWithKey } from '../receipts/signing-key.js';
 import type { DownstreamSession } from '../session/downstream-session.js';
 import type { Store } from '../store/store.js';
 import { CallGovernor, principalFields } from './call-governor.js';
@@ -129,7 +129,7 @@ export async function buildGovernance(config: GatewayConfig, deps: GovernanceDep
   const { anchorEvery } = gateway.audit;
   let key: ReceiptSigner | undefined;
   if (store !== undefined && signsWithKey(gateway)) {
-    const resolved = await resolveReceiptKey({ ...(gateway.receipts.signingKey === undefined ? {} : { signingKey: gateway.receipts.signingKey }), ...(gateway.store === undefined ? {} : { store: gateway.store }) });
+    const resolved = await resolveReceiptKey(receiptKeyOptions(gateway));
     key = resolved.signer;
     logger.info({ keyId: key.keyId, source: resolved.source }, 'session receipts, audit checkpoints and audit anchors are signed with this Ed25519 key');
   }

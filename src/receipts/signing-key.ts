@@ -41,6 +41,12 @@ const POSTGRES_WITHOUT_KEY: ConfigIssue = {
     'a PostgreSQL store needs gateway.receipts.signingKey (an Ed25519 PKCS#8 PEM, e.g. { file: ./receipt-key.pem } from `openssl genpkey -algorithm ed25519`): every replica must sign receipts with the same key',
 };
 
+/** `gateway`'s key section as {@link resolveReceiptKey}, {@link existingReceiptKey} and {@link receiptKeyIssues} take it. */
+export function receiptKeyOptions(gateway: { readonly store?: string | undefined; readonly receipts: { readonly signingKey?: SecretValue | undefined } }): ResolveReceiptKeyOptions {
+  const { receipts, store } = gateway;
+  return { ...(receipts.signingKey === undefined ? {} : { signingKey: receipts.signingKey }), ...(store === undefined ? {} : { store }) };
+}
+
 /** The parts of `gateway` that decide whether the gateway signs anything, and so needs the key. */
 export interface SigningUse {
   readonly receipts: { readonly enabled: boolean };

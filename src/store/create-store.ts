@@ -12,6 +12,15 @@ export interface CreateStoreOptions {
   readonly poolMax?: number;
 }
 
+/**
+ * Whether `serve` opens the control-plane store: with API keys always (the embedded SQLite one by default), and
+ * with `auth.mode: none` only when `gateway.store` names one. `mcpgate check` asks the same to know which keys
+ * `serve` will resolve.
+ */
+export function opensControlStore(gateway: { readonly auth: { readonly mode: string }; readonly store?: string | undefined }): boolean {
+  return gateway.auth.mode !== 'none' || gateway.store !== undefined;
+}
+
 /** Where a store URL points. `sqlite:rel/path`, `sqlite:///abs/path`, `sqlite::memory:` or a bare path. */
 export function resolveStoreUrl(url: string | undefined, defaultSqlitePath = DEFAULT_SQLITE_PATH): { kind: 'sqlite'; path: string } | { kind: 'postgres'; url: string } {
   if (url === undefined || url === '') return { kind: 'sqlite', path: defaultSqlitePath };
