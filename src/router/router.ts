@@ -555,8 +555,7 @@ export class Router {
       case 'ingress':
         return this.ingress(context, state);
       case 'upstream':
-        // Timed for the request's subscribers (RequestContext.upstreamMs) only while there are any.
-        return observingRequests() ? this.timedUpstream(context, state) : this.upstream(context, state);
+        return this.upstream(context, state);
       case 'egress':
         this.egress(context, state);
         return undefined;
@@ -721,64 +720,62 @@ export class Router {
     return undefined;
   }
 
-  private async timedUpstream(context: RequestContext, state: CallState): Promise<void> {
-    const began = performance.now();
-    try {
-      await this.upstream(context, state);
-    } finally {
-      context.upstreamMs = (context.upstreamMs ?? 0) + performance.now() - began;
-    }
-  }
-
   private async upstream(context: RequestContext, state: CallState): Promise<void> {
-    const request = context.request;
-    const session = context.binding;
-    switch (state.entry.family) {
-      case 'list': {
-        const kind = LIST_KINDS[request.method] as ListKind;
-        let listed = state.listed as CatalogScope;
-        if (kind === 'tools' && this.advertised !== undefined) listed = await this.approvals.sessionScope(this.lists.viewFor(session), session, context, listed);
-        state.response = await this.lists.answer(session, request, kind, this.upstreams.fetcher, context, listed);
-        if (context.era === 'modern') context.cacheTtlMs = this.lists.viewFor(session).ttlFor(kind, listed.servers);
-        return;
-      }
-      case 'fanout':
-        state.response = await this.setLevel(context, state.params.level as string, state.targets);
-        return;
-      default: {
-        const facts = state.facts as CallFacts & { readonly server: string };
-        context.server = facts.server;
-        if (request.method === 'resources/subscribe') session.subscribe(state.params.uri as string);
-        if (request.method === 'resources/unsubscribe') session.unsubscribe(state.params.uri as string);
-        if (request.method === 'resources/subscribe' || request.method === 'resources/unsubscribe') {
-          await this.upstreams.open(session, facts.server, context);
-          if (this.upstreams.eraOf(context, facts.server) === 'modern') {
-            state.response = this.subscribeByListening(context, facts.server, state.params.uri as string, request.method === 'resources/subscribe');
-            return;
-          }
+    // Timed for the request's subscribers (RequestContext.upstreamMs) only while there are any, in this frame: a
+    // wrapping async function cost a second promise per call (issue 26).
+    const began = observingRequests() ? performance.now() : -1;
+    try {
+      const request = context.request;
+      const session = context.binding;
+      switch (state.entry.family) {
+        case 'list': {
+          const kind = LIST_KINDS[request.method] as ListKind;
+          let listed = state.listed as CatalogScope;
+          if (kind === 'tools' && this.advertised !== undefined) listed = await this.approvals.sessionScope(this.lists.viewFor(session), session, context, listed);
+          state.response = await this.lists.answer(session, request, kind, this.upstreams.fetcher, context, listed);
+          if (context.era === 'modern') context.cacheTtlMs = this.lists.viewFor(session).ttlFor(kind, listed.servers);
+          return;
         }
-        // Only a legacy upstream can ask the client something mid-call, so only its calls need holding, and only
-        // for a client that declared something it could be asked.
-        if (context.era === 'modern' && MRTR_METHODS.has(request.method) && (state.held !== undefined || this.upstreams.eraOf(context, facts.server) !== 'modern')) {
-          if (state.held !== undefined || canBeAsked(context.clientCapabilities)) {
-            state.response = await this.heldCall(context, state, facts);
+        case 'fanout':
+          state.response = await this.setLevel(context, state.params.level as string, state.targets);
+          return;
+        default: {
+          const facts = state.facts as CallFacts & { readonly server: string };
+          context.server = facts.server;
+          if (request.method === 'resources/subscribe') session.subscribe(state.params.uri as string);
+          if (request.method === 'resources/unsubscribe') session.unsubscribe(state.params.uri as string);
+          if (request.method === 'resources/subscribe' || request.method === 'resources/unsubscribe') {
+            await this.upstreams.open(session, facts.server, context);
+            if (this.upstreams.eraOf(context, facts.server) === 'modern') {
+              state.response = this.subscribeByListening(context, facts.server, state.params.uri as string, request.method === 'resources/subscribe');
+              return;
+            }
+          }
+          // Only a legacy upstream can ask the client something mid-call, so only its calls need holding, and only
+          // for a client that declared something it could be asked.
+          if (context.era === 'modern' && MRTR_METHODS.has(request.method) && (state.held !== undefined || this.upstreams.eraOf(context, facts.server) !== 'modern')) {
+            if (state.held !== undefined || canBeAsked(context.clientCapabilities)) {
+              state.response = await this.heldCall(context, state, facts);
+            } else {
+              const refused = new RefusedInputs();
+              context.held = refused;
+              state.response = await this.forward(context, facts.server, state.upstreamParams ?? state.params, state.checked);
+              if (refused.failure !== undefined) throw refused.failure;
+            }
           } else {
-            const refused = new RefusedInputs();
-            context.held = refused;
             state.response = await this.forward(context, facts.server, state.upstreamParams ?? state.params, state.checked);
-            if (refused.failure !== undefined) throw refused.failure;
           }
-        } else {
-          state.response = await this.forward(context, facts.server, state.upstreamParams ?? state.params, state.checked);
-        }
-        if (MRTR_METHODS.has(request.method)) state.response = await this.inputRequired(context, state, facts);
-        if (context.era === 'modern') {
-          // Shaped before the egress step serialises it for the scan and the audit hash, so that it is read and
-          // written once, and the bytes recorded are the bytes the client gets.
-          state.response = shapeModern(request.method, state.response, this.modernShape);
-          context.shaped = true;
+          if (MRTR_METHODS.has(request.method)) state.response = await this.inputRequired(context, state, facts);
+          if (context.era === 'modern') {
+            // Shaped before the egress step serialises it for the scan and the audit hash, so that it is read and
+            // written once, and the bytes recorded are the bytes the client gets.
+            state.response = shapeModern(request.method, state.response, this.modernShape);
+            context.shaped = true;
+          }
         }
       }
+    } finally {
+      if (began >= 0) context.upstreamMs = (context.upstreamMs ?? 0) + performance.now() - began;
     }
   }
 

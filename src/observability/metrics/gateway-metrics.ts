@@ -1,5 +1,5 @@
 import { channel, type Channel } from 'node:diagnostics_channel';
-import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Registry } from 'prom-client';
 import {
   EVENT_CHANNELS,
   type AuditBatchEvent,
@@ -63,8 +63,8 @@ export class GatewayMetrics {
   readonly #drifts: LabelledSeries<CounterSeries>;
   readonly #auditWriteFailures: LabelledSeries<CounterSeries>;
   readonly #storeErrors: LabelledSeries<CounterSeries>;
-  readonly #auditBatch: Histogram;
-  readonly #auditDurable: Histogram;
+  readonly #auditBatch: HistogramSeries;
+  readonly #auditDurable: HistogramSeries;
   #subscribed = false;
 
   constructor(options: GatewayMetricsOptions) {
@@ -88,8 +88,9 @@ export class GatewayMetrics {
     this.#drifts = counter('mcpgate_catalog_drift_events_total', 'Tool definitions seen differing from their approval, by server and kind (changed, unapproved).', ['server', 'kind']);
     this.#auditWriteFailures = counter('mcpgate_audit_write_failures_total', 'Audit batch writes that failed (and are retried), by error code.', ['code']);
     this.#storeErrors = counter('mcpgate_store_errors_total', 'Control-plane store operations that failed, by error code.', ['code']);
-    this.#auditBatch = new Histogram({ name: 'mcpgate_audit_batch_records', help: 'Records per audit batch committed.', buckets: BATCH_BUCKETS, registers });
-    this.#auditDurable = new Histogram({ name: 'mcpgate_audit_durable_seconds', help: "From an audit batch's first record to its commit.", buckets: DURABLE_BUCKETS, registers });
+    // Unlabelled, so each is one series made here; prom-client's Histogram hashed its (empty) labels per batch.
+    this.#auditBatch = new HotHistogram('mcpgate_audit_batch_records', 'Records per audit batch committed.', [], BATCH_BUCKETS).register(this.registry).labels();
+    this.#auditDurable = new HotHistogram('mcpgate_audit_durable_seconds', "From an audit batch's first record to its commit.", [], DURABLE_BUCKETS).register(this.registry).labels();
     registerScrapeGauges(this.registry, budget, options.sources);
     collectDefaultMetrics({ register: this.registry, prefix: 'mcpgate_' });
   }
