@@ -11,7 +11,7 @@ import { GatewayError } from '../errors/gateway-error.js';
 import { guardError, guardResult, guardResultBytes, guardUpstreamError } from '../guards/response-guard.js';
 import { raise } from '../guards/sensitivity.js';
 import { makeResult, type JsonRpcResponse } from '../jsonrpc/message.js';
-import { materialized, rawResult, resultBytesOf, type ResultBytes } from '../jsonrpc/serialize.js';
+import { materialized, rawResult, resultBytesOf, type ResultBytes, type ResultHead } from '../jsonrpc/serialize.js';
 import type { Logger } from '../observability/logger.js';
 import type { Caller } from '../model/caller.js';
 import { evidenceOf, type UpstreamEvidence } from './evidence.js';
@@ -157,9 +157,11 @@ export class CallGovernor {
    * Egress: the response guards of the server (size, secrets), then egress policies over the guarded result.
    * An upstream's JSON-RPC error goes through the same guards (no policy: it carries no result to decide on).
    * Returns the response to send, with its size and (with an audit log, else '') hash for the record; throws a
-   * guard or policy error.
+   * guard or policy error. `head`: members the gateway puts in front of the result's own (a 2026-07-28 answer's
+   * shape, router/modern-results.ts), which the guards count but do not scan (response-guard.ts `guardResult`);
+   * the size the policies see, the hash and the bytes sent include them.
    */
-  egress(facts: CallFacts & { readonly server: string }, response: JsonRpcResponse): { response: JsonRpcResponse; bytes: number; hash: string; advisory: readonly string[] } {
+  egress(facts: CallFacts & { readonly server: string }, response: JsonRpcResponse, head?: ResultHead): { response: JsonRpcResponse; bytes: number; hash: string; advisory: readonly string[] } {
     // A server the governor was not built with still gets the default guards: nothing leaves unscanned.
     const guards = this.#servers[facts.server]?.guards ?? DEFAULT_GUARDS;
     if ('error' in response) {
@@ -181,7 +183,7 @@ export class CallGovernor {
         return { response, bytes: checked.bytes, hash, advisory: outcome?.advisoryDenies ?? [] };
       }
     }
-    const guarded = guardResult(kept === undefined ? response.result : materialized(response.result), guards, facts.server);
+    const guarded = guardResult(kept === undefined ? response.result : materialized(response.result), guards, facts.server, head);
     if (!guarded.ok) throw guardError(guarded);
     const { text, bytes, labels } = guarded;
     const outcome = this.#evaluate(facts, 'egress', { bytes, labels });

@@ -3,7 +3,7 @@ import type { ErrorCode } from '../errors/codes.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { JsonObject, JsonRpcErrorObject } from '../jsonrpc/message.js';
 import { forEachValueString } from '../jsonrpc/json-bytes.js';
-import type { ResultBytes } from '../jsonrpc/serialize.js';
+import { withHead, withHeadBytes, type ResultBytes, type ResultHead } from '../jsonrpc/serialize.js';
 import { findSecrets, mayContainSecret, redactValueWithReport } from '../redact/secret-patterns.js';
 
 /**
@@ -44,15 +44,21 @@ export type GuardOutcome = GuardPass | GuardFailure;
 /** The `_meta` key that marks a truncated result for clients that read metadata. */
 export const TRUNCATED_META_KEY = 'mcpgate/truncated';
 
-export function guardResult(result: JsonObject, config: GuardsConfig, server: string): GuardOutcome {
+/**
+ * `head`: members the gateway puts in front of the result's own (a 2026-07-28 answer's shape), which the result
+ * holds none of. They are the gateway's, so they are not scanned, but they are counted against the ceiling and
+ * are in the text and bytes returned, as if they were the result's own.
+ */
+export function guardResult(result: JsonObject, config: GuardsConfig, server: string, head?: ResultHead): GuardOutcome {
   const serialised = JSON.stringify(result);
-  const received = Buffer.byteLength(serialised);
+  const own = Buffer.byteLength(serialised);
+  const received = head === undefined ? own : withHeadBytes(head, serialised, own);
   const limit = config.maxResultBytes;
   // Refused before any scanning: nothing of it will be sent, so there is nothing to clean.
   if (received > limit && !config.truncate) return tooLarge(server, limit, received);
 
   let current = result;
-  let text = serialised;
+  let text = head === undefined ? serialised : withHead(head, serialised);
   let bytes = received;
   let redactions = 0;
   const labels: GuardLabel[] = [];
@@ -74,7 +80,8 @@ export function guardResult(result: JsonObject, config: GuardsConfig, server: st
       current = report.value as JsonObject;
       redactions = report.kinds.length;
       labels.push('secret-redacted');
-      text = JSON.stringify(current);
+      const redacted = JSON.stringify(current);
+      text = head === undefined ? redacted : withHead(head, redacted);
       bytes = Buffer.byteLength(text);
     }
   }
@@ -82,6 +89,8 @@ export function guardResult(result: JsonObject, config: GuardsConfig, server: st
   if (bytes > limit) {
     // Only redaction markers longer than the values they replaced can get here without truncate.
     if (!config.truncate) return tooLarge(server, limit, bytes);
+    // Cutting marks the result in its own `_meta`, which the head holds: the head's members become the result's.
+    if (head !== undefined) current = { ...current, ...(JSON.parse(`${head.text}}`) as JsonObject) };
     const cut = truncateToFit(current, limit, received);
     if (cut === undefined) return tooLarge(server, limit, received, true);
     current = cut.result;

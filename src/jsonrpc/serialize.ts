@@ -53,6 +53,30 @@ export function resultBytesOf(result: JsonObject): ResultBytes | undefined {
   return (result as Partial<BytesResult>)[BYTES];
 }
 
+/**
+ * Members the gateway puts in front of a result's own when it serialises it (the 2026-07-28 shape), as JSON text
+ * without its closing brace, `{"resultType":…`, and that text's length in bytes: made once and spliced in, so the
+ * members are neither built as objects nor serialised (nor scanned) per answer.
+ */
+export interface ResultHead {
+  readonly text: string;
+  readonly bytes: number;
+}
+
+export function resultHead(text: string): ResultHead {
+  return { text, bytes: Buffer.byteLength(text) };
+}
+
+/** `json`, an object's JSON text from JSON.stringify (no whitespace), with `head`'s members first. */
+export function withHead(head: ResultHead, json: string): string {
+  return json.length <= 2 ? `${head.text}}` : `${head.text},${json.slice(1)}`;
+}
+
+/** The byte length of {@link withHead}'s text, from `json`'s own. */
+export function withHeadBytes(head: ResultHead, json: string, bytes: number): number {
+  return json.length <= 2 ? head.bytes + 1 : head.bytes + bytes;
+}
+
 /** A result kept as bytes, parsed (for a step that must read or change it); any other result as it is. */
 export function materialized(result: JsonObject): JsonObject {
   const bytes = resultBytesOf(result);

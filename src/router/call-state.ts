@@ -1,6 +1,7 @@
 import type { HeldCall } from './held-calls.js';
 import type { CallFacts } from '../governance/call-governor.js';
 import { makeResult, type JsonObject, type JsonRpcResponse } from '../jsonrpc/message.js';
+import type { ResultHead } from '../jsonrpc/serialize.js';
 import type { RequestContext } from '../pipeline/request-context.js';
 import { STEPS, type StepName } from '../pipeline/steps.js';
 import type { UpstreamClient } from '../upstream/upstream-client.js';
@@ -40,6 +41,8 @@ export class CallState {
   startedAt = 0;
   advisory: readonly string[] = NOTHING;
   response: JsonRpcResponse | undefined;
+  /** A 2026-07-28 result's shape, for the egress step to put in front of its members (modern-results.ts `deferredHead`). */
+  head: ResultHead | undefined;
   bytes: number | undefined;
   hash: string | undefined;
   failed = false;

@@ -1,5 +1,5 @@
 import { RpcCode, type JsonObject, type JsonRpcResponse } from '../jsonrpc/message.js';
-import { bytesResult, materialized, rawJsonOf, rawResult, resultBytesOf, type ResultBytes } from '../jsonrpc/serialize.js';
+import { bytesResult, materialized, rawJsonOf, rawResult, resultBytesOf, resultHead, type ResultBytes, type ResultHead } from '../jsonrpc/serialize.js';
 
 /** Results that carry caching hints (2026-07-28 server/utilities/caching §cacheable results). */
 const CACHEABLE: ReadonlySet<string> = new Set(['server/discover', 'tools/list', 'prompts/list', 'resources/list', 'resources/templates/list', 'resources/read']);
@@ -14,6 +14,54 @@ export interface ModernShape {
   readonly listTtlMs: number;
   /** `{ "io.modelcontextprotocol/serverInfo": serverInfo }`, made once and shared by every result without `_meta`. */
   readonly meta: JsonObject;
+  /** `meta` as JSON text. */
+  readonly metaText: string;
+  /** What a complete result without caching hints gets in front of its own members, as text. */
+  readonly head: ResultHead;
+  /** The fronts of a result kept as bytes, with a comma after them or closed (no members of its own), cacheable or not. */
+  readonly bytesHeads: { readonly plain: BytesHeads; readonly cacheable: BytesHeads };
+}
+
+interface BytesHeads {
+  readonly open: Buffer;
+  readonly closed: Buffer;
+  readonly added: readonly string[];
+}
+
+/** The shape of every 2026-07-28 answer of a gateway that names itself `serverInfo`; made once per router. */
+export function modernShapeOf(serverInfo: { readonly name: string; readonly version: string }, listTtlMs: number): ModernShape {
+  const meta = Object.freeze({ 'io.modelcontextprotocol/serverInfo': serverInfo }) as JsonObject;
+  const metaText = JSON.stringify(meta);
+  // An upstream's result without a hint is stale at once (see shapeModern).
+  const heads = (hints: string, added: readonly string[]): BytesHeads => {
+    const text = `{"resultType":"complete"${hints},"_meta":${metaText}`;
+    return { open: Buffer.from(`${text},`), closed: Buffer.from(`${text}}`), added };
+  };
+  return {
+    serverInfo,
+    listTtlMs,
+    meta,
+    metaText,
+    head: resultHead(`{"resultType":"complete","_meta":${metaText}`),
+    bytesHeads: {
+      plain: heads('', ['resultType', '_meta']),
+      cacheable: heads(',"ttlMs":0,"cacheScope":"private"', ['resultType', '_meta', 'ttlMs', 'cacheScope']),
+    },
+  };
+}
+
+/**
+ * The head to put in front of a complete, uncacheable result's own members when the egress step serialises it,
+ * in place of shaping the object first: what {@link shapeModern} would add, as text made once. Only for a result
+ * parsed from its upstream's answer that holds none of the members the shape adds (a legacy upstream's, whose
+ * results never do); undefined for any other, which is shaped as an object.
+ */
+export function deferredHead(method: string, response: JsonRpcResponse, shape: ModernShape): ResultHead | undefined {
+  if (!('result' in response) || CACHEABLE.has(method)) return undefined;
+  const result = response.result;
+  if (rawJsonOf(result) !== undefined || resultBytesOf(result) !== undefined) return undefined;
+  if ('resultType' in result || '_meta' in result || 'ttlMs' in result || 'cacheScope' in result) return undefined;
+  return shape.head;
 }
 
 /**
@@ -37,7 +85,7 @@ export function shapeModern(method: string, response: JsonRpcResponse, shape: Mo
   if (raw !== undefined && GATEWAY_LISTS.has(method)) {
     // A merged list cached as bytes: the hints go in front of its members, so the cached text is not re-parsed.
     const hints = cacheable ? `,"ttlMs":${ttlMs},"cacheScope":"private"` : '';
-    const head = `{"resultType":"complete"${hints},"_meta":${JSON.stringify(shape.meta)}`;
+    const head = `{"resultType":"complete"${hints},"_meta":${shape.metaText}`;
     return { jsonrpc: '2.0', id: response.id, result: rawResult(raw.length > 2 ? `${head},${raw.slice(1)}` : `${head}}`) };
   }
   const kept = resultBytesOf(response.result);
@@ -70,12 +118,10 @@ export function shapeModern(method: string, response: JsonRpcResponse, shape: Mo
 function shapeBytes(kept: ResultBytes, cacheable: boolean, shape: ModernShape): ResultBytes | undefined {
   const names = kept.names;
   if (names.has('resultType') || names.has('_meta') || names.has('ttlMs') || names.has('cacheScope')) return undefined;
-  // An upstream's result without a hint is stale at once (see shapeModern).
-  const head = `{"resultType":"complete"${cacheable ? ',"ttlMs":0,"cacheScope":"private"' : ''},"_meta":${JSON.stringify(shape.meta)}`;
-  const added = ['resultType', '_meta', ...(cacheable ? ['ttlMs', 'cacheScope'] : [])];
+  const heads = cacheable ? shape.bytesHeads.cacheable : shape.bytesHeads.plain;
   // The upstream's members follow the gateway's, after its own opening brace (json-bytes.ts took no space before it).
-  if (names.size === 0) return { head: Buffer.from(`${head}}`), bytes: kept.bytes.subarray(0, 0), names: new Set(added) };
-  return { head: Buffer.from(`${head},`), bytes: kept.bytes.subarray(1), names: new Set([...names, ...added]) };
+  if (names.size === 0) return { head: heads.closed, bytes: kept.bytes.subarray(0, 0), names: new Set(heads.added) };
+  return { head: heads.open, bytes: kept.bytes.subarray(1), names: new Set([...names, ...heads.added]) };
 }
 
 /** The members of a result kept as bytes that the router reads (json-bytes.ts responseFromBytes). */

@@ -42,7 +42,7 @@ import { AdvertisedTools } from './advertised-tools.js';
 import { type CallContext, deliver } from './client-bridge.js';
 import { ListViews } from './list-views.js';
 import { METHODS, MODERN_ONLY } from './method-table.js';
-import { shapeModern, type ModernShape } from './modern-results.js';
+import { deferredHead, modernShapeOf, shapeModern, type ModernShape } from './modern-results.js';
 import { discoverCapabilities } from './discover.js';
 import type { RequestStateSealer } from './request-state.js';
 import { canBeAsked, HeldCall, HeldCalls, RefusedInputs, type HeldOutcome } from './held-calls.js';
@@ -147,7 +147,7 @@ export class Router {
 
   constructor(options: RouterOptions) {
     this.options = options;
-    this.modernShape = { serverInfo: options.serverInfo, listTtlMs: options.listCacheTtlMs, meta: Object.freeze({ 'io.modelcontextprotocol/serverInfo': options.serverInfo }) as JsonObject };
+    this.modernShape = modernShapeOf(options.serverInfo, options.listCacheTtlMs);
     this.listenStreams = new ListenStreams(options.maxListenStreamsPerKey);
     this.sealer = options.sealer;
     this.heldCalls = new HeldCalls(options.mrtr.holdMs, options.mrtr.maxHeldCalls);
@@ -768,8 +768,11 @@ export class Router {
           if (MRTR_METHODS.has(request.method)) state.response = await this.inputRequired(context, state, facts);
           if (context.era === 'modern') {
             // Shaped before the egress step serialises it for the scan and the audit hash, so that it is read and
-            // written once, and the bytes recorded are the bytes the client gets.
-            state.response = shapeModern(request.method, state.response, this.modernShape);
+            // written once, and the bytes recorded are the bytes the client gets. A plain result's shape is text the
+            // egress step puts in front of the result's own when it serialises it: nothing built, nothing scanned.
+            const head = state.entry.steps.has('egress') ? deferredHead(request.method, state.response, this.modernShape) : undefined;
+            if (head === undefined) state.response = shapeModern(request.method, state.response, this.modernShape);
+            else state.head = head;
             context.shaped = true;
           }
         }
@@ -921,7 +924,7 @@ export class Router {
   private egress(context: RequestContext, state: CallState): void {
     const governance = this.options.governance;
     const facts = state.facts as CallFacts & { readonly server: string };
-    const egress = governance.egress(facts, state.response as JsonRpcResponse);
+    const egress = governance.egress(facts, state.response as JsonRpcResponse, state.head);
     state.response = egress.response;
     state.bytes = egress.bytes;
     state.hash = egress.hash;

@@ -3,6 +3,7 @@ import { test } from 'node:test';
 import { guardsSchema, type GuardsConfig } from '../../src/config/governance-schema.js';
 import { guardError, guardResult, guardUpstreamError, TRUNCATED_META_KEY } from '../../src/guards/response-guard.js';
 import { GatewayError } from '../../src/errors/gateway-error.js';
+import { resultHead } from '../../src/jsonrpc/serialize.js';
 
 const config = (overrides: Partial<GuardsConfig> = {}): GuardsConfig => ({ ...guardsSchema.parse({}), ...overrides });
 const text = (value: string) => ({ type: 'text', text: value });
@@ -195,4 +196,34 @@ test('an upstream error over maxResultBytes is refused, with truncate too', () =
     assert.equal(outcome.code, 'MCPGATE_ERR_RESULT_TOO_LARGE');
     assert.match(outcome.message, /error from server "big"/);
   }
+});
+
+test('a head in front of the result reads as the same result shaped as an object: size, redaction and truncation alike', () => {
+  const meta = { 'io.modelcontextprotocol/serverInfo': { name: 'mcpgate', version: '1.0.0' } };
+  const head = resultHead(`{"resultType":"complete","_meta":${JSON.stringify(meta)}`);
+  const shapedOf = (result: Record<string, unknown>) => ({ ...result, resultType: 'complete', _meta: meta });
+  const cases: Array<[string, Record<string, unknown>, Partial<GuardsConfig>]> = [
+    ['no members of its own', {}, {}],
+    ['clean', { content: [text('hello')], isError: false }, {}],
+    ['a credential, redacted', { content: [text(`token ${ghToken}`)] }, {}],
+    ['a credential, blocked', { content: [text(`token ${ghToken}`)] }, { secretScan: 'block' }],
+    ['over the ceiling', { content: [text('x'.repeat(2000))] }, { maxResultBytes: 1000 }],
+    ['cut to fit, the cut marked in the head’s _meta', { content: [text('a'.repeat(5000))] }, { maxResultBytes: 1000, truncate: true }],
+  ];
+  for (const [name, result, overrides] of cases) {
+    const spliced = guardResult(structuredClone(result), config(overrides), 's', head);
+    const shaped = guardResult(shapedOf(structuredClone(result)), config(overrides), 's');
+    assert.equal(spliced.ok, shaped.ok, name);
+    assert.equal(spliced.bytes, shaped.bytes, name);
+    if (!spliced.ok || !shaped.ok) continue;
+    assert.equal(spliced.bytes, Buffer.byteLength(spliced.text), name);
+    assert.deepEqual(JSON.parse(spliced.text), JSON.parse(shaped.text), name);
+    assert.deepEqual(spliced.labels, shaped.labels, name);
+  }
+});
+
+test('a head is the gateway’s own: a credential-like serverInfo in it is not scanned', () => {
+  const head = resultHead(`{"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"${ghToken}","version":"1"}}`);
+  const outcome = guardResult({ content: [text('hello')] }, config({ secretScan: 'block' }), 's', head);
+  assert.equal(outcome.ok, true);
 });
