@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { GatewayError, toJsonRpcError } from '../errors/gateway-error.js';
 import { isNotification, isRequest, makeError, RpcCode, type JsonRpcRequest } from '../jsonrpc/message.js';
 import { allowsBatches, isSupportedVersion } from '../jsonrpc/protocol-versions.js';
@@ -47,6 +48,27 @@ function isModernHttpMethod(request: IncomingMessage): boolean {
 
 function refuseModernHttpMethod(): never {
   throw new GatewayError('MCPGATE_ERR_MODERN_HTTP_METHOD', 'Method Not Allowed: GET and DELETE need a legacy session (Mcp-Session-Id); 2026-07-28 clients only POST');
+}
+
+/** The 2026-07-28 requests in flight on each client connection (a keep-alive one carries many in turn). */
+const INFLIGHT = new WeakMap<Socket, Set<CancelScope>>();
+
+/**
+ * Where a 2026-07-28 request's cancel scope waits for its connection to close: closing it before the answer
+ * cancels the request (2026-07-28 transports §cancellation), and an HTTP/1.1 response closes early only with its
+ * connection. One listener per connection, not one per request as `response.on('close')` was.
+ */
+function inflightOn(socket: Socket): Set<CancelScope> {
+  let inflight = INFLIGHT.get(socket);
+  if (inflight === undefined) {
+    const scopes = new Set<CancelScope>();
+    socket.once('close', () => {
+      for (const scope of scopes) scope.abort();
+    });
+    INFLIGHT.set(socket, scopes);
+    inflight = scopes;
+  }
+  return inflight;
 }
 
 /**
@@ -156,13 +178,17 @@ export class StreamableHttpEndpoint {
       return;
     }
     const signal = new CancelScope();
-    response.on('close', () => {
-      if (!response.writableFinished) signal.abort();
-    });
+    const inflight = inflightOn(request.socket);
+    inflight.add(signal);
     const responder = new PostResponder(response, 1, false, NO_HEADERS, started);
     const paramHeaders = paramHeadersToForward(request.headers);
     const origin = paramHeaders === NO_PARAM_HEADERS ? identity : { ...identity, paramHeaders };
-    const answer = await this.options.router.handleModern(message, meta, responder, origin, signal);
+    let answer: Awaited<ReturnType<Router['handleModern']>>;
+    try {
+      answer = await this.options.router.handleModern(message, meta, responder, origin, signal);
+    } finally {
+      inflight.delete(signal);
+    }
     const status = answer !== undefined && 'error' in answer ? MODERN_ERROR_STATUS.get(answer.error.code) : undefined;
     if (status !== undefined && !response.headersSent) {
       // 2026-07-28 basic/index: these errors are HTTP 400 too, so that an HTTP client learns it from the status.

@@ -149,6 +149,46 @@ describe('2026-07-28 requests beside legacy sessions on one endpoint (issue 25 �
   });
 });
 
+describe('a 2026-07-28 client that closes its connection cancels its call (2026-07-28 transports §cancellation)', () => {
+  it('the upstream is sent notifications/cancelled for the call, and the same keep-alive connection’s earlier answer cancelled nothing', async () => {
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const send = (id: number, name: string, marker: string): { answered: Promise<string>; destroy: () => void } => {
+      const body = JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { _meta: meta(), name, arguments: { marker, text: marker } } });
+      const request = httpRequest(gateway.url, {
+        method: 'POST',
+        agent,
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': name, authorization: `Bearer ${alice.key}` },
+      });
+      const answered = new Promise<string>((resolve, reject) => {
+        request.on('response', (response) => {
+          let text = '';
+          response.setEncoding('utf8');
+          response.on('data', (chunk: string) => (text += chunk));
+          response.on('end', () => resolve(text));
+        });
+        request.on('error', reject);
+      });
+      request.end(body);
+      return { answered, destroy: () => request.destroy() };
+    };
+    const marked = (method: string, marker: string) =>
+      readEvents(LABEL).find((event) => event.kind === 'message' && event.method === method && (event.params as { arguments?: { marker?: string } }).arguments?.marker === marker);
+    // An answered call first, on the connection the hanging call then uses: its end must not count as a close.
+    assert.match(await send(31, 'fx__echo', 'before-close').answered, /before-close/);
+    const hanging = send(32, 'fx__hang', 'closed-by-client');
+    hanging.answered.catch(() => undefined);
+    const call = await waitFor(() => marked('tools/call', 'closed-by-client'), 'the upstream to receive the call');
+    assert.ok(call.kind === 'message' && call.id !== undefined);
+    assert.equal(readEvents(LABEL).filter((event) => event.kind === 'message' && event.method === 'notifications/cancelled').length, 0, 'an answered call was cancelled');
+    hanging.destroy();
+    await waitFor(
+      () => readEvents(LABEL).find((event) => event.kind === 'message' && event.method === 'notifications/cancelled' && (event.params as { requestId?: unknown }).requestId === call.id),
+      'notifications/cancelled at the upstream for the closed call',
+    );
+    agent.destroy();
+  });
+});
+
 describe('governance is the same in both eras (issue 25 §12)', () => {
   it('a Cedar forbid refuses a 2026-07-28 call before the upstream, as it does a legacy one', async () => {
     await refusedBeforeUpstream({ key: carol, method: 'tools/call', params: { name: 'fx__echo', arguments: {} } }, { status: 200, rpc: -32602, code: 'MCPGATE_ERR_POLICY_DENIED' });
