@@ -23,7 +23,7 @@ export const TRACE_META_KEYS: readonly string[] = ['traceparent', 'tracestate', 
  * fields, and its trace context, which the hop's `meta` carries instead once checked (pipeline/trace-context.ts)
  * or replaced by the gateway's span, so that a malformed one is not forwarded.
  */
-const HOP_META_KEYS: readonly string[] = [...PER_REQUEST_META_KEYS, ...TRACE_META_KEYS];
+const HOP_META_KEYS: ReadonlySet<string> = new Set([...PER_REQUEST_META_KEYS, ...TRACE_META_KEYS]);
 
 /** The spec-reserved error codes a modern server answers with (basic/index §error codes). */
 const MODERN_ERROR_CODES: ReadonlySet<number> = new Set([RpcCode.HeaderMismatch, RpcCode.MissingRequiredClientCapability, RpcCode.UnsupportedProtocolVersion]);
@@ -102,7 +102,7 @@ export function withModernMeta(params: JsonObject | undefined, meta: JsonObject 
   const own = asObject(params?._meta);
   const merged: JsonObject = {};
   if (own !== undefined) {
-    for (const [key, value] of Object.entries(own)) if (!HOP_META_KEYS.includes(key)) merged[key] = value;
+    for (const [key, value] of Object.entries(own)) if (!HOP_META_KEYS.has(key)) merged[key] = value;
   }
   for (const [key, value] of Object.entries(defaults)) merged[key] = value;
   if (meta !== undefined) for (const [key, value] of Object.entries(meta)) if (key !== 'progressToken') merged[key] = value;
@@ -120,8 +120,15 @@ export function withModernMeta(params: JsonObject | undefined, meta: JsonObject 
  */
 export function withLegacyMeta(params: JsonObject | undefined, meta: JsonObject | undefined): JsonObject | undefined {
   const own = asObject(params?._meta);
+  // Its own keys are read once, not each hop key looked up in it: a 2026-07-28 caller's always has some.
+  let kept: JsonObject | undefined;
   let strip = false;
-  if (own !== undefined) for (const key of HOP_META_KEYS) if (key in own) strip = true;
+  if (own !== undefined) {
+    for (const key in own) {
+      if (HOP_META_KEYS.has(key)) strip = true;
+      else (kept ??= {})[key] = own[key];
+    }
+  }
   let trace: JsonObject | undefined;
   if (meta !== undefined) {
     for (const key of TRACE_META_KEYS) {
@@ -130,10 +137,6 @@ export function withLegacyMeta(params: JsonObject | undefined, meta: JsonObject 
     }
   }
   if (!strip && trace === undefined) return params;
-  let kept: JsonObject | undefined;
-  if (own !== undefined) {
-    for (const key of Object.keys(own)) if (!HOP_META_KEYS.includes(key)) (kept ??= {})[key] = own[key];
-  }
   if (trace !== undefined) kept = kept === undefined ? trace : Object.assign(kept, trace);
   return { ...params, _meta: kept };
 }
