@@ -123,7 +123,8 @@ export function observingRequestStarts(): boolean {
 /** Publishes a request's start; undefined (nothing allocated) when nobody listens. */
 export function requestStarted(context: RequestContext): RequestMessage | undefined {
   if (!REQUEST.hasSubscribers) return undefined;
-  const message: RequestMessage = { context };
+  // `response` is there from the start, so that setting it at the end keeps the object's shape.
+  const message: RequestMessage = { context, response: undefined };
   REQUEST.start.publish(message);
   return message;
 }
