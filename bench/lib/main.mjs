@@ -11,7 +11,7 @@ import { renderMarkdown } from './report.mjs';
 import { runW1, W1_CONTENDERS } from '../workloads/w1.mjs';
 import { runW2 } from '../workloads/w2.mjs';
 import { runW3 } from '../workloads/w3.mjs';
-import { runW4 } from '../workloads/w4.mjs';
+import { runW4, W4_CONTENDER_COUNT } from '../workloads/w4.mjs';
 import { runW5 } from '../workloads/w5.mjs';
 import { runW6 } from '../workloads/w6.mjs';
 import { runW7, W7_DEFAULTS } from '../workloads/w7.mjs';
@@ -151,7 +151,7 @@ function estimateSeconds(profile) {
     W1: profile.w1.length * (profile.primeSeconds + 0.5) + profile.rounds * w1Points * point,
     W2: profile.w2.upstreams.length * (4 + 2 * profile.w2.cachedSeconds + profile.w2.coldSamples * 0.3),
     W3: 50,
-    W4: 7 * (profile.primeSeconds + 0.5) + profile.rounds * profile.w4.levels.length * 7 * (profile.w4.seconds + profile.warmupSeconds + 0.2),
+    W4: W4_CONTENDER_COUNT * (profile.primeSeconds + 0.5) + profile.rounds * profile.w4.levels.length * W4_CONTENDER_COUNT * (profile.w4.seconds + profile.warmupSeconds + 0.2),
     W5: 3 + profile.w5.reps * (1 + profile.w5.upstreams.length),
     W6: profile.w6.seconds + 6,
     W7: 2 * (profile.w7.seconds + profile.warmupSeconds) + 8,

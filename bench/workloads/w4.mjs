@@ -12,21 +12,27 @@ import { round } from '../lib/load.mjs';
 import { median, spread, spreadOf } from '../lib/stats.mjs';
 import { point } from './w1.mjs';
 
+/** What W4 runs, in this order: each starter is given the run's context and the SSE-answering mock. */
+const W4_PLAN = {
+  direct: (ctx) => starters.directHttp(ctx),
+  bare: (ctx) => starters.bareForwarder(ctx),
+  // The A/A check (as W1's, decision 0022): a second, identical lean forwarder. Its per-round ratio against `bare`
+  // is how far apart the instrument reads two equal processes, the error bar of every `×bare` figure below.
+  'bare (again)': (ctx) => starters.bareForwarder(ctx, { name: 'bare (again)' }),
+  mcpgate: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl] }),
+  // Dev mode keeps no audit log, so no result is hashed: the difference to `mcpgate` is the hash's cost.
+  'mcpgate (dev)': (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (dev)', dev: true }),
+  'mcpgate (SSE upstream)': (ctx, sseMock) => starters.startMcpgate(ctx, { urls: [sseMock.urls[0]], name: 'mcpgate (SSE upstream)' }),
+  'mcp-hub': (ctx) => starters.mcpHub(ctx),
+};
+
+/** How many contenders W4 starts: the run's time estimate (lib/main.mjs) counts them. */
+export const W4_CONTENDER_COUNT = Object.keys(W4_PLAN).length;
+
 export async function runW4(ctx, profile) {
   const settings = profile.w4;
   const sseMock = await ctx.mock({ sse: true });
-  const plan = [
-    ['direct', () => starters.directHttp(ctx)],
-    ['bare', () => starters.bareForwarder(ctx)],
-    // The A/A check (as W1's, decision 0022): a second, identical lean forwarder. Its per-round ratio against `bare`
-    // is how far apart the instrument reads two equal processes, the error bar of every `×bare` figure below.
-    ['bare (again)', () => starters.bareForwarder(ctx, { name: 'bare (again)' })],
-    ['mcpgate', () => starters.startMcpgate(ctx, { urls: [ctx.mockUrl] })],
-    // Dev mode keeps no audit log, so no result is hashed: the difference to `mcpgate` is the hash's cost.
-    ['mcpgate (dev)', () => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (dev)', dev: true })],
-    ['mcpgate (SSE upstream)', () => starters.startMcpgate(ctx, { urls: [sseMock.urls[0]], name: 'mcpgate (SSE upstream)' })],
-    ['mcp-hub', () => starters.mcpHub(ctx)],
-  ];
+  const plan = Object.entries(W4_PLAN).map(([name, start]) => [name, () => start(ctx, sseMock)]);
   const started = [];
   const failures = [];
   for (const [name, start] of plan) {
