@@ -1,10 +1,11 @@
 // W1: small tools/call. Every contender is started once and kept warm; each round visits every concurrency,
-// and at each concurrency runs the contenders back to back in an order rotated per round (A B C, B C A, …),
-// so that drifts of a shared, noisy machine land on all of them alike. Figures are medians over rounds.
+// and at each concurrency runs the contenders in turns, each turn in the next order of a balanced design
+// (lib/turn-order.mjs), so that drifts of a shared, noisy machine land on all of them alike. Figures are medians over rounds.
 
 import * as starters from '../lib/contenders.mjs';
 import { closedLoop, histogram, windowFigures } from '../lib/load.mjs';
 import { spread, spreadOf } from '../lib/stats.mjs';
+import { turnOrder } from '../lib/turn-order.mjs';
 
 /** What W1 can run; `levels` picks the concurrency list from the profile. */
 export const W1_CONTENDERS = {
@@ -136,18 +137,18 @@ export async function runW1(ctx, profile) {
   return { contenders, failures, derived: derive(contenders, profile) };
 }
 
-/** One point per contender, back to back, in an order rotated per round. */
+/** One point per contender, back to back, in the round's order of a balanced design (lib/turn-order.mjs). */
 async function sequential(here, concurrency, profile, round) {
-  const shift = round % Math.max(1, here.length);
   const results = [];
-  for (const contender of [...here.slice(shift), ...here.slice(0, shift)]) results.push([contender, await point(contender, concurrency, profile)]);
+  for (const index of turnOrder(here.length, round)) results.push([here[index], await point(here[index], concurrency, profile)]);
   return results;
 }
 
 /**
- * One point per contender made of slices of `w1SliceMs`, the contenders taking turns slice by slice (the order
- * rotated every slice), so that a drift of the machine's speed over seconds lands on every contender of the
- * round alike (decision 0022). Each slice counts the calls it issued once they answer and reads the CPU after
+ * One point per contender made of slices of `w1SliceMs`, the contenders taking turns slice by slice, so that a
+ * drift of the machine's speed over seconds lands on every contender of the round alike (decision 0022). Each
+ * slice takes the next order of a balanced design (lib/turn-order.mjs), so that no contender always follows the
+ * same one. Each slice counts the calls it issued once they answer and reads the CPU after
  * the last of them, so a call's CPU is never split between slices; the point's figures are the slices' sums.
  */
 async function interleaved(here, concurrency, profile, round) {
@@ -155,8 +156,8 @@ async function interleaved(here, concurrency, profile, round) {
   const parts = new Map(here.map((contender) => [contender, { slices: [], latency: histogram(), gatewayTime: histogram() }]));
   for (const contender of here) await eldOf(contender.statsUrl);
   for (let slice = 0; slice < slices; slice += 1) {
-    const shift = (round + slice) % Math.max(1, here.length);
-    for (const contender of [...here.slice(shift), ...here.slice(0, shift)]) {
+    for (const index of turnOrder(here.length, round * slices + slice)) {
+      const contender = here[index];
       const part = parts.get(contender);
       part.slices.push(await point(contender, concurrency, { ...profile, warmupSeconds: 0 }, { durationMs: profile.w1SliceMs, countDrained: true, latency: part.latency, gatewayTime: part.gatewayTime }));
     }
