@@ -107,9 +107,13 @@ export async function runW1(ctx, profile) {
   try {
     for (let round = 0; round < profile.rounds; round += 1) {
       // Fresh processes each round (decision 0022): what one process's JIT and heap layout happen to cost is then
-      // spread over the rounds instead of leaning every round of the run the same way.
+      // spread over the rounds instead of leaning every round of the run the same way. They restart one after
+      // another, so the first has sat idle longest when the round begins (V8 finishing its compiles and GC in
+      // the meantime); the restart order follows the round's order of the balanced design, so that each
+      // contender is restarted first, and last, equally often.
       if (round > 0 && profile.w1FreshRounds) {
-        for (const entry of started) {
+        for (const index of turnOrder(started.length, round)) {
+          const entry = started[index];
           await entry.contender.stop().catch(() => undefined);
           entry.contender = await startPrimed(ctx, profile, entry.name, W1_CONTENDERS[entry.name]);
         }
