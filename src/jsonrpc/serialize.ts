@@ -68,8 +68,9 @@ export function resultHead(text: string): ResultHead {
 }
 
 /** `json`, an object's JSON text from JSON.stringify (no whitespace), with `head`'s members first. */
-export function withHead(head: ResultHead, json: string): string {
-  return json.length <= 2 ? `${head.text}}` : `${head.text},${json.slice(1)}`;
+export function withHead(head: ResultHead | string, json: string): string {
+  const text = typeof head === 'string' ? head : head.text;
+  return json.length <= 2 ? `${text}}` : `${text},${json.slice(1)}`;
 }
 
 /** The byte length of {@link withHead}'s text, from `json`'s own. */

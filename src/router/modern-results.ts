@@ -1,5 +1,5 @@
 import { RpcCode, type JsonObject, type JsonRpcResponse } from '../jsonrpc/message.js';
-import { bytesResult, materialized, rawJsonOf, rawResult, resultBytesOf, resultHead, type ResultBytes, type ResultHead } from '../jsonrpc/serialize.js';
+import { bytesResult, materialized, rawJsonOf, rawResult, resultBytesOf, resultHead, withHead, type ResultBytes, type ResultHead } from '../jsonrpc/serialize.js';
 
 /** Results that carry caching hints (2026-07-28 server/utilities/caching §cacheable results). */
 const CACHEABLE: ReadonlySet<string> = new Set(['server/discover', 'tools/list', 'prompts/list', 'resources/list', 'resources/templates/list', 'resources/read']);
@@ -32,22 +32,25 @@ interface BytesHeads {
 export function modernShapeOf(serverInfo: { readonly name: string; readonly version: string }, listTtlMs: number): ModernShape {
   const meta = Object.freeze({ 'io.modelcontextprotocol/serverInfo': serverInfo }) as JsonObject;
   const metaText = JSON.stringify(meta);
-  // An upstream's result without a hint is stale at once (see shapeModern).
-  const heads = (hints: string, added: readonly string[]): BytesHeads => {
-    const text = `{"resultType":"complete"${hints},"_meta":${metaText}`;
-    return { open: Buffer.from(`${text},`), closed: Buffer.from(`${text}}`), added };
-  };
+  const head = resultHead(headText('', metaText));
+  const heads = (text: string, added: readonly string[]): BytesHeads => ({ open: Buffer.from(`${text},`), closed: Buffer.from(`${text}}`), added });
   return {
     serverInfo,
     listTtlMs,
     meta,
     metaText,
-    head: resultHead(`{"resultType":"complete","_meta":${metaText}`),
+    head,
     bytesHeads: {
-      plain: heads('', ['resultType', '_meta']),
-      cacheable: heads(',"ttlMs":0,"cacheScope":"private"', ['resultType', '_meta', 'ttlMs', 'cacheScope']),
+      plain: heads(head.text, ['resultType', '_meta']),
+      // An upstream's result without a hint is stale at once (see shapeModern).
+      cacheable: heads(headText(',"ttlMs":0,"cacheScope":"private"', metaText), ['resultType', '_meta', 'ttlMs', 'cacheScope']),
     },
   };
+}
+
+/** The members a complete result gets in front of its own, as JSON text without a closing brace. */
+function headText(hints: string, metaText: string): string {
+  return `{"resultType":"complete"${hints},"_meta":${metaText}`;
 }
 
 /**
@@ -85,8 +88,7 @@ export function shapeModern(method: string, response: JsonRpcResponse, shape: Mo
   if (raw !== undefined && GATEWAY_LISTS.has(method)) {
     // A merged list cached as bytes: the hints go in front of its members, so the cached text is not re-parsed.
     const hints = cacheable ? `,"ttlMs":${ttlMs},"cacheScope":"private"` : '';
-    const head = `{"resultType":"complete"${hints},"_meta":${shape.metaText}`;
-    return { jsonrpc: '2.0', id: response.id, result: rawResult(raw.length > 2 ? `${head},${raw.slice(1)}` : `${head}}`) };
+    return { jsonrpc: '2.0', id: response.id, result: rawResult(withHead(headText(hints, shape.metaText), raw)) };
   }
   const kept = resultBytesOf(response.result);
   if (kept !== undefined) {

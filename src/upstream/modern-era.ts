@@ -120,13 +120,15 @@ export function withModernMeta(params: JsonObject | undefined, meta: JsonObject 
  */
 export function withLegacyMeta(params: JsonObject | undefined, meta: JsonObject | undefined): JsonObject | undefined {
   const own = asObject(params?._meta);
-  // Its own keys are read once, not each hop key looked up in it: a 2026-07-28 caller's always has some.
-  let kept: JsonObject | undefined;
+  // Its own keys are read, not each hop key looked up in it; a `_meta` without hop keys (a legacy caller's progress
+  // token) is not copied.
   let strip = false;
   if (own !== undefined) {
     for (const key in own) {
-      if (HOP_META_KEYS.has(key)) strip = true;
-      else (kept ??= {})[key] = own[key];
+      if (HOP_META_KEYS.has(key)) {
+        strip = true;
+        break;
+      }
     }
   }
   let trace: JsonObject | undefined;
@@ -137,6 +139,8 @@ export function withLegacyMeta(params: JsonObject | undefined, meta: JsonObject 
     }
   }
   if (!strip && trace === undefined) return params;
+  let kept: JsonObject | undefined;
+  if (own !== undefined) for (const key in own) if (!HOP_META_KEYS.has(key)) (kept ??= {})[key] = own[key];
   if (trace !== undefined) kept = kept === undefined ? trace : Object.assign(kept, trace);
   return { ...params, _meta: kept };
 }
