@@ -145,9 +145,10 @@ export function gatewayKeyHeaders(ctx, file) {
 
 /**
  * Writes an mcpgate config with the brief's production settings (API keys on); returns its path. `dev`: dev mode
- * with no keys and no store, the least a gateway does (issue 29's "dev mode").
+ * with no keys and no store, the least a gateway does (issue 29's "dev mode"). `serverFields`: more keys for every
+ * HTTP server's entry, as YAML flow text (e.g. `guards: { secretScan: off }`).
  */
-export function writeMcpgateConfig(ctx, { urls = [], stdio = 0, extraGateway = '', name = 'mcpgate', port = 0, store, dev = false }) {
+export function writeMcpgateConfig(ctx, { urls = [], stdio = 0, extraGateway = '', name = 'mcpgate', port = 0, store, dev = false, serverFields = '' }) {
   const lines = [
     'gateway:',
     ...(dev ? ['  mode: dev', '  auth: { mode: none }'] : ['  mode: production', ...authLines(ctx, name, store)]),
@@ -160,7 +161,7 @@ export function writeMcpgateConfig(ctx, { urls = [], stdio = 0, extraGateway = '
     extraGateway,
     'servers:',
   ];
-  urls.forEach((url, index) => lines.push(`  up${index}: { transport: http, url: "${url}" }`));
+  urls.forEach((url, index) => lines.push(`  up${index}: { transport: http, url: "${url}"${serverFields === '' ? '' : `, ${serverFields}`} }`));
   // Production mode refuses unmeasured stdio servers: the mock script is measured, as an operator would do.
   const script = join(ctx.benchDir, 'mock/stdio-server.mjs');
   const digest = `sha256:${createHash('sha256').update(readFileSync(script)).digest('hex')}`;
@@ -186,9 +187,9 @@ export function mcpgateArgs(ctx, file) {
  * mcpgate fronting HTTP upstreams (`urls`) or `stdio` stdio ones, clients on Streamable HTTP or legacy SSE.
  * `transport: 'modern'`: Streamable HTTP clients of the 2026-07-28 era (no session, `_meta` on every request).
  */
-export async function startMcpgate(ctx, { urls = [], stdio = 0, extraGateway = '', name = 'mcpgate', transport = 'http', store, dev = false } = {}) {
+export async function startMcpgate(ctx, { urls = [], stdio = 0, extraGateway = '', name = 'mcpgate', transport = 'http', store, dev = false, serverFields = '' } = {}) {
   const port = await freePort();
-  const file = writeMcpgateConfig(ctx, { urls, stdio, extraGateway, name, port, store, dev });
+  const file = writeMcpgateConfig(ctx, { urls, stdio, extraGateway, name, port, store, dev, serverFields });
   const headers = dev ? {} : gatewayKeyHeaders(ctx, file);
   const started = performance.now();
   // At logLevel warn the gateway prints no "listening" line, so readiness is /healthz on a port chosen here.

@@ -22,6 +22,10 @@ const W4_PLAN = {
   mcpgate: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl] }),
   // Dev mode keeps no audit log, so no result is hashed: the difference to `mcpgate` is the hash's cost.
   'mcpgate (dev)': (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (dev)', dev: true }),
+  // Dev mode with the secret scan off as well: a result's bytes are gathered, checked, given the client's id and
+  // written, and nothing reads them for credentials. Against `mcpgate (dev)`, what the scan costs per MB; against
+  // `bare`, what the byte path itself costs (issue 29 §3).
+  'mcpgate (dev, scan off)': (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (dev, scan off)', dev: true, serverFields: 'guards: { secretScan: off }' }),
   'mcpgate (SSE upstream)': (ctx, sseMock) => starters.startMcpgate(ctx, { urls: [sseMock.urls[0]], name: 'mcpgate (SSE upstream)' }),
   'mcp-hub': (ctx) => starters.mcpHub(ctx),
 };
