@@ -79,6 +79,25 @@ describe('json-bytes: a large answer kept as bytes (issue 29 §3)', () => {
     });
   }
 
+  it('refuses a control byte at every place of a long string, whatever the alignment of the bytes', () => {
+    // The check reads eight words at a time, then single words, then single bytes: every lane and tail must see it.
+    const head = '{"jsonrpc":"2.0","id":1,"result":{"text":"';
+    const text = `${head}${'x'.repeat(300)}"}}`;
+    for (const shift of [0, 1, 2, 3]) {
+      const backing = Buffer.alloc(text.length + shift + 4);
+      const bytes = backing.subarray(shift, shift + text.length);
+      bytes.write(text);
+      assert.ok(responseFromBytes(bytes) !== undefined, `clean, shift ${shift}`);
+      for (let at = head.length; at < head.length + 300; at += 1) {
+        for (const control of [0x00, 0x0a, 0x1f]) {
+          bytes[at] = control;
+          assert.equal(responseFromBytes(bytes), undefined, `0x${control.toString(16)} at ${at}, shift ${shift}`);
+        }
+        bytes[at] = 0x78;
+      }
+    }
+  });
+
   it('never takes what JSON.parse refuses: every cut of a valid answer', () => {
     const text = TAKEN[3] as string;
     for (let end = 0; end < text.trimEnd().length; end += 1) {
