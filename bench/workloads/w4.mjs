@@ -1,7 +1,7 @@
 // W4: 1 MiB tool results. MB/s at c=1 and c=8, the contender's CPU per MB, and its peak memory per call in
 // flight. Node frees memory lazily (GC slack dwarfs one call at c=1), so the per-call figure is marginal:
-// (peak RSS at c=8 − peak RSS at c=1) / 7, peaks from VmHWM reset before each run. Contenders alternate per
-// round as in W1.
+// (peak RSS at c=8 − peak RSS at c=1) / 7, peaks from VmHWM reset before each run. Contenders take their turns
+// in W1's balanced order.
 // mcpgate is also run against an upstream that answers in SSE, which it must parse event by event, and in dev
 // mode. A JSON answer's 1 MiB result is kept as bytes (issue 29 §3); an SSE event's is parsed.
 // Each contender's CPU per MB is also set against the lean forwarder's in the same round: issue 29 §3's figure is
@@ -10,6 +10,7 @@
 import * as starters from '../lib/contenders.mjs';
 import { round } from '../lib/load.mjs';
 import { median, spread, spreadOf } from '../lib/stats.mjs';
+import { turnOrder } from '../lib/turn-order.mjs';
 import { point } from './w1.mjs';
 
 /** What W4 runs, in this order: each starter is given the run's context and the SSE-answering mock. */
@@ -56,8 +57,9 @@ export async function runW4(ctx, profile) {
   try {
     for (let index = 0; index < profile.rounds; index += 1) {
       for (const concurrency of settings.levels) {
-        const shift = index % started.length;
-        for (const contender of [...started.slice(shift), ...started.slice(0, shift)]) {
+        // The balanced order of W1 (lib/turn-order.mjs), not a rotation: in a rotation a contender always follows the
+        // same one, and the megabytes of garbage that one leaves to be collected on the shared core land on it.
+        for (const contender of turnOrder(started.length, index).map((at) => started[at])) {
           const params = `{"name":"${contender.toolName}","arguments":{"size":${settings.sizeBytes}}}`;
           const result = await point(contender, concurrency, profile, { paramsJson: params, durationMs: settings.seconds * 1000 });
           result.round = index;
