@@ -11,7 +11,7 @@ function verdict(value, ok) {
 }
 
 export function targets(results) {
-  const { W1, W2, W3, W5, W6, W10 } = results.workloads;
+  const { W1, W2, W3, W4, W5, W6, W10 } = results.workloads;
   const cost = results.options.costConcurrency;
   const derived = new Map((W1?.derived ?? []).map((entry) => [entry.name, entry]));
   const gate = derived.get('mcpgate');
@@ -42,6 +42,21 @@ export function targets(results) {
   // The instrument's own spread (decision 0022): two identical gateways, which should read 1.
   const same = pairedRatio(W1, 'mcpgate (again)', 'mcpgate', cost, 'cpuUsPerCall');
   if (same.n > 0) rows.push([`A/A: an identical gateway's CPU per call against mcpgate's (c=${cost}, median of ${same.n} per-round ratios)`, `${same.median.toFixed(3)}× (${same.min.toFixed(3)}–${same.max.toFixed(3)})`, 'informative']);
+  // Issue 29 against the lean forwarder, paired per round as above. Its "production" is the governed gateway: API
+  // key, audit log, a Cedar policy set and the secret scan.
+  const governed = pairedRatio(W1, 'mcpgate (governed)', 'bare', cost, 'cpuUsPerCall');
+  if (governed.n > 0) add(`governed (production): CPU per call ≤ 1.5× bare (c=${cost}, issue 29 §4; median of ${governed.n} per-round ratios)`, governed.median, '×', (v) => v <= 1.5);
+  const dev = pairedRatio(W1, 'mcpgate (dev)', 'bare', cost, 'cpuUsPerCall');
+  if (dev.n > 0) add(`dev mode: CPU per call ≤ 1.25× bare (c=${cost}, issue 29 §4; median of ${dev.n} per-round ratios)`, dev.median, '×', (v) => v <= 1.25);
+  // The audit's latency (§2): production's added p50 less dev mode's is the difference of their p50s in a round.
+  const audited = pairedDifference(W1, 'mcpgate', 'mcpgate (dev)', 1, (result) => result.latencyMs.p50);
+  if (audited.n > 0) add(`a lone client's added p50 with the audit log ≤ dev mode's + 0.10 ms (c=1, issue 29 §2; median of ${audited.n} per-round differences)`, audited.median, ' ms', (v) => v <= 0.1, 3);
+  // Large results (§3): the median of per-round ratios W4 takes, and the marginal memory per call in flight.
+  const large = W4?.contenders?.find((entry) => entry.name === 'mcpgate');
+  if (large !== undefined) {
+    for (const [level, point] of Object.entries(large.points)) add(`1 MiB results: CPU per MB ≤ 1.3× bare (c=${level}, issue 29 §3; median of per-round ratios)`, point.summary.cpuPerMBxBare.median, '×', (v) => v <= 1.3);
+    add('1 MiB results: memory per extra call in flight ≤ 2× the result (issue 29 §3)', large.marginalMiBPerCall, ' MiB', (v) => v <= (2 * W4.sizeBytes) / 2 ** 20);
+  }
   const hundred = W2?.rows?.find((row) => row.upstreams === 100);
   add('Cached tools/list, 100 × 50 tools: p99 ≤ 5 ms', hundred?.cached?.[1]?.latencyMs.p99, ' ms', (v) => v <= 5);
   add('Cold tools/list, 100 × 50: ≤ slowest upstream + 25 ms', hundred?.coldOverSlowestMs, ' ms over', (v) => v <= 25, 1);
@@ -86,4 +101,16 @@ function pairedRatio(W1, mine, theirs, level, field) {
   const rounds = (name) => W1?.contenders?.find((entry) => entry.name === name)?.points[level]?.rounds ?? [];
   const others = rounds(theirs);
   return spread(rounds(mine).map((result) => result[field] / others.find((other) => other.round === result.round)?.[field]));
+}
+
+/** `field` of contender `mine` less that of `theirs` at `level`, per round (the two ran back to back), as a spread. */
+function pairedDifference(W1, mine, theirs, level, field) {
+  const rounds = (name) => W1?.contenders?.find((entry) => entry.name === name)?.points[level]?.rounds ?? [];
+  const others = rounds(theirs);
+  return spread(
+    rounds(mine).map((result) => {
+      const other = others.find((candidate) => candidate.round === result.round);
+      return other === undefined ? Number.NaN : field(result) - field(other);
+    }),
+  );
 }
