@@ -98,19 +98,22 @@ function ahead(peer, ours, cost) {
 
 /** `field` of contender `mine` over `theirs` at `level`, per round (the two ran back to back), as a spread. */
 function pairedRatio(W1, mine, theirs, level, field) {
-  const rounds = (name) => W1?.contenders?.find((entry) => entry.name === name)?.points[level]?.rounds ?? [];
-  const others = rounds(theirs);
-  return spread(rounds(mine).map((result) => result[field] / others.find((other) => other.round === result.round)?.[field]));
+  return paired(W1, mine, theirs, level, (result, other) => result[field] / other[field]);
 }
 
-/** `field` of contender `mine` less that of `theirs` at `level`, per round (the two ran back to back), as a spread. */
+/** `field(result)` of contender `mine` less that of `theirs` at `level`, per round, as a spread. */
 function pairedDifference(W1, mine, theirs, level, field) {
+  return paired(W1, mine, theirs, level, (result, other) => field(result) - field(other));
+}
+
+/** `combine` of each round's result of `mine` with the same round's of `theirs` at `level`, as a spread. */
+function paired(W1, mine, theirs, level, combine) {
   const rounds = (name) => W1?.contenders?.find((entry) => entry.name === name)?.points[level]?.rounds ?? [];
   const others = rounds(theirs);
   return spread(
     rounds(mine).map((result) => {
       const other = others.find((candidate) => candidate.round === result.round);
-      return other === undefined ? Number.NaN : field(result) - field(other);
+      return other === undefined ? Number.NaN : combine(result, other);
     }),
   );
 }
