@@ -356,6 +356,9 @@ export async function upstreamRestart({ smoke }) {
 
 // ------------------------------------------------------------------------------------ 4. gateway kill -9
 
+/** Longest the kill experiment waits for the first answered call before its load window starts. */
+const FIRST_ANSWER_MS = 15_000;
+
 export async function gatewayKill({ rounds = 2, loadMs = 4_000, concurrency = 16 }) {
   const rows = [];
   const details = [];
@@ -368,15 +371,26 @@ export async function gatewayKill({ rounds = 2, loadMs = 4_000, concurrency = 16
       const answeredHashes = new Set();
       let sent = 0;
       let running = true;
+      let firstAnswer;
+      const answering = new Promise((resolve) => {
+        firstAnswer = resolve;
+      });
       const worker = async (w) => {
         while (running) {
           const message = `kill-${round}-${w}-${sent++}`;
           const reply = await client.call(sessions[w % sessions.length], 'tools/call', { name: w % 2 === 0 ? 'clock__echo' : 'fx__echo', arguments: { message } }, { timeoutMs: 10_000 });
           if (reply.error !== undefined) return;
-          if (env.answered(reply)) answeredHashes.add(argumentsHash({ message }));
+          if (env.answered(reply)) {
+            answeredHashes.add(argumentsHash({ message }));
+            firstAnswer();
+          }
         }
       };
       const workers = Array.from({ length: concurrency }, (_, w) => worker(w));
+      // The load window counts from the first answer: on a loaded machine the first calls (each upstream's first
+      // use) took longer than the smoke's 1.5 s, and a kill before any answer proves nothing (the row refuses such
+      // a round). Bounded: a gateway that answers nothing in FIRST_ANSWER_MS is killed anyway, and the row fails.
+      await Promise.race([answering, sleep(FIRST_ANSWER_MS, undefined, { ref: false })]);
       await sleep(loadMs);
       process.kill(ctx.gateway.pid, 'SIGKILL');
       await ctx.gateway.exited;
