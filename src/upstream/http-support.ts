@@ -147,7 +147,8 @@ async function readBody(server: string, body: Readable, headers: IncomingHttpHea
     abortBody(body);
     throw tooLargeError(server, limit);
   }
-  const buffer = await collectStream(body, limit);
+  // The upstream's announced length sizes the gather: a configured server's answer, never a client's body.
+  const buffer = await collectStream(body, limit, Number.isFinite(declared) ? declared : undefined);
   if (buffer === undefined) {
     abortBody(body);
     throw tooLargeError(server, limit);

@@ -32,6 +32,8 @@ describe('SseParser', () => {
   it('handles CRLF, lone CR and a CRLF split across chunks', () => {
     const { events } = parse(['data: a\r', '\n\r', '\ndata: b\r\rdata: c\n\n']);
     assert.deepEqual(events.map((event) => event.data), ['a', 'b', 'c']);
+    // A whole CRLF ending a chunk, then an LF: that LF is an empty line, and ends the event.
+    assert.deepEqual(parse(['data: a\r\n', '\ndata: b\n\n']).events.map((event) => event.data), ['a', 'b']);
   });
 
   it('decodes a multi-byte character split across chunks', () => {
@@ -59,6 +61,40 @@ describe('SseParser', () => {
     assert.equal(parse([`data: ${'x'.repeat(900)}\n\n`]).events.length, 1);
   });
 
+  it('dispatches what a whole-text reading dispatches, however the stream is cut and whatever the line ends', () => {
+    const fields = ['data: x', 'data:yé', 'data:', 'event: e', 'id: 4', ': note', 'retry: 5', 'data: a:b', ''];
+    const ends = ['\n', '\r', '\r\n'];
+    let seed = 29;
+    const next = (n: number): number => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return seed % n;
+    };
+    for (let trial = 0; trial < 300; trial += 1) {
+      let text = '';
+      for (let line = 0; line < 1 + next(30); line += 1) text += (fields[next(fields.length)] as string) + (ends[next(ends.length)] as string);
+      const wire = Buffer.from(text);
+      const cuts: Uint8Array[] = [];
+      for (let at = 0; at < wire.length; ) {
+        const end = Math.min(wire.length, at + 1 + next(12));
+        // Plain Uint8Arrays too: feed takes any view.
+        cuts.push(next(2) === 0 ? wire.subarray(at, end) : new Uint8Array(wire.subarray(at, end)));
+        at = end;
+      }
+      const events: SseEvent[] = [];
+      const parser = new SseParser({ maxEventBytes: 1 << 20, onEvent: (event) => events.push(event) });
+      for (const cut of cuts) parser.feed(cut);
+      assert.deepEqual(events, wholeText(text), JSON.stringify(text));
+    }
+  });
+
+  it('keeps a large data line that came in one chunk as a view of that chunk, not a copy', () => {
+    const line = `{"text":"${'x'.repeat(100_000)}"}`;
+    const chunk = Buffer.from(`data: ${line}\n\n`);
+    const { events } = parse([chunk], 1 << 20, 65_536);
+    assert.equal(events[0]?.bytes?.toString('utf8'), line);
+    assert.equal(events[0]?.bytes?.buffer, chunk.buffer);
+  });
+
   it('reset() drops a half-received event but keeps the cursor', () => {
     const events: SseEvent[] = [];
     const parser = new SseParser({ maxEventBytes: 100, onEvent: (event) => events.push(event) });
@@ -69,3 +105,31 @@ describe('SseParser', () => {
     assert.equal(parser.lastEventId, '3');
   });
 });
+
+/** The events of a whole stream read at once, as the HTML standard's parsing model gives them (no bytes kept). */
+function wholeText(text: string): SseEvent[] {
+  const events: SseEvent[] = [];
+  const lines = text.split(/\r\n|\r|\n/);
+  lines.pop();
+  let data: string[] = [];
+  let event = '';
+  let id: string | undefined;
+  for (const line of lines) {
+    if (line === '') {
+      if (data.length > 0) events.push({ event: event === '' ? 'message' : event, data: data.join('\n'), id, bytes: undefined });
+      data = [];
+      event = '';
+      id = undefined;
+      continue;
+    }
+    if (line.startsWith(':')) continue;
+    const colon = line.indexOf(':');
+    const field = colon === -1 ? line : line.slice(0, colon);
+    let value = colon === -1 ? '' : line.slice(colon + 1);
+    if (value.startsWith(' ')) value = value.slice(1);
+    if (field === 'data') data.push(value);
+    else if (field === 'event') event = value;
+    else if (field === 'id') id = value;
+  }
+  return events;
+}
