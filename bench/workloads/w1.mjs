@@ -22,6 +22,9 @@ export const W1_CONTENDERS = {
   // audit log is on, `sync` on SQLite, by default) with the audit log off: between them, what keys and audit cost.
   'mcpgate (dev)': { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (dev)', dev: true }), levels: 'core', onlyWhenNamed: true },
   'mcpgate (audit queue)': { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (audit queue)', extraGateway: '  audit: { durability: queue }' }), levels: 'core', onlyWhenNamed: true },
+  // Issue 29 §2: production with the audit journal moved into the table every 50 ms (`audit.ingestMs`, 1000 by
+  // default since 2026-12-07), so that what the writer thread's wake-ups cost stays visible.
+  'mcpgate (ingest 50 ms)': { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (ingest 50 ms)', extraGateway: '  audit: { ingestMs: 50 }' }), levels: 'core', onlyWhenNamed: true },
   'mcpgate (unaudited)': { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl], name: 'mcpgate (unaudited)', extraGateway: '  audit: { enabled: false }' }), levels: 'core', onlyWhenNamed: true },
   // The A/A check of the instrument (decision 0022): a second gateway identical to mcpgate, whose per-round ratio
   // against mcpgate says how far two equal gateways read apart. Run only when named (`--contenders`).

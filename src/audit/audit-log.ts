@@ -567,6 +567,7 @@ export function auditLogFromConfig(
   if (!config.enabled) return undefined;
   const { logger } = deps;
   const writer = deps.openWriter?.({
+    ingestMs: config.ingestMs,
     onRetry: (error, attempt, records, retryInMs) => {
       if (logsRetry(attempt)) logger.warn({ err: error, attempt, records, retryInMs }, 'audit ingest failed; retrying');
     },

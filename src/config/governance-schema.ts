@@ -51,6 +51,14 @@ export const auditSchema = z.strictObject({
    * arriving while a batch is being written form the next batch, so concurrency batches without adding latency.
    */
   flushMs: integer(z.number().int().min(0).max(10_000)).default(0),
+  /**
+   * SQLite only: how often records made durable in the audit journal are moved into the database table, by the
+   * writer thread in one transaction (docs/decisions/0005). Other processes reading the file (`mcpgate audit
+   * verify|export`) see records up to this late; this gateway's own readers flush first. Each move wakes the writer
+   * thread and rewrites the table's last pages, so a longer interval costs less CPU per call when calls are few
+   * (decision 0005, fourth revision). Durability does not depend on it: a record is durable once journaled.
+   */
+  ingestMs: integer(z.number().int().min(1).max(60_000)).default(1000),
   /** Queue mode: records held before `append` waits for room. */
   maxQueue: integer(z.number().int().min(1).max(1_000_000)).default(10_000),
   /**

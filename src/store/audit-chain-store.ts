@@ -76,6 +76,8 @@ export interface AuditWriterOptions {
    * undefined while replaying a crashed process's journal, whose rows only the writer thread reads.
    */
   readonly onRetry?: (error: unknown, attempt: number, records: number | undefined, retryInMs: number) => void;
+  /** A writer that moves records from a journal into the store: how often (the SQLite journal), in ms. */
+  readonly ingestMs?: number;
 }
 
 /** A position in the audit log: where a page ended, so the next one starts after it (keyset paging). */

@@ -10,6 +10,7 @@ import { verifyAudit } from '../../src/audit/verify.js';
 import { auditSchema } from '../../src/config/governance-schema.js';
 import { GatewayError } from '../../src/errors/gateway-error.js';
 import { captureLogger, InstrumentedStore, sqliteStore, tick } from './helpers.js';
+import type { AuditWriterOptions } from '../../src/store/audit-chain-store.js';
 
 const call = (n: number, extra: Partial<AuditInput> = {}): AuditInput => ({
   kind: 'call',
@@ -379,12 +380,18 @@ describe('AuditLog: durability', () => {
   });
 
   it('is built from gateway.audit, and not at all when auditing is off', async () => {
-    const { store, logger } = await fixture();
+    const { store, raw, logger } = await fixture();
     assert.equal(auditLogFromConfig(auditSchema.parse({ enabled: false }), { store, logger }), undefined);
     const log = auditLogFromConfig(auditSchema.parse({ durability: 'queue', chainId: 'from-config' }), { store, logger });
     assert.equal(log?.chainId, 'from-config');
     assert.equal(log?.durability, 'queue');
     await log?.close();
+    const asked: AuditWriterOptions[] = [];
+    const journaled = auditLogFromConfig(auditSchema.parse({ ingestMs: 750 }), { store, logger, openWriter: (options) => (asked.push(options), raw.openAuditWriter()) });
+    assert.equal(asked[0]?.ingestMs, 750, 'the writer is opened with gateway.audit.ingestMs');
+    await journaled?.close();
+    assert.equal(auditSchema.parse({}).ingestMs, 1000);
+    assert.throws(() => auditSchema.parse({ ingestMs: 0 }));
     assert.throws(() => new AuditLog({ store, logger, chainId: 'bad id' }), /chainId/);
     assert.throws(() => new AuditLog({ store, logger, maxQueue: 0 }), /maxQueue/);
   });

@@ -204,6 +204,28 @@ describe('SQLite audit journal', () => {
     await store.close();
   });
 
+  it('ingestMs sets how often journaled records reach the table (gateway.audit.ingestMs)', async () => {
+    const { store } = await fresh();
+    const seqs = async (chainId: string): Promise<number[]> => (await store.listAuditRecords({ chainId, order: 'chain', limit: 10 })).map((stored) => stored.seq);
+    const soon = store.openAuditWriter({ ingestMs: 20 });
+    const late = store.openAuditWriter({ ingestMs: 60_000 });
+    await soon.ready();
+    await late.ready();
+    await soon.appendAuditRecords([row('soon', 1)]);
+    await late.appendAuditRecords([row('late', 1)]);
+    const deadline = Date.now() + 10_000;
+    while ((await seqs('soon')).length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    assert.deepEqual(await seqs('soon'), [1], 'ingested within its interval');
+    // Six times the default interval: long enough for a writer that ignored its ingestMs to have moved the record.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.deepEqual(await seqs('late'), [], 'durable in the journal, not moved before its interval');
+    await late.flush();
+    assert.deepEqual(await seqs('late'), [1], 'flush does not wait for the interval');
+    await soon.close();
+    await late.close();
+    await store.close();
+  });
+
   it('a background ingest refused by another writer of the chain is reported to the next append, never an unhandled rejection', async () => {
     const { store } = await fresh();
     // Another process took seq 2 of this chain before the journal's timed ingest gets to it.

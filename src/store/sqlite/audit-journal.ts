@@ -113,7 +113,10 @@ export interface JournalOptions {
   /** The journal root; this writer works in a directory of its own below it. */
   readonly root: string;
   readonly writer: SqliteAuditWriter;
-  /** Longest a row waits in the journal before its ingest starts. Default 50. */
+  /**
+   * Longest a row waits in the journal before its ingest starts. Default 50, for direct callers; a gateway passes
+   * `gateway.audit.ingestMs` (default 1000).
+   */
   readonly ingestMs?: number;
   /**
    * A segment stays open across ingests for this long (default 1000 ms) and is deleted at the first ingest after:

@@ -259,7 +259,13 @@ export class SqliteStore extends SqlStore {
       this.#openWriters -= 1;
       if (this.#openWriters === 0) this.#driver.autocheckpoint(CHECKPOINT_PAGES);
     };
-    return new JournaledAuditWriter({ root: this.#journalRoot(), writer, onClose, ...(options.onRetry === undefined ? {} : { onRetry: options.onRetry }) });
+    return new JournaledAuditWriter({
+      root: this.#journalRoot(),
+      writer,
+      onClose,
+      ...(options.onRetry === undefined ? {} : { onRetry: options.onRetry }),
+      ...(options.ingestMs === undefined ? {} : { ingestMs: options.ingestMs }),
+    });
   }
 
   override async auditJournalBacklog(): Promise<AuditJournalBacklog> {
