@@ -148,7 +148,7 @@ async function readBody(server: string, body: Readable, headers: IncomingHttpHea
     throw tooLargeError(server, limit);
   }
   // The upstream's announced length sizes the gather: a configured server's answer, never a client's body.
-  const buffer = await collectStream(body, limit, Number.isFinite(declared) ? declared : undefined);
+  const buffer = await collectStream(body, limit, declared);
   if (buffer === undefined) {
     abortBody(body);
     throw tooLargeError(server, limit);
