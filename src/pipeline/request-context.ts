@@ -40,8 +40,12 @@ export interface TraceContext {
  */
 export interface InputHold {
   ask(request: JsonRpcRequest): Promise<{ ok: true; result: JsonObject } | { ok: false; error: JsonRpcErrorObject }>;
-  /** True while the call waits for its client's answers: its upstream can send nothing new until they come. */
-  readonly awaitsClient: boolean;
+  /**
+   * False while the call waits for its client's answers (its upstream can send nothing new until they come) and
+   * once its client has had its answer (it failed on a question it could not be asked, or was abandoned): either
+   * way its upstream is asking nothing the client will see, so a message with no relation is not laid at its door.
+   */
+  readonly mayAsk: boolean;
 }
 
 /** What the transport learnt of one request before the router sees it. */

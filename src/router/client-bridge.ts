@@ -63,7 +63,7 @@ export function createUpstreamHandlers(
   logger: Logger,
 ): UpstreamHandlers<CallContext> {
   return {
-    attributable: (context) => context?.held?.awaitsClient !== true,
+    attributable: (context) => context?.held?.mayAsk !== false,
     onRequest(request, context, signal) {
       if (context?.era === 'modern') {
         // 2026-07-28 has no server→client requests: the request's held call turns them into inputRequests, and

@@ -37,7 +37,10 @@ function notSupported(method: string): UpstreamReply {
  */
 export class RefusedInputs {
   failure: GatewayError | undefined;
-  readonly awaitsClient = false;
+
+  get mayAsk(): boolean {
+    return this.failure === undefined;
+  }
 
   ask(request: JsonRpcRequest): Promise<UpstreamReply> {
     this.failure ??= missingCapability(request.method);
@@ -79,6 +82,7 @@ export class HeldCall {
   private reask = false;
   /** Answers the first request already carried, by key: a question the upstream then asks is answered at once. */
   private early: JsonObject | undefined;
+  private abandoned = false;
 
   constructor(server: string, capabilities: JsonObject, gatherMs: number, early?: unknown) {
     this.server = server;
@@ -87,8 +91,9 @@ export class HeldCall {
     this.early = asObject(early);
   }
 
-  get awaitsClient(): boolean {
-    return this.asked !== undefined && this.asked.size > 0 && this.gathering === undefined;
+  get mayAsk(): boolean {
+    if (this.failure !== undefined || this.abandoned) return false;
+    return this.asked === undefined || this.asked.size === 0 || this.gathering !== undefined;
   }
 
   /** Follows the upstream exchange: its answer (or failure) ends the call. */
@@ -195,6 +200,7 @@ export class HeldCall {
 
   /** The client will not answer (the hold expired, the gateway shuts down): the upstream is told so. */
   abandon(reason: string): void {
+    this.abandoned = true;
     if (this.gathering !== undefined) clearTimeout(this.gathering);
     this.gathering = undefined;
     for (const input of this.pending?.values() ?? []) input.resolve({ ok: false, error: { code: RpcCode.InternalError, message: reason } });

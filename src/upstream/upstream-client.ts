@@ -43,7 +43,8 @@ export interface UpstreamHandlers<C> {
   onClose(): void;
   /**
    * Whether a message that names no request (stdio) may still belong to this call. A call whose upstream is
-   * blocked waiting for the client is not a candidate, so another call of the same session can be matched.
+   * blocked waiting for the client, or whose client already has its answer, is not a candidate, so another call
+   * of the same session can be matched.
    */
   attributable?(context: C | undefined): boolean;
 }
@@ -641,7 +642,8 @@ export class UpstreamClient<C = unknown> {
     }
     // stdio and standalone streams carry no relation; with exactly one call in flight it can only be that one.
     // Calls blocked on their client's answers are not candidates: an abandoned 2026-07-28 input round would
-    // otherwise leave every later call of the session unmatched until its hold expires.
+    // otherwise leave every later call of the session unmatched until its hold expires. Nor are calls whose client
+    // was already answered (a -32021) while their upstream finishes: a later call's question is not theirs.
     if (this.pending.size === 1) {
       for (const entry of this.pending.values()) return entry.context;
     }

@@ -528,6 +528,18 @@ describe('translation: a 2026-07-28 client in front of the legacy fixture (held 
     assert.deepEqual(error.data?.requiredCapabilities, { sampling: {} }, answer.body);
   });
 
+  it('a call refused -32021 whose upstream is still finishing does not take the next call\'s question (stdio)', async () => {
+    // The first call's client is answered at once; its upstream answers 1.5 s later. The second call's question
+    // comes meanwhile, with two calls in flight on the one stdio session and nothing on the wire to relate it.
+    const first = await modernPost(legacyGateway.url, 19, 'tools/call', { name: 'test_sampling', arguments: { prompt: 'first', settleMs: 1_500 } }, { roots: {} });
+    assert.equal(first.status, 400, first.body);
+    const second = await modernPost(legacyGateway.url, 20, 'tools/call', { name: 'test_sampling', arguments: { prompt: 'second' } }, {});
+    assert.equal(second.status, 400, second.body);
+    const error = second.response.error as { code?: number; data?: { requiredCapabilities?: Record<string, unknown> } } | undefined;
+    assert.equal(error?.code, -32021, second.body);
+    assert.deepEqual(error.data?.requiredCapabilities, { sampling: {} }, second.body);
+  });
+
   it('without sampling in clientCapabilities: HTTP 400, -32021 with data.requiredCapabilities', async () => {
     const answer = await modernPost(legacyGateway.url, 3, 'tools/call', { name: 'test_sampling', arguments: { prompt: 'anything' } }, {});
     assert.equal(answer.status, 400, answer.body);
