@@ -29,8 +29,12 @@ const FULL = {
   rounds: 3,
   pointSeconds: 2,
   warmupSeconds: 0.5,
-  /** Unmeasured load on each contender once started, so that no one is measured while V8 still compiles. */
-  primeSeconds: 2,
+  /**
+   * Unmeasured load on each contender once started (at c=8), so that no one is measured while V8 still compiles and
+   * its heap still grows. 2 s left mcpgate short of its steady state, which it reaches after about 10 s of load
+   * where the lean forwarder needs about 4 (decision 0027, `lib/warmup-curve.mjs`).
+   */
+  primeSeconds: 10,
   maxCallsPerPoint: 5_000_000,
   sessions: 8,
   costConcurrency: 32,
@@ -148,7 +152,7 @@ function estimateSeconds(profile) {
   const point = profile.pointSeconds + profile.warmupSeconds + 0.2;
   const w1Points = profile.w1.reduce((sum, name) => sum + (profile.levels[W1_CONTENDERS[name]?.levels]?.length ?? 0), 0);
   const parts = {
-    W1: profile.w1.length * (profile.primeSeconds + 0.5) + profile.rounds * w1Points * point,
+    W1: (profile.w1FreshRounds ? profile.rounds : 1) * profile.w1.length * (profile.primeSeconds + 0.5) + profile.rounds * w1Points * point,
     W2: profile.w2.upstreams.length * (4 + 2 * profile.w2.cachedSeconds + profile.w2.coldSamples * 0.3),
     W3: 50,
     W4: W4_CONTENDER_COUNT * (profile.primeSeconds + 0.5) + profile.rounds * profile.w4.levels.length * W4_CONTENDER_COUNT * (profile.w4.seconds + profile.warmupSeconds + 0.2),

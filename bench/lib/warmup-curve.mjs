@@ -1,0 +1,65 @@
+// How a W1 contender's CPU per call falls after it starts: the evidence behind W1's prime (decision 0027). Run by
+// hand after `npm run build`:
+//
+//   node bench/lib/warmup-curve.mjs [--contenders 'bare,mcpgate (dev),mcpgate'] [--prime 0] [--windows 20]
+//                                   [--window-ms 1000] [--concurrency 32]
+//
+// Starts the named W1 contenders pinned as the bench pins them, opens their sessions, primes each with `--prime`
+// seconds of unmeasured load at c=8 (W1's prime), then measures windows of `--window-ms` at `--concurrency`, the
+// contenders taking turns window by window (the first contender's first window rotates, as in W1). Prints one line
+// per contender: its CPU µs per call in each window, in the order its windows ran.
+
+import { mkdirSync, rmSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { W1_CONTENDERS, point } from '../workloads/w1.mjs';
+import { LOAD_CORE } from './contenders.mjs';
+import { pinSelf, startProcess, stopAll } from './proc.mjs';
+
+const benchDir = join(dirname(fileURLToPath(import.meta.url)), '..');
+const root = join(benchDir, '..');
+
+function option(name, fallback) {
+  const index = process.argv.indexOf(`--${name}`);
+  return index >= 0 && index + 1 < process.argv.length ? process.argv[index + 1] : fallback;
+}
+
+const names = option('contenders', 'bare,mcpgate (dev),mcpgate').split(',');
+for (const name of names) if (W1_CONTENDERS[name] === undefined) throw new Error(`unknown W1 contender: ${name}`);
+const primeSeconds = Number(option('prime', '0'));
+const windows = Number(option('windows', '20'));
+const windowMs = Number(option('window-ms', '1000'));
+const concurrency = Number(option('concurrency', '32'));
+
+const workDir = join(benchDir, 'results', `work-warmup-${process.pid}`);
+mkdirSync(workDir, { recursive: true });
+pinSelf(LOAD_CORE);
+const ctx = { root, benchDir, workDir, tools: 50, log: () => undefined };
+const profile = { pointSeconds: 1, warmupSeconds: 0, maxCallsPerPoint: 5_000_000, sessions: 8 };
+const mock = await startProcess('mock', process.execPath, [join(benchDir, 'mock/http-server.mjs'), '--count', '1', '--tools', '50', '--size', '100', '--mode', 'stateless', '--watch-stdin'], {
+  core: LOAD_CORE,
+  ready: (line) => JSON.parse(line).ports,
+});
+ctx.mockUrl = `http://127.0.0.1:${mock.value[0]}/mcp`;
+try {
+  const started = [];
+  for (const name of names) {
+    const contender = await W1_CONTENDERS[name].start(ctx);
+    started.push(contender);
+    await contender.prepare(profile.sessions);
+    if (primeSeconds > 0) await point(contender, 8, profile, { durationMs: primeSeconds * 1000 });
+  }
+  const rows = started.map(() => []);
+  for (let window = 0; window < windows; window += 1) {
+    for (let turn = 0; turn < started.length; turn += 1) {
+      const index = (turn + window) % started.length;
+      const result = await point(started[index], concurrency, profile, { durationMs: windowMs, countDrained: true });
+      rows[index].push(Math.round(result.cpuUsPerCall));
+    }
+  }
+  console.log(`CPU µs per call in windows of ${windowMs} ms at c=${concurrency}, after a prime of ${primeSeconds} s at c=8:`);
+  names.forEach((name, index) => console.log(`${name.padEnd(24)} ${rows[index].join(' ')}`));
+} finally {
+  await stopAll();
+  rmSync(workDir, { recursive: true, force: true });
+}
