@@ -82,6 +82,7 @@ export class HeldCall {
   private reask = false;
   /** Answers the first request already carried, by key: a question the upstream then asks is answered at once. */
   private early: JsonObject | undefined;
+  /** Set by `abandon`: no client will see what the upstream asks from now on. */
   private abandoned = false;
 
   constructor(server: string, capabilities: JsonObject, gatherMs: number, early?: unknown) {

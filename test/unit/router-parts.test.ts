@@ -117,3 +117,34 @@ test('advertised tools: an error reply ends the listing and is kept; a throw is 
   await assert.rejects(advertised.of('s', session, throwing), /closed/);
   assert.deepEqual([...(await advertised.of('s', session, throwing)).tools.keys()], ['a'], 'listed again after a failure');
 });
+
+test('an input hold is a candidate for an unrelated upstream question only while its client can still be asked', async () => {
+  const { HeldCall, RefusedInputs } = await import('../../src/router/held-calls.js');
+  const sampling = { jsonrpc: '2.0' as const, id: 1, method: 'sampling/createMessage', params: {} };
+
+  const refused = new RefusedInputs();
+  assert.equal(refused.mayAsk, true);
+  await refused.ask(sampling);
+  assert.equal(refused.mayAsk, false, 'a call that will fail -32021 asks its client nothing more');
+
+  const lacking = new HeldCall('s', { roots: {} }, 0);
+  assert.equal(lacking.mayAsk, true);
+  await lacking.ask(sampling);
+  assert.equal(lacking.mayAsk, false, 'a held call refused for a missing capability has had its answer');
+
+  const waiting = new HeldCall('s', { sampling: {} }, 0);
+  const answered = waiting.ask(sampling);
+  assert.equal(waiting.mayAsk, true, 'not yet put to the client');
+  waiting.inputRequests();
+  assert.equal(waiting.mayAsk, false, 'its upstream waits for the client: it sends nothing new meanwhile');
+  waiting.answer({ 'input-1': { role: 'assistant', content: { type: 'text', text: 'ok' }, model: 'm' } });
+  assert.deepEqual(await answered, { ok: true, result: { role: 'assistant', content: { type: 'text', text: 'ok' }, model: 'm' } });
+  assert.equal(waiting.mayAsk, true, 'answered: its upstream may go on and ask again');
+
+  const abandoned = new HeldCall('s', { sampling: {} }, 0);
+  const dropped = abandoned.ask(sampling);
+  abandoned.inputRequests();
+  abandoned.abandon('the client did not answer in time');
+  assert.equal((await dropped).ok, false);
+  assert.equal(abandoned.mayAsk, false, 'no client will answer what an abandoned call asks');
+});
