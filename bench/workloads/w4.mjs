@@ -14,7 +14,7 @@ import { turnOrder } from '../lib/turn-order.mjs';
 import { point } from './w1.mjs';
 
 /** What W4 runs, in this order: each starter is given the run's context and the SSE-answering mock. */
-const W4_PLAN = {
+export const W4_PLAN = {
   direct: (ctx) => starters.directHttp(ctx),
   bare: (ctx) => starters.bareForwarder(ctx),
   // The A/A check (as W1's, decision 0022): a second, identical lean forwarder. Its per-round ratio against `bare`

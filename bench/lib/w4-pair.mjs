@@ -1,0 +1,72 @@
+// Two W4 contenders measured alone, in turn: CPU per MB at c=1 and c=8 and peak RSS per extra call in flight, with
+// only one contender alive at a time (W4 itself keeps all eight alive and interleaves them). Run by hand after
+// `npm run build`:
+//
+//   node bench/lib/w4-pair.mjs [--contenders 'bare,mcpgate'] [--rounds 4] [--seconds 3] [--b-root PATH]
+//
+// Names are W4's (`bench/workloads/w4.mjs`). Each round starts each contender afresh, primes it as W4 does
+// (`--prime` seconds, default 10, of 1 MiB results at c=2), measures c=1 then c=8, and stops it; the order of the
+// two alternates by round. `--b-root` starts the second contender from another checkout's `dist/` (a build to
+// compare against this one), so `--contenders 'mcpgate,mcpgate' --b-root ../other` is a before/after pair.
+
+import { mkdirSync, rmSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { W4_PLAN } from '../workloads/w4.mjs';
+import { point } from '../workloads/w1.mjs';
+import { LOAD_CORE } from './contenders.mjs';
+import { pinSelf, startProcess, stopAll } from './proc.mjs';
+
+const benchDir = join(dirname(fileURLToPath(import.meta.url)), '..');
+const root = join(benchDir, '..');
+const SIZE = 1_048_576;
+
+function option(name, fallback) {
+  const index = process.argv.indexOf(`--${name}`);
+  return index >= 0 && index + 1 < process.argv.length ? process.argv[index + 1] : fallback;
+}
+
+const names = option('contenders', 'bare,mcpgate').split(',');
+if (names.length !== 2) throw new Error('--contenders names exactly two W4 contenders');
+for (const name of names) if (W4_PLAN[name] === undefined) throw new Error(`unknown W4 contender: ${name}`);
+const roots = [root, resolve(option('b-root', root))];
+const rounds = Number(option('rounds', '4'));
+const seconds = Number(option('seconds', '3'));
+const primeSeconds = Number(option('prime', '10'));
+
+const workDir = join(benchDir, 'results', `work-w4-pair-${process.pid}`);
+mkdirSync(workDir, { recursive: true });
+pinSelf(LOAD_CORE);
+const profile = { pointSeconds: seconds, warmupSeconds: 0.5, maxCallsPerPoint: 5_000_000, sessions: 8 };
+const mockArgs = (sse) => [join(benchDir, 'mock/http-server.mjs'), '--count', '1', '--tools', '50', '--size', '100', '--mode', 'stateless', ...(sse ? ['--sse'] : []), '--watch-stdin'];
+const mocks = [];
+for (const sse of [false, true]) {
+  const mock = await startProcess('mock', process.execPath, mockArgs(sse), { core: LOAD_CORE, ready: (line) => JSON.parse(line).ports });
+  mocks.push({ urls: mock.value.map((port) => `http://127.0.0.1:${port}/mcp`) });
+}
+try {
+  const rows = names.map(() => []);
+  for (let round = 0; round < rounds; round += 1) {
+    for (const index of round % 2 === 0 ? [0, 1] : [1, 0]) {
+      const ctx = { root: roots[index], benchDir, workDir, tools: 50, log: () => undefined, mockUrl: mocks[0].urls[0] };
+      const contender = await W4_PLAN[names[index]](ctx, mocks[1]);
+      try {
+        await contender.prepare(8);
+        const params = `{"name":"${contender.toolName}","arguments":{"size":${SIZE}}}`;
+        await point(contender, 2, { ...profile, warmupSeconds: 0 }, { paramsJson: params, durationMs: primeSeconds * 1000 });
+        const one = await point(contender, 1, profile, { paramsJson: params, durationMs: seconds * 1000 });
+        const eight = await point(contender, 8, profile, { paramsJson: params, durationMs: seconds * 1000 });
+        rows[index].push({ c1: Math.round(one.cpuUsPerMB), c8: Math.round(eight.cpuUsPerMB), mib: ((eight.rssPeakBytes - one.rssPeakBytes) / 7 / 2 ** 20).toFixed(2) });
+      } finally {
+        await contender.stop();
+      }
+    }
+  }
+  console.log('CPU µs/MB at c=1 and c=8, and MiB of peak RSS per extra call in flight, per round:');
+  names.forEach((name, index) => console.log(`${`${name}${roots[index] === root ? '' : ` (${roots[index]})`}`.padEnd(28)} ${rows[index].map((row) => `${row.c1}/${row.c8}/${row.mib}`).join('  ')}`));
+  const ratios = (level) => rows[1].map((row, round) => (row[level] / rows[0][round][level]).toFixed(2)).join(' ');
+  console.log(`${names[1]} ÷ ${names[0]} per round: c=1 ${ratios('c1')}; c=8 ${ratios('c8')}`);
+} finally {
+  await stopAll();
+  rmSync(workDir, { recursive: true, force: true });
+}
