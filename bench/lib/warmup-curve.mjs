@@ -7,7 +7,7 @@
 // Starts the named W1 contenders pinned as the bench pins them, opens their sessions, primes each with `--prime`
 // seconds of unmeasured load at c=8 (W1's prime), then measures windows of `--window-ms` at `--concurrency`, the
 // contenders taking turns window by window (the first contender's first window rotates, as in W1). Prints one line
-// per contender: its CPU µs per call in each window, in the order its windows ran.
+// per contender: its CPU µs per call in each window, in the order its windows ran, and the calls measured in all.
 
 import { mkdirSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -50,15 +50,17 @@ try {
     if (primeSeconds > 0) await point(contender, 8, profile, { durationMs: primeSeconds * 1000 });
   }
   const rows = started.map(() => []);
+  const calls = started.map(() => 0);
   for (let window = 0; window < windows; window += 1) {
     for (let turn = 0; turn < started.length; turn += 1) {
       const index = (turn + window) % started.length;
       const result = await point(started[index], concurrency, profile, { durationMs: windowMs, countDrained: true });
       rows[index].push(Math.round(result.cpuUsPerCall));
+      calls[index] += result.calls;
     }
   }
   console.log(`CPU µs per call in windows of ${windowMs} ms at c=${concurrency}, after a prime of ${primeSeconds} s at c=8:`);
-  names.forEach((name, index) => console.log(`${name.padEnd(24)} ${rows[index].join(' ')}`));
+  names.forEach((name, index) => console.log(`${name.padEnd(24)} ${rows[index].join(' ')} (${calls[index]} calls)`));
 } finally {
   await stopAll();
   rmSync(workDir, { recursive: true, force: true });
