@@ -88,7 +88,9 @@ export function parseOptions(argv) {
     else if (flag === '--rounds') profile.rounds = Number(value());
     else if (flag === '--point-seconds') profile.pointSeconds = Number(value());
     else if (flag === '--soak-seconds') profile.w6.seconds = Number(value());
-    else if (flag === '--levels') profile.levels.core = list(value()).map(Number);
+    // Peer-level contenders (mcpgate (governed), the peers) too: a run that measured them at levels the others skip
+    // gave them load the others did not have before a shared level (decision 0027). Spawn-level ones keep their cap.
+    else if (flag === '--levels') profile.levels.core = profile.levels.peer = list(value()).map(Number);
     else if (flag === '--set') setPath(profile, value());
     else if (flag === '--help') {
       process.stdout.write(
