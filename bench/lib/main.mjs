@@ -6,7 +6,7 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, release, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { LOAD_CORE } from './contenders.mjs';
-import { canPin, pinSelf, startProcess, stopAll } from './proc.mjs';
+import { canPin, pinSelf, startMock, stopAll } from './proc.mjs';
 import { renderMarkdown } from './report.mjs';
 import { runW1, W1_CONTENDERS } from '../workloads/w1.mjs';
 import { runW2 } from '../workloads/w2.mjs';
@@ -207,16 +207,8 @@ export async function main(root, argv) {
   const ctx = { root, benchDir, workDir, tools: 50, log, mockUrl: undefined, mockPid: undefined };
   /** Upstream mocks, started once per configuration and shared by the workloads that need them. */
   ctx.mock = async (options = {}) => {
-    const args = { count: 1, tools: 50, size: 100, mode: 'stateless', ...options };
-    const key = JSON.stringify(args);
-    if (!mocks.has(key)) {
-      const flags = Object.entries(args).flatMap(([name, value]) => (value === true ? [`--${name}`] : value === false ? [] : [`--${name}`, String(value)]));
-      const child = await startProcess('mock', process.execPath, [join(benchDir, 'mock/http-server.mjs'), ...flags, '--watch-stdin'], {
-        core: LOAD_CORE,
-        ready: (line) => JSON.parse(line).ports,
-      });
-      mocks.set(key, { pid: child.pid, urls: child.value.map((port) => `http://127.0.0.1:${port}/mcp`), stop: child.stop });
-    }
+    const key = JSON.stringify(options);
+    if (!mocks.has(key)) mocks.set(key, await startMock(benchDir, LOAD_CORE, options));
     return mocks.get(key);
   };
 

@@ -5,6 +5,7 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 const live = new Set();
@@ -47,6 +48,28 @@ export function pinSelf(core) {
 /** `[taskset, -c, core, cmd, ...]` when pinning works, else the command unchanged. */
 export function pinned(core, command, args) {
   return canPin() && core !== undefined ? { command: 'taskset', args: ['-c', String(core), command, ...args] } : { command, args };
+}
+
+/**
+ * An upstream mock (`bench/mock/http-server.mjs`) on `core`: one stateless server of 50 tools answering 100 B
+ * results unless `options` says otherwise (its flags by name: `{ sse: true, count: 2 }`). The bench's workloads
+ * share one per configuration (`ctx.mock`); the hand-run tools start their own.
+ * @returns {Promise<{pid:number, urls:string[], stop:() => Promise<void>}>}
+ */
+export async function startMock(benchDir, core, options = {}) {
+  const args = { count: 1, tools: 50, size: 100, mode: 'stateless', ...options };
+  const flags = Object.entries(args).flatMap(([name, value]) => (value === true ? [`--${name}`] : value === false ? [] : [`--${name}`, String(value)]));
+  const child = await startProcess('mock', process.execPath, [join(benchDir, 'mock/http-server.mjs'), ...flags, '--watch-stdin'], {
+    core,
+    ready: (line) => JSON.parse(line).ports,
+  });
+  return { pid: child.pid, urls: child.value.map((port) => `http://127.0.0.1:${port}/mcp`), stop: child.stop };
+}
+
+/** `--name value` from the command line of a hand-run tool, else `fallback`. */
+export function option(name, fallback) {
+  const index = process.argv.indexOf(`--${name}`);
+  return index >= 0 && index + 1 < process.argv.length ? process.argv[index + 1] : fallback;
 }
 
 /**

@@ -15,16 +15,11 @@ import { fileURLToPath } from 'node:url';
 import { W4_PLAN } from '../workloads/w4.mjs';
 import { point } from '../workloads/w1.mjs';
 import { LOAD_CORE } from './contenders.mjs';
-import { pinSelf, startProcess, stopAll } from './proc.mjs';
+import { option, pinSelf, startMock, stopAll } from './proc.mjs';
 
 const benchDir = join(dirname(fileURLToPath(import.meta.url)), '..');
 const root = join(benchDir, '..');
 const SIZE = 1_048_576;
-
-function option(name, fallback) {
-  const index = process.argv.indexOf(`--${name}`);
-  return index >= 0 && index + 1 < process.argv.length ? process.argv[index + 1] : fallback;
-}
 
 const names = option('contenders', 'bare,mcpgate').split(',');
 if (names.length !== 2) throw new Error('--contenders names exactly two W4 contenders');
@@ -38,12 +33,7 @@ const workDir = join(benchDir, 'results', `work-w4-pair-${process.pid}`);
 mkdirSync(workDir, { recursive: true });
 pinSelf(LOAD_CORE);
 const profile = { pointSeconds: seconds, warmupSeconds: 0.5, maxCallsPerPoint: 5_000_000, sessions: 8 };
-const mockArgs = (sse) => [join(benchDir, 'mock/http-server.mjs'), '--count', '1', '--tools', '50', '--size', '100', '--mode', 'stateless', ...(sse ? ['--sse'] : []), '--watch-stdin'];
-const mocks = [];
-for (const sse of [false, true]) {
-  const mock = await startProcess('mock', process.execPath, mockArgs(sse), { core: LOAD_CORE, ready: (line) => JSON.parse(line).ports });
-  mocks.push({ urls: mock.value.map((port) => `http://127.0.0.1:${port}/mcp`) });
-}
+const mocks = [await startMock(benchDir, LOAD_CORE), await startMock(benchDir, LOAD_CORE, { sse: true })];
 try {
   const rows = names.map(() => []);
   for (let round = 0; round < rounds; round += 1) {

@@ -14,15 +14,10 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { W1_CONTENDERS, point } from '../workloads/w1.mjs';
 import { LOAD_CORE } from './contenders.mjs';
-import { pinSelf, startProcess, stopAll } from './proc.mjs';
+import { option, pinSelf, startMock, stopAll } from './proc.mjs';
 
 const benchDir = join(dirname(fileURLToPath(import.meta.url)), '..');
 const root = join(benchDir, '..');
-
-function option(name, fallback) {
-  const index = process.argv.indexOf(`--${name}`);
-  return index >= 0 && index + 1 < process.argv.length ? process.argv[index + 1] : fallback;
-}
 
 const names = option('contenders', 'bare,mcpgate (dev),mcpgate').split(',');
 for (const name of names) if (W1_CONTENDERS[name] === undefined) throw new Error(`unknown W1 contender: ${name}`);
@@ -36,11 +31,7 @@ mkdirSync(workDir, { recursive: true });
 pinSelf(LOAD_CORE);
 const ctx = { root, benchDir, workDir, tools: 50, log: () => undefined };
 const profile = { pointSeconds: 1, warmupSeconds: 0, maxCallsPerPoint: 5_000_000, sessions: 8 };
-const mock = await startProcess('mock', process.execPath, [join(benchDir, 'mock/http-server.mjs'), '--count', '1', '--tools', '50', '--size', '100', '--mode', 'stateless', '--watch-stdin'], {
-  core: LOAD_CORE,
-  ready: (line) => JSON.parse(line).ports,
-});
-ctx.mockUrl = `http://127.0.0.1:${mock.value[0]}/mcp`;
+ctx.mockUrl = (await startMock(benchDir, LOAD_CORE)).urls[0];
 try {
   const started = [];
   for (const name of names) {
