@@ -5,6 +5,8 @@ import { createInterface } from 'node:readline';
 import type { Command } from 'commander';
 import type { StatementVerifier } from '../audit/checkpoint.js';
 import { exportAudit, parseTimeBound } from '../audit/query.js';
+import { AUDIT_DECISIONS, AUDIT_KINDS } from '../audit/record.js';
+import { recordFilter } from './audit-export-filters.js';
 import { pruneAudit, type ChainPruneResult } from '../audit/retention.js';
 import { verifyAudit, type ChainVerification } from '../audit/verify.js';
 import { loadConfig } from '../config/load.js';
@@ -47,6 +49,17 @@ export interface AuditExportOptions {
   readonly until?: string;
   readonly chain?: string;
   readonly format?: string;
+  readonly key?: string;
+  /** A user's or an agent's id. */
+  readonly principal?: string;
+  readonly team?: string;
+  readonly org?: string;
+  readonly session?: string;
+  readonly server?: string;
+  readonly tool?: string;
+  readonly trace?: string;
+  readonly decision?: string;
+  readonly kind?: string;
 }
 
 /** Exit code of `audit verify` when a chain is broken: apart from 1 (could not check) so scripts can tell them apart. */
@@ -200,7 +213,11 @@ function timeOption(value: string, flag: string, now: Date): Date {
   return date;
 }
 
-/** `mcpgate audit export --since <when> [--until <when>] [--chain <id>] --format jsonl`: one canonical JSON record per line on stdout. */
+/**
+ * `mcpgate audit export --since <when> [--until <when>] [--chain <id>] [record filters] --format jsonl`: one
+ * canonical JSON record per line on stdout. Record filters (`--key`, `--trace`, …) select records inside chains, so
+ * a filtered export has gaps: it is not a contiguous chain, and the summary on stderr names the filters.
+ */
 export function runAuditExport(options: AuditExportOptions, io: AuditIo): Promise<number> {
   return runCommand(io, 'audit export', async () => {
     const format = options.format ?? 'jsonl';
@@ -209,7 +226,8 @@ export function runAuditExport(options: AuditExportOptions, io: AuditIo): Promis
     const since = timeOption(options.since, '--since', now);
     const until = options.until === undefined ? undefined : timeOption(options.until, '--until', now);
     if (until !== undefined && until.getTime() <= since.getTime()) throw new UsageError('--until must be later than --since');
-    const filter = { since, ...(until === undefined ? {} : { until }), ...(options.chain === undefined ? {} : { chainId: options.chain }) };
+    const records = recordFilter(options);
+    const filter = { since, ...(until === undefined ? {} : { until }), ...(options.chain === undefined ? {} : { chainId: options.chain }), ...records.filter };
     await withStore(options.config, io, async (store) => {
       const summary = await exportAudit(store, filter, async (line) => {
         io.stdout(line);
@@ -218,7 +236,7 @@ export function runAuditExport(options: AuditExportOptions, io: AuditIo): Promis
       for (const row of summary.malformed) {
         io.stderr(`mcpgate audit export: chain ${row.chainId} seq ${row.seq} cannot be read as a record (${row.detail}); exported as found`);
       }
-      io.stderr(`exported ${summary.records} audit record(s)`);
+      io.stderr(`exported ${summary.records} audit record(s)${records.labels.length === 0 ? '' : ` (filtered: ${records.labels.join(', ')})`}`);
       reportPending(io, 'audit export', await journalPending(store, options.chain));
     });
   });
@@ -278,10 +296,24 @@ export function registerAuditCommand(program: Command, io: AuditIo, defaultConfi
     });
   audit
     .command('export')
-    .description('write audit records as JSON Lines on stdout, one canonical record per line with its chain links')
+    .description(
+      'write audit records as JSON Lines on stdout, one canonical record per line with its chain links; the record filters ' +
+        '(--key … --kind) combine with AND and leave gaps: a filtered export is not a contiguous chain, so chain checks ' +
+        '(receipt verify --audit) need an unfiltered one',
+    )
     .requiredOption('--since <when>', 'ISO 8601 date or date-time with offset, or a duration back from now (24h, 7d)')
     .option('--until <when>', 'end (exclusive), same forms as --since')
     .option('--chain <id>', 'one chain only')
+    .option('--key <id>', 'records of this API key only')
+    .option('--principal <id>', 'records of this user or agent only (its id)')
+    .option('--team <id>', 'records of this team only')
+    .option('--org <id>', 'records of this organization only')
+    .option('--session <id>', 'records of this session only')
+    .option('--server <name>', 'records of this upstream server only')
+    .option('--tool <name>', 'records of this tool only (the upstream\'s own name)')
+    .option('--trace <trace id>', 'records of this W3C trace only (32 lowercase hex)')
+    .option('--decision <decision>', `records with this decision only (${AUDIT_DECISIONS.join(', ')})`)
+    .option('--kind <kind>', `records of this kind only (${AUDIT_KINDS.join(', ')})`)
     .option('--format <format>', 'output format (jsonl only)', 'jsonl')
     .option('-c, --config <file>', 'configuration file', defaultConfig)
     .action(async (options: AuditExportOptions) => {

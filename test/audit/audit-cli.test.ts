@@ -9,11 +9,16 @@ import { after, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { AuditAnchoring } from '../../src/audit/anchor-job.js';
 import { AuditLog } from '../../src/audit/audit-log.js';
+import { iterateAuditRecords } from '../../src/audit/query.js';
+import type { AuditInput } from '../../src/audit/record.js';
 import { verifyExport } from '../../src/audit/verify.js';
 import { runAuditExport, runAuditVerify } from '../../src/cli/audit.js';
 import { ReceiptSigner } from '../../src/receipts/receipt.js';
 import { createStore } from '../../src/store/create-store.js';
+import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { journalText } from '../../src/store/sqlite/audit-journal-format.js';
+import type { Store } from '../../src/store/store.js';
+import { PG_SERVER, ThrowawayDatabases } from '../fixtures/postgres.js';
 import { captureLogger } from './helpers.js';
 
 // The real built CLI (npm test builds first; run `npm run build` before this file alone).
@@ -128,6 +133,155 @@ describe('mcpgate audit export (built CLI)', () => {
     assert.notEqual(missing.code, 0);
     const inverted = await run(['audit', 'export', '--since', '2026-01-02', '--until', '2026-01-01', '-c', config]);
     assert.equal(inverted.code, 1);
+  });
+});
+
+const T1 = '4bf92f3577b34da6a3ce929d0e0e4736';
+const T2 = '0af7651916cd43dd8448eb211c80319c';
+
+/**
+ * Six records of chain `gw-f`, one hour apart from 2026-01-01 01:00, for the record filters: two keys (k1 a user's,
+ * k2 an agent's), two servers, two traces, and records of other kinds and decisions.
+ *
+ * | seq | key | principal | team | org | session | server | tool     | trace | kind         | decision |
+ * |-----|-----|-----------|------|-----|---------|--------|----------|-------|--------------|----------|
+ * | 1   | k1  | user u1   | t1   | o1  | s1      | notes  | add_note | T1    | call         | allow    |
+ * | 2   | k1  | user u1   | t1   | o1  | s1      | clock  | now      | T2    | call         | deny     |
+ * | 3   | k2  | agent a2  | t2   | o1  | s2      | notes  | add_note | T2    | call         | error    |
+ * | 4   | k2  | agent a2  | t2   | o2  | s3      | clock  | now      | T1    | call         | allow    |
+ * | 5   | k1  | user u1   | t1   | o1  | s1      |        |          | T1    | list         | allow    |
+ * | 6   |     |           |      |     |         |        |          |       | auth-failure | deny     |
+ */
+async function writeFilterRecords(store: Store): Promise<void> {
+  const u1 = { keyId: 'k1', userId: 'u1', teamId: 't1', orgId: 'o1' };
+  const a2 = { keyId: 'k2', agentId: 'a2', teamId: 't2', orgId: 'o1' };
+  const inputs: AuditInput[] = [
+    { kind: 'call', decision: 'allow', principal: u1, sessionId: 's1', server: 'notes', tool: 'add_note', exposed: 'notes__add_note', traceId: T1 },
+    { kind: 'call', decision: 'deny', principal: u1, sessionId: 's1', server: 'clock', tool: 'now', exposed: 'clock__now', traceId: T2 },
+    { kind: 'call', decision: 'error', principal: a2, sessionId: 's2', server: 'notes', tool: 'add_note', exposed: 'notes__add_note', traceId: T2 },
+    { kind: 'call', decision: 'allow', principal: { ...a2, orgId: 'o2' }, sessionId: 's3', server: 'clock', tool: 'now', exposed: 'clock__now', traceId: T1 },
+    { kind: 'list', decision: 'allow', principal: u1, sessionId: 's1', exposed: 'tools/list', traceId: T1 },
+    { kind: 'auth-failure', decision: 'deny', reason: 'unknown key' },
+  ];
+  const { logger } = captureLogger();
+  const log = new AuditLog({ store, logger, chainId: 'gw-f', flushMs: 0 });
+  for (const [i, input] of inputs.entries()) await log.append({ ...input, time: new Date(Date.UTC(2026, 0, 1, i + 1)) });
+  await log.close();
+}
+
+/** Each record filter, alone and combined, with the seqs of `writeFilterRecords` it must export and the summary's labels. */
+const FILTER_CASES: readonly (readonly [string[], number[], string])[] = [
+  [['--key', 'k1'], [1, 2, 5], 'key=k1'],
+  [['--key', 'k2'], [3, 4], 'key=k2'],
+  [['--principal', 'u1'], [1, 2, 5], 'principal=u1'],
+  [['--principal', 'a2'], [3, 4], 'principal=a2'],
+  [['--team', 't2'], [3, 4], 'team=t2'],
+  [['--org', 'o2'], [4], 'org=o2'],
+  [['--session', 's1'], [1, 2, 5], 'session=s1'],
+  [['--server', 'notes'], [1, 3], 'server=notes'],
+  [['--server', 'clock'], [2, 4], 'server=clock'],
+  [['--tool', 'now'], [2, 4], 'tool=now'],
+  [['--trace', T1], [1, 4, 5], `trace=${T1}`],
+  [['--trace', T2], [2, 3], `trace=${T2}`],
+  [['--decision', 'deny'], [2, 6], 'decision=deny'],
+  [['--kind', 'list'], [5], 'kind=list'],
+  // AND: the intersection; the summary names the filters in a fixed order, whatever the order given.
+  [['--trace', T1, '--key', 'k1'], [1, 5], `key=k1, trace=${T1}`],
+  [['--key', 'k1', '--server', 'clock', '--decision', 'deny'], [2], 'key=k1, server=clock, decision=deny'],
+  [['--key', 'k2', '--server', 'notes', '--trace', T1], [], `key=k2, server=notes, trace=${T1}`],
+];
+
+/** Runs every filter case against `config` (a store holding `writeFilterRecords`'s chain). */
+async function checkFilterCases(config: string, cases = FILTER_CASES): Promise<void> {
+  for (const [flags, seqs, labels] of cases) {
+    const result = await run(['audit', 'export', '--since', '2026-01-01', ...flags, '-c', config]);
+    assert.equal(result.code, 0, result.stderr);
+    const records = result.stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line) as { chainId: string; seq: number });
+    assert.deepEqual(records.map((r) => r.seq), seqs, flags.join(' '));
+    assert.ok(records.every((r) => r.chainId === 'gw-f'));
+    assert.equal(result.stderr, `exported ${seqs.length} audit record(s) (filtered: ${labels})\n`, flags.join(' '));
+  }
+}
+
+describe('mcpgate audit export with record filters (built CLI)', () => {
+  it('exports exactly the records every given filter matches; the summary names the filters', async () => {
+    const dir = join(root, `filters-${++counter}`);
+    const db = join(dir, 'gate.db');
+    const config = join(dir, 'mcpgate.yaml');
+    const store = await createStore(db);
+    try {
+      await writeFilterRecords(store);
+    } finally {
+      await store.close();
+    }
+    writeFileSync(config, `gateway:\n  store: ${JSON.stringify(db)}\nservers: {}\n`);
+    const all = await run(['audit', 'export', '--since', '2026-01-01', '-c', config]);
+    assert.equal(all.code, 0, all.stderr);
+    assert.equal(all.stdout.split('\n').filter(Boolean).length, 6);
+    assert.equal(all.stderr, 'exported 6 audit record(s)\n', 'no filter, no filtered note');
+    await checkFilterCases(config);
+    // With the time window and the chain as well.
+    const window = await run(['audit', 'export', '--since', '2026-01-01T02:00:00Z', '--until', '2026-01-01T05:00:00Z', '--chain', 'gw-f', '--key', 'k1', '-c', config]);
+    assert.equal(window.code, 0, window.stderr);
+    assert.deepEqual(window.stdout.split('\n').filter(Boolean).map((line) => (JSON.parse(line) as { seq: number }).seq), [2]);
+  });
+
+  it('refuses a malformed or empty filter value before reading the configuration: exit 1, nothing on stdout', async () => {
+    // No such configuration: a filter checked after loading it would fail on the file instead.
+    const config = join(root, 'absent', 'mcpgate.yaml');
+    const cases: [string[], RegExp][] = [
+      [['--trace', T1.toUpperCase()], /^mcpgate audit export: --trace "4BF9[0-9A-F]+" is not 32 lowercase hex characters, not all zeros$/m],
+      [['--trace', '0'.repeat(32)], /--trace "0{32}" is not 32 lowercase hex characters, not all zeros/],
+      [['--trace', 'abc'], /--trace "abc" is not 32 lowercase hex/],
+      [['--decision', 'denied'], /--decision "denied" is not one of allow, deny, advisory-deny, error, cancelled, timeout, drift, refused$/m],
+      [['--kind', 'tool'], /--kind "tool" is not one of call, list, /],
+      [['--key', ''], /--key "" is not a non-empty string without NUL characters/],
+      [['--server', 'notes', '--tool', ''], /--tool "" is not a non-empty string/],
+    ];
+    for (const [flags, message] of cases) {
+      const result = await run(['audit', 'export', '--since', '24h', ...flags, '-c', config]);
+      assert.equal(result.code, 1, `${flags.join(' ')}: ${result.stderr}`);
+      assert.equal(result.stdout, '', flags.join(' '));
+      assert.match(result.stderr, message);
+    }
+  });
+
+  it('pages with the filter kept: each page starts after the last matching record', async () => {
+    const dir = mkdtempSync(join(root, 'paging-'));
+    const store = await createStore(join(dir, 'gate.db'));
+    try {
+      await writeFilterRecords(store);
+      const seqs = async (filter: Parameters<typeof iterateAuditRecords>[1]): Promise<number[]> => {
+        const out: number[] = [];
+        for await (const row of iterateAuditRecords(store, filter)) out.push(row.seq);
+        return out;
+      };
+      assert.deepEqual(await seqs({ keyId: 'k1', limit: 1 }), [1, 2, 5]);
+      assert.deepEqual(await seqs({ traceId: T1, principalId: 'u1', limit: 1 }), [1, 5]);
+      assert.deepEqual(await seqs({ server: 'clock', limit: 2 }), [2, 4]);
+    } finally {
+      await store.close();
+    }
+  });
+
+  describe('on the real PostgreSQL', () => {
+    const databases = new ThrowawayDatabases('mcpgate_audit_cli');
+    after(() => databases.dropAll());
+
+    it('the same filters select the same records', async () => {
+      const name = await databases.create();
+      const url = `${PG_SERVER}/${name}`;
+      const store = new PostgresStore({ connectionString: url, max: 2 });
+      try {
+        await store.migrate();
+        await writeFilterRecords(store);
+      } finally {
+        await store.close();
+      }
+      const config = join(root, `pg-${++counter}.yaml`);
+      writeFileSync(config, `gateway:\n  store: ${JSON.stringify(url)}\nservers: {}\n`);
+      await checkFilterCases(config);
+    });
   });
 });
 
