@@ -157,7 +157,7 @@ function estimateSeconds(profile) {
     W1: (profile.w1FreshRounds ? profile.rounds : 1) * profile.w1.length * (profile.primeSeconds + 0.5) + profile.rounds * w1Points * point,
     W2: profile.w2.upstreams.length * (4 + 2 * profile.w2.cachedSeconds + profile.w2.coldSamples * 0.3),
     W3: 50,
-    W4: W4_CONTENDER_COUNT * (profile.primeSeconds + 0.5) + profile.rounds * profile.w4.levels.length * W4_CONTENDER_COUNT * (profile.w4.seconds + profile.warmupSeconds + 0.2),
+    W4: profile.rounds * W4_CONTENDER_COUNT * (profile.primeSeconds + 0.5) + profile.rounds * profile.w4.levels.length * W4_CONTENDER_COUNT * (profile.w4.seconds + profile.warmupSeconds + 0.2),
     W5: 3 + profile.w5.reps * (1 + profile.w5.upstreams.length),
     W6: profile.w6.seconds + 6,
     W7: 2 * (profile.w7.seconds + profile.warmupSeconds) + 8,

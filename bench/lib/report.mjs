@@ -144,14 +144,14 @@ function w4(result) {
       fmt(entry.summary.cpuPerMBxBare, 2),
       fmt(entry.summary.p99, 1),
       mib(entry.summary.rssPeakBytes.median, 0),
-      index === all.length - 1 ? num(contender.marginalMiBPerCall, 2) : '',
+      index === all.length - 1 ? `${num(contender.marginalMiBPerCall, 2)}${contender.marginalMiBPerCallByRound === undefined ? '' : ` (${contender.marginalMiBPerCallByRound.map((value) => num(value, 2)).join(' ')})`}` : '',
       String(entry.summary.errors),
     ]),
   );
   return [
     '### W4: 1 MiB tool results',
     '',
-    `Result ${num(result.sizeBytes / 1048576, 0)} MiB of text per call. CPU = the contender's own per MB received by the client. ×bare = the median (min–max) of the per-round ratios of CPU per MB to the lean forwarder's in the same round; \`bare (again)\`'s is the instrument's own spread. Peak RSS from VmHWM, reset before each run; per extra call = (peak at the highest c − peak at the lowest) / the difference in c.`,
+    `Result ${num(result.sizeBytes / 1048576, 0)} MiB of text per call. CPU = the contender's own per MB received by the client. ×bare = the median (min–max) of the per-round ratios of CPU per MB to the lean forwarder's in the same round; \`bare (again)\`'s is the instrument's own spread. Peak RSS from VmHWM, reset before each point; every round starts every contender afresh, and per extra call = (peak at the highest c − peak at the lowest, in one process) / the difference in c: the median of the rounds, each round's in brackets (decision 0028).`,
     '',
     table(['contender', 'c', 'MB/s', 'CPU µs/MB', 'CPU/MB ×bare', 'p99 ms', 'peak RSS MiB', 'MiB per extra in-flight call', 'errors'], rows),
     ...(result.failures.length > 0 ? ['', ...result.failures.map((failure) => `- ${failure.name} could not run: ${failure.error}`)] : []),

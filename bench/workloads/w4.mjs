@@ -1,7 +1,10 @@
 // W4: 1 MiB tool results. MB/s at c=1 and c=8, the contender's CPU per MB, and its peak memory per call in
 // flight. Node frees memory lazily (GC slack dwarfs one call at c=1), so the per-call figure is marginal:
-// (peak RSS at c=8 − peak RSS at c=1) / 7, peaks from VmHWM reset before each run. Contenders take their turns
-// in W1's balanced order.
+// (peak RSS at c=8 − peak RSS at c=1) / 7, peaks from VmHWM reset before each point, taken in one process and
+// reported as the median of the rounds' figures. Every round starts every contender afresh and primes it (decision
+// 0028): a process kept alive across rounds carried the heap of its earlier points into its later peaks, and the
+// lean forwarder read anywhere from −1.9 to 2.9 MiB per extra call. Contenders take their turns in W1's balanced
+// order.
 // mcpgate is also run against an upstream that answers in SSE, which it must parse event by event, and in dev
 // mode. A JSON answer's 1 MiB result is kept as bytes (issue 29 §3); an SSE event's is parsed.
 // Each contender's CPU per MB is also set against the lean forwarder's in the same round: issue 29 §3's figure is
@@ -37,26 +40,15 @@ export const W4_CONTENDER_COUNT = Object.keys(W4_PLAN).length;
 export async function runW4(ctx, profile) {
   const settings = profile.w4;
   const sseMock = await ctx.mock({ sse: true });
-  const plan = Object.entries(W4_PLAN).map(([name, start]) => [name, () => start(ctx, sseMock)]);
-  const started = [];
-  const failures = [];
-  for (const [name, start] of plan) {
-    let contender;
+  const names = Object.keys(W4_PLAN);
+  const runs = new Map(names.map((name) => [name, new Map()]));
+  const failures = new Map();
+  const [low, high] = [Math.min(...settings.levels), Math.max(...settings.levels)];
+  const perRoundMiB = new Map(names.map((name) => [name, []]));
+  for (let index = 0; index < profile.rounds; index += 1) {
+    const started = await startAll(ctx, profile, settings, sseMock, names.filter((name) => !failures.has(name)), failures);
     try {
-      contender = await start();
-      await contender.prepare(Math.max(...settings.levels));
-      const prime = `{"name":"${contender.toolName}","arguments":{"size":${settings.sizeBytes}}}`;
-      await point(contender, 2, { ...profile, warmupSeconds: 0 }, { paramsJson: prime, durationMs: profile.primeSeconds * 1000 });
-      started.push(contender);
-    } catch (error) {
-      failures.push({ name, error: String(error.message).slice(0, 500) });
-      await contender?.stop().catch(() => undefined);
-    }
-  }
-  const runs = new Map(started.map((contender) => [contender.name, new Map()]));
-  try {
-    for (let index = 0; index < profile.rounds; index += 1) {
-      for (const concurrency of settings.levels) {
+      for (const concurrency of [...settings.levels].sort((a, b) => a - b)) {
         // The balanced order of W1 (lib/turn-order.mjs), not a rotation: in a rotation a contender always follows the
         // same one, and the megabytes of garbage that one leaves to be collected on the shared core land on it.
         for (const contender of turnOrder(started.length, index).map((at) => started[at])) {
@@ -68,38 +60,57 @@ export async function runW4(ctx, profile) {
           ctx.log(`W4 r${index} c=${concurrency} ${contender.name}: ${result.mbPerSec} MB/s, ${result.cpuUsPerMB} µs/MB, p99 ${result.latencyMs.p99} ms, err ${result.errors}`);
         }
       }
+    } finally {
+      await Promise.all(started.map((contender) => contender.stop().catch(() => undefined)));
     }
-  } finally {
-    await Promise.all(started.map((contender) => contender.stop().catch(() => undefined)));
+    for (const contender of started) {
+      const byLevel = runs.get(contender.name);
+      const peak = (level) => byLevel.get(level)?.at(-1)?.rssPeakBytes;
+      if (high > low) perRoundMiB.get(contender.name).push(round((peak(high) - peak(low)) / (high - low) / 2 ** 20, 2));
+    }
   }
-  const [low, high] = [Math.min(...settings.levels), Math.max(...settings.levels)];
   const bare = runs.get('bare');
-  const contenders = started.map((contender) => ({
-    name: contender.name,
-    marginalMiBPerCall: marginal(runs.get(contender.name), low, high),
-    points: Object.fromEntries(
-      [...runs.get(contender.name)].map(([level, rounds]) => [
-        level,
-        {
-          rounds,
-          summary: {
-            mbPerSec: spreadOf(rounds, 'mbPerSec'),
-            cpuUsPerMB: spreadOf(rounds, 'cpuUsPerMB'),
-            p99: spreadOf(rounds, 'latencyMs.p99'),
-            rssPeakBytes: spreadOf(rounds, 'rssPeakBytes'),
-            cpuPerMBxBare: spread(rounds.map((result, index) => result.cpuUsPerMB / (bare?.get(level)?.[index]?.cpuUsPerMB ?? Number.NaN))),
-            errors: rounds.reduce((sum, result) => sum + result.errors, 0),
+  const contenders = names
+    .filter((name) => runs.get(name).size > 0)
+    .map((name) => ({
+      name,
+      marginalMiBPerCall: median(perRoundMiB.get(name).filter(Number.isFinite)),
+      marginalMiBPerCallByRound: perRoundMiB.get(name),
+      points: Object.fromEntries(
+        [...runs.get(name)].map(([level, rounds]) => [
+          level,
+          {
+            rounds,
+            summary: {
+              mbPerSec: spreadOf(rounds, 'mbPerSec'),
+              cpuUsPerMB: spreadOf(rounds, 'cpuUsPerMB'),
+              p99: spreadOf(rounds, 'latencyMs.p99'),
+              rssPeakBytes: spreadOf(rounds, 'rssPeakBytes'),
+              cpuPerMBxBare: spread(rounds.map((result) => result.cpuUsPerMB / (bare?.get(level)?.find((other) => other.round === result.round)?.cpuUsPerMB ?? Number.NaN))),
+              errors: rounds.reduce((sum, result) => sum + result.errors, 0),
+            },
           },
-        },
-      ]),
-    ),
-  }));
-  return { sizeBytes: settings.sizeBytes, contenders, failures };
+        ]),
+      ),
+    }));
+  return { sizeBytes: settings.sizeBytes, contenders, failures: [...failures].map(([name, error]) => ({ name, error })) };
 }
 
-/** Extra peak RSS per extra call in flight between the lowest and highest concurrency, in MiB. */
-function marginal(byLevel, low, high) {
-  if (high === low) return NaN;
-  const peak = (level) => median((byLevel.get(level) ?? []).map((result) => result.rssPeakBytes));
-  return round((peak(high) - peak(low)) / (high - low) / 2 ** 20, 2);
+/** Starts, prepares and primes the named contenders for one round; one that fails is left out of every later round. */
+async function startAll(ctx, profile, settings, sseMock, names, failures) {
+  const started = [];
+  for (const name of names) {
+    let contender;
+    try {
+      contender = await W4_PLAN[name](ctx, sseMock);
+      await contender.prepare(Math.max(...settings.levels));
+      const prime = `{"name":"${contender.toolName}","arguments":{"size":${settings.sizeBytes}}}`;
+      await point(contender, 2, { ...profile, warmupSeconds: 0 }, { paramsJson: prime, durationMs: profile.primeSeconds * 1000 });
+      started.push(contender);
+    } catch (error) {
+      failures.set(name, String(error.message).slice(0, 500));
+      await contender?.stop().catch(() => undefined);
+    }
+  }
+  return started;
 }
