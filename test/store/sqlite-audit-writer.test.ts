@@ -134,6 +134,9 @@ describe('SQLite audit writer thread', () => {
     ['a body without its seq', `${'a'.repeat(64)}\t\t${JSON.stringify({ chainId: 'b', time: '2026-11-30T00:00:00.000Z', kind: 'call', decision: 'allow', prevHash: 'a'.repeat(64) })}\n`],
     ['a time without milliseconds', `${'a'.repeat(64)}\t\t${JSON.stringify({ chainId: 'b', seq: 2, time: '2026-11-30T00:00:00Z', kind: 'call', decision: 'allow', prevHash: 'a'.repeat(64) })}\n`],
     ['a line without its separators', 'no separators here\n'],
+    ['a body that is a JSON array', `${'a'.repeat(64)}\t\t[${JSON.stringify({ chainId: 'b', seq: 2 })}]\n`],
+    ['a member that is an object', `${'a'.repeat(64)}\t\t${JSON.stringify({ chainId: 'b', seq: 2, time: '2026-11-30T00:00:00.000Z', kind: 'call', decision: 'allow', tool: { name: 't' }, prevHash: 'a'.repeat(64) })}\n`],
+    ['a time given as a number', `${'a'.repeat(64)}\t\t${JSON.stringify({ chainId: 'b', seq: 2, time: 1_764_460_800_000, kind: 'call', decision: 'allow', prevHash: 'a'.repeat(64) })}\n`],
   ] as const) {
     it(`a live ingest refuses ${what}: STORE_INVALID naming the line, nothing of the batch stored`, async () => {
       const { path, store } = await fresh();

@@ -9,8 +9,8 @@ import type { AuditRecordRow } from '../audit-chain-store.js';
  * over, so journaling a record costs no second serialisation. `args` is the stored form of captured arguments
  * (their canonical JSON, empty when none were captured); the body's own `args` and any other member outside the
  * row's fields are not read. JSON escapes every TAB and LF, so the separators cannot occur inside a field.
- * Written on the event loop (`journalText`). The writer thread inserts the lines of a live ingest with
- * `INSERT_JOURNAL_LINE` (`splitJournal`), and parses and checks every row of a replay (`parseJournal`), as
+ * Written on the event loop (`journalText`). The writer thread inserts the lines of a live ingest as they are
+ * (`splitJournal`, `journalLineValues`), and parses and checks every row of a replay (`parseJournal`), as
  * `audit verify` does.
  */
 
@@ -132,12 +132,12 @@ export function parseJournal(bytes: Buffer, place: JournalPlace): SqlValue[][] {
   return rows;
 }
 
-/** A line's parameters for {@link INSERT_JOURNAL_LINE}: body, captured arguments (null: none), hash. */
+/** A line's fields: body, captured arguments (null: none), hash. */
 export type JournalLine = readonly [body: string, args: string | null, hash: string];
 
 /**
  * The complete lines of journal bytes split at their separators, the body left unparsed (see
- * {@link INSERT_JOURNAL_LINE}).
+ * {@link journalLineValues}).
  * @throws GatewayError STORE_INVALID naming the file and line of a line without its two separators.
  */
 export function splitJournal(bytes: Buffer, place: JournalPlace): JournalLine[] {
@@ -151,19 +151,48 @@ export function splitJournal(bytes: Buffer, place: JournalPlace): JournalLine[] 
   return lines;
 }
 
-/** The body member behind each column; `args` and `hash` are the line's own fields, `time` is converted. */
-function columnValue(column: (typeof AUDIT_COLUMNS)[number]): string {
-  if (column === 'args' || column === 'hash') return column;
-  // ISO 8601 with milliseconds, as the log writes it, to epoch milliseconds in integers only; anything else is
-  // NULL, which the NOT NULL column refuses.
-  if (column === 'time') return "CASE WHEN length(body ->> 'time') = 24 AND substr(body ->> 'time', 20, 1) = '.' THEN unixepoch(body ->> 'time') * 1000 + CAST(substr(body ->> 'time', 21, 3) AS INTEGER) END";
-  return `body ->> '${column.replace(/_([a-z])/g, (_, letter: string) => letter.toUpperCase())}'`;
-}
+/** The body member behind each column; `args` and `hash` are the line's own fields (empty here), `time` is converted. */
+const MEMBERS: readonly string[] = AUDIT_COLUMNS.map((column) =>
+  column === 'args' || column === 'hash' ? '' : column.replace(/_([a-z])/g, (_, letter: string) => letter.toUpperCase()),
+);
+const TIME_COLUMN = AUDIT_COLUMNS.indexOf('time');
+const ARGS_COLUMN = AUDIT_COLUMNS.indexOf('args');
+const HASH_COLUMN = AUDIT_COLUMNS.indexOf('hash');
+const DOT = 0x2e;
 
 /**
- * One journal line into the table, its body read by SQLite's JSON functions: for the lines of a live ingest,
- * which this process wrote from records checked as they were appended (`prepareRecord`). Parsing the body
- * in JavaScript and binding 26 values cost the writer thread about 4 µs more per row. A line that is not what
- * the log writes fails its INSERT (malformed JSON, a required member missing), and the ingest with it.
+ * A live journal line's values in `AUDIT_INSERT_ONE`'s column order, for the lines of a live ingest, which this
+ * process wrote from records checked as they were appended (`prepareRecord`): they are not checked again, as a
+ * replay's are (`parseJournal`). Undefined for a line that is not what the log writes: a body that is not a JSON
+ * object, a member that is neither a string nor a number, a time not in the log's ISO 8601 form with
+ * milliseconds (`time.length` 24, a dot before the milliseconds). A required member missing is NULL, which the
+ * table's NOT NULL refuses. What is stored is what was hashed: `audit verify` recomputes every hash from the
+ * columns.
  */
-export const INSERT_JOURNAL_LINE = `INSERT INTO audit_records (${AUDIT_COLUMNS.join(', ')}) SELECT ${AUDIT_COLUMNS.map(columnValue).join(', ')} FROM (SELECT ? AS body, ? AS args, ? AS hash)`;
+export function journalLineValues(line: JournalLine): SqlValue[] | undefined {
+  let body: unknown;
+  try {
+    body = JSON.parse(line[0]);
+  } catch {
+    return undefined;
+  }
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return undefined;
+  const members = body as Readonly<Record<string, unknown>>;
+  const values: SqlValue[] = new Array<SqlValue>(MEMBERS.length);
+  for (let column = 0; column < MEMBERS.length; column += 1) {
+    const member = MEMBERS[column] as string;
+    if (member === '') continue;
+    const value = members[member];
+    if (value === undefined || value === null) values[column] = null;
+    else if (typeof value === 'string' || typeof value === 'number') values[column] = value;
+    else return undefined;
+  }
+  const time = values[TIME_COLUMN];
+  if (typeof time !== 'string' || time.length !== 24 || time.charCodeAt(19) !== DOT) return undefined;
+  const ms = Date.parse(time);
+  if (!Number.isSafeInteger(ms)) return undefined;
+  values[TIME_COLUMN] = ms;
+  values[ARGS_COLUMN] = line[1];
+  values[HASH_COLUMN] = line[2];
+  return values;
+}

@@ -5,14 +5,14 @@ import { GatewayError } from '../../errors/gateway-error.js';
 import { mapStoreError } from '../sql/map-error.js';
 import { AUDIT_HASH_INDEX, AUDIT_INSERT_ONE } from '../sql/audit-sql.js';
 import type { SqlValue } from '../sql/driver.js';
-import { badJournalLine, INSERT_JOURNAL_LINE, LF, parseJournal, splitJournal, type JournalLine, type JournalPlace } from './audit-journal-format.js';
+import { badJournalLine, journalLineValues, LF, parseJournal, splitJournal, type JournalLine, type JournalPlace } from './audit-journal-format.js';
 import type { AuditWriterData, AuditWriterReply, AuditWriterRequest, JournalRange } from './audit-writer-protocol.js';
 import { fileInode, storeFilesProblem } from './store-files.js';
 
 /**
  * The body of the SQLite audit writer thread (see `audit-writer.ts`): reads journal ranges, and inserts their
  * rows through its own connection to the store's file, in one transaction per batch. A live ingest inserts each
- * line as it is (`INSERT_JOURNAL_LINE`); a replay parses and checks every row first (`parseJournal`), since the
+ * line as it is (`journalLineValues`); a replay parses and checks every row first (`parseJournal`), since the
  * process that wrote it is gone.
  * Everything here blocks only this thread: the reads and parsing, the commit, the WAL write and the checkpoints
  * SQLite runs after a commit, which fsync.
@@ -48,8 +48,9 @@ let db: Database.Database | undefined;
 let inode: number | undefined;
 
 /**
- * What a line that is not what the log writes makes SQLite raise: malformed JSON, a required member missing, a
- * value of the wrong type. Busy, I/O and full-disk errors have codes of their own and are retried.
+ * What a line that is not what the log writes makes SQLite raise once `journalLineValues` has read it: a required
+ * member missing, a value the column's check refuses. Busy, I/O and full-disk errors have codes of their own and
+ * are retried.
  */
 const LINE_ERRORS = new Set(['SQLITE_ERROR', 'SQLITE_CONSTRAINT_NOTNULL', 'SQLITE_MISMATCH', 'SQLITE_CONSTRAINT_CHECK']);
 
@@ -61,14 +62,16 @@ function open(): Connection {
     // The store's connection set WAL on the file; these two are per connection.
     opened.pragma('synchronous = NORMAL');
     opened.pragma(`busy_timeout = ${busyTimeoutMs}`);
-    const insertLine = opened.prepare(INSERT_JOURNAL_LINE);
+    const insertLine = opened.prepare(AUDIT_INSERT_ONE);
     const insertIfAbsent = opened.prepare(`${AUDIT_INSERT_ONE} ON CONFLICT (chain_id, seq) DO NOTHING`);
     const storedHash = opened.prepare('SELECT hash FROM audit_records WHERE chain_id = ? AND seq = ?').pluck();
     const insertLines = opened.transaction((pieces: readonly Piece[]) => {
       for (const { place, lines } of pieces) {
-        lines.forEach(([body, args, hash], index) => {
+        lines.forEach((line, index) => {
+          const values = journalLineValues(line);
+          if (values === undefined) throw badJournalLine(place, index);
           try {
-            insertLine.run(body, args, hash);
+            insertLine.run(values);
           } catch (error) {
             const code = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
             throw typeof code === 'string' && LINE_ERRORS.has(code) ? badJournalLine(place, index) : error;
