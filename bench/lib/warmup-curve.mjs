@@ -2,15 +2,17 @@
 // hand after `npm run build`:
 //
 //   node bench/lib/warmup-curve.mjs [--contenders 'bare,mcpgate (dev),mcpgate'] [--prime 0] [--windows 20]
-//                                   [--window-ms 1000] [--concurrency 32]
+//                                   [--window-ms 1000] [--concurrency 32] [--b-root PATH]
 //
 // Starts the named W1 contenders pinned as the bench pins them, opens their sessions, primes each with `--prime`
 // seconds of unmeasured load at c=8 (W1's prime), then measures windows of `--window-ms` at `--concurrency`, the
 // contenders taking turns window by window (the first contender's first window rotates, as in W1). Prints one line
 // per contender: its CPU µs per call in each window, in the order its windows ran, and the calls measured in all.
+// `--b-root` starts the second contender from another checkout's `dist/` (a build to compare against this one), so
+// `--contenders 'mcpgate,mcpgate' --b-root ../other --prime 10` is a before/after pair, window by window.
 
 import { mkdirSync, rmSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { W1_CONTENDERS, point } from '../workloads/w1.mjs';
 import { LOAD_CORE } from './contenders.mjs';
@@ -25,6 +27,7 @@ const primeSeconds = Number(option('prime', '0'));
 const windows = Number(option('windows', '20'));
 const windowMs = Number(option('window-ms', '1000'));
 const concurrency = Number(option('concurrency', '32'));
+const bRoot = resolve(option('b-root', root));
 
 const workDir = join(benchDir, 'results', `work-warmup-${process.pid}`);
 mkdirSync(workDir, { recursive: true });
@@ -34,8 +37,8 @@ const profile = { pointSeconds: 1, warmupSeconds: 0, maxCallsPerPoint: 5_000_000
 ctx.mockUrl = (await startMock(benchDir, LOAD_CORE)).urls[0];
 try {
   const started = [];
-  for (const name of names) {
-    const contender = await W1_CONTENDERS[name].start(ctx);
+  for (const [index, name] of names.entries()) {
+    const contender = await W1_CONTENDERS[name].start(index === 1 ? { ...ctx, root: bRoot } : ctx);
     started.push(contender);
     await contender.prepare(profile.sessions);
     if (primeSeconds > 0) await point(contender, 8, profile, { durationMs: primeSeconds * 1000 });
@@ -51,7 +54,7 @@ try {
     }
   }
   console.log(`CPU µs per call in windows of ${windowMs} ms at c=${concurrency}, after a prime of ${primeSeconds} s at c=8:`);
-  names.forEach((name, index) => console.log(`${name.padEnd(24)} ${rows[index].join(' ')} (${calls[index]} calls)`));
+  names.forEach((name, index) => console.log(`${`${name}${index === 1 && bRoot !== root ? ` (${bRoot})` : ''}`.padEnd(24)} ${rows[index].join(' ')} (${calls[index]} calls)`));
 } finally {
   await stopAll();
   rmSync(workDir, { recursive: true, force: true });
