@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { AUDIT_DECISIONS, AUDIT_KINDS } from '../audit/record.js';
+import { FILTER_VALUES } from '../audit/filter-values.js';
 import { parseTimeBound } from '../audit/query.js';
 import { invalidRequest } from '../control/views.js';
 
@@ -101,24 +101,20 @@ export const MAX_AUDIT_LIMIT = 1000;
 export const auditQuery = z.strictObject({
   since: timeBound.optional(),
   until: timeBound.optional(),
-  keyId: id.optional(),
+  keyId: FILTER_VALUES.id.optional(),
   /** A user's or an agent's id: records where it acted as either (issue 28). */
-  principal: id.optional(),
-  team: id.optional(),
-  org: id.optional(),
-  session: id.optional(),
-  server: name.optional(),
-  tool: name.optional(),
+  principal: FILTER_VALUES.id.optional(),
+  team: FILTER_VALUES.id.optional(),
+  org: FILTER_VALUES.id.optional(),
+  session: FILTER_VALUES.id.optional(),
+  server: FILTER_VALUES.name.optional(),
+  tool: FILTER_VALUES.name.optional(),
   /** The name the client used, e.g. `notes__add_note` (issue 22 B9). */
-  exposed: name.optional(),
+  exposed: FILTER_VALUES.name.optional(),
   /** A W3C trace id (32 lowercase hex, not all zero): every record of one distributed trace (issue 26). */
-  traceId: z
-    .string()
-    .regex(/^[0-9a-f]{32}$/)
-    .refine((value) => value !== '0'.repeat(32), 'an all-zero trace id is invalid')
-    .optional(),
-  decision: z.enum(AUDIT_DECISIONS).optional(),
-  kind: z.enum(AUDIT_KINDS).optional(),
+  traceId: FILTER_VALUES.traceId.optional(),
+  decision: FILTER_VALUES.decision.optional(),
+  kind: FILTER_VALUES.kind.optional(),
   chain: z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/).optional(),
   limit: limitParam(7, MAX_AUDIT_LIMIT, 100),
   cursor: z.string().min(1).max(1024).optional(),

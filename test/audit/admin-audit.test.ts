@@ -161,7 +161,7 @@ describe('GET /admin/v1/audit', () => {
   });
 
   it('refuses bad queries with ADMIN_INVALID and keeps its admin guard', async () => {
-    for (const query of ['?limit=0', '?limit=1001', '?limit=abc', '?decision=maybe', '?kind=x', '?since=yesterday', '?since=2026-01-01T00:00:00', '?chain=a%20b', '?cursor=bm9wZQ', '?verbose=1', '?traceId=4BF92F3577B34DA6A3CE929D0E0E4736', '?traceId=00000000000000000000000000000000', '?traceId=abc', '?limit=1&limit=2', '?principal=', `?team=${'t'.repeat(201)}`, '?org=', '?principal=a&principal=b', '?principalId=alice']) {
+    for (const query of ['?limit=0', '?limit=1001', '?limit=abc', '?decision=maybe', '?kind=x', '?since=yesterday', '?since=2026-01-01T00:00:00', '?chain=a%20b', '?cursor=bm9wZQ', '?verbose=1', '?traceId=4BF92F3577B34DA6A3CE929D0E0E4736', '?traceId=00000000000000000000000000000000', '?traceId=abc', '?limit=1&limit=2', '?principal=', `?team=${'t'.repeat(201)}`, '?org=', '?principal=a&principal=b', '?principalId=alice', '?keyId=a%00b', '?tool=t%00']) {
       const reply = await get(query);
       assert.equal(reply.status, 400, query);
       assert.equal(reply.json.error?.code, 'MCPGATE_ERR_ADMIN_INVALID', query);

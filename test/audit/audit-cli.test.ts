@@ -230,13 +230,15 @@ describe('mcpgate audit export with record filters (built CLI)', () => {
     // No such configuration: a filter checked after loading it would fail on the file instead.
     const config = join(root, 'absent', 'mcpgate.yaml');
     const cases: [string[], RegExp][] = [
-      [['--trace', T1.toUpperCase()], /^mcpgate audit export: --trace "4BF9[0-9A-F]+" is not 32 lowercase hex characters, not all zeros$/m],
-      [['--trace', '0'.repeat(32)], /--trace "0{32}" is not 32 lowercase hex characters, not all zeros/],
-      [['--trace', 'abc'], /--trace "abc" is not 32 lowercase hex/],
-      [['--decision', 'denied'], /--decision "denied" is not one of allow, deny, advisory-deny, error, cancelled, timeout, drift, refused$/m],
-      [['--kind', 'tool'], /--kind "tool" is not one of call, list, /],
-      [['--key', ''], /--key "" is not a non-empty string without NUL characters/],
-      [['--server', 'notes', '--tool', ''], /--tool "" is not a non-empty string/],
+      [['--trace', T1.toUpperCase()], /^mcpgate audit export: --trace "4BF9[0-9A-F]+" must be 32 lowercase hex characters, not all zeros$/m],
+      [['--trace', '0'.repeat(32)], /--trace "0{32}" must be 32 lowercase hex characters, not all zeros/],
+      [['--trace', 'abc'], /--trace "abc" must be 32 lowercase hex/],
+      [['--decision', 'denied'], /--decision "denied" must be one of allow, deny, advisory-deny, error, cancelled, timeout, drift, refused$/m],
+      [['--kind', 'tool'], /--kind "tool" must be one of call, list, /],
+      [['--key', ''], /--key "" must not be empty/],
+      [['--server', 'notes', '--tool', ''], /--tool "" must not be empty/],
+      // The admin API's bound on ids and names (audit/filter-values.ts): both take the same filters.
+      [['--principal', 'u'.repeat(201)], /--principal "u{201}" must be at most 200 characters/],
     ];
     for (const [flags, message] of cases) {
       const result = await run(['audit', 'export', '--since', '24h', ...flags, '-c', config]);
