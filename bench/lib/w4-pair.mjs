@@ -12,7 +12,7 @@
 import { mkdirSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { W4_PLAN } from '../workloads/w4.mjs';
+import { marginalMiB, primeW4, W4_PLAN, w4Params } from '../workloads/w4.mjs';
 import { point } from '../workloads/w1.mjs';
 import { LOAD_CORE } from './contenders.mjs';
 import { option, pinSelf, startMock, stopAll } from './proc.mjs';
@@ -32,7 +32,7 @@ const primeSeconds = Number(option('prime', '10'));
 const workDir = join(benchDir, 'results', `work-w4-pair-${process.pid}`);
 mkdirSync(workDir, { recursive: true });
 pinSelf(LOAD_CORE);
-const profile = { pointSeconds: seconds, warmupSeconds: 0.5, maxCallsPerPoint: 5_000_000, sessions: 8 };
+const profile = { pointSeconds: seconds, warmupSeconds: 0.5, primeSeconds, maxCallsPerPoint: 5_000_000, sessions: 8 };
 const mocks = [await startMock(benchDir, LOAD_CORE), await startMock(benchDir, LOAD_CORE, { sse: true })];
 try {
   const rows = names.map(() => []);
@@ -41,12 +41,11 @@ try {
       const ctx = { root: roots[index], benchDir, workDir, tools: 50, log: () => undefined, mockUrl: mocks[0].urls[0] };
       const contender = await W4_PLAN[names[index]](ctx, mocks[1]);
       try {
-        await contender.prepare(8);
-        const params = `{"name":"${contender.toolName}","arguments":{"size":${SIZE}}}`;
-        await point(contender, 2, { ...profile, warmupSeconds: 0 }, { paramsJson: params, durationMs: primeSeconds * 1000 });
+        await primeW4(contender, profile, SIZE, 8);
+        const params = w4Params(contender, SIZE);
         const one = await point(contender, 1, profile, { paramsJson: params, durationMs: seconds * 1000 });
         const eight = await point(contender, 8, profile, { paramsJson: params, durationMs: seconds * 1000 });
-        rows[index].push({ c1: Math.round(one.cpuUsPerMB), c8: Math.round(eight.cpuUsPerMB), mib: ((eight.rssPeakBytes - one.rssPeakBytes) / 7 / 2 ** 20).toFixed(2) });
+        rows[index].push({ c1: Math.round(one.cpuUsPerMB), c8: Math.round(eight.cpuUsPerMB), mib: marginalMiB(one, eight, 1, 8).toFixed(2) });
       } finally {
         await contender.stop();
       }

@@ -44,7 +44,6 @@ export async function runW4(ctx, profile) {
   const runs = new Map(names.map((name) => [name, new Map()]));
   const failures = new Map();
   const [low, high] = [Math.min(...settings.levels), Math.max(...settings.levels)];
-  const perRoundMiB = new Map(names.map((name) => [name, []]));
   for (let index = 0; index < profile.rounds; index += 1) {
     const started = await startAll(ctx, profile, settings, sseMock, names.filter((name) => !failures.has(name)), failures);
     try {
@@ -52,8 +51,7 @@ export async function runW4(ctx, profile) {
         // The balanced order of W1 (lib/turn-order.mjs), not a rotation: in a rotation a contender always follows the
         // same one, and the megabytes of garbage that one leaves to be collected on the shared core land on it.
         for (const contender of turnOrder(started.length, index).map((at) => started[at])) {
-          const params = `{"name":"${contender.toolName}","arguments":{"size":${settings.sizeBytes}}}`;
-          const result = await point(contender, concurrency, profile, { paramsJson: params, durationMs: settings.seconds * 1000 });
+          const result = await point(contender, concurrency, profile, { paramsJson: w4Params(contender, settings.sizeBytes), durationMs: settings.seconds * 1000 });
           result.round = index;
           const byLevel = runs.get(contender.name);
           byLevel.set(concurrency, [...(byLevel.get(concurrency) ?? []), result]);
@@ -63,37 +61,60 @@ export async function runW4(ctx, profile) {
     } finally {
       await Promise.all(started.map((contender) => contender.stop().catch(() => undefined)));
     }
-    for (const contender of started) {
-      const byLevel = runs.get(contender.name);
-      const peak = (level) => byLevel.get(level)?.at(-1)?.rssPeakBytes;
-      if (high > low) perRoundMiB.get(contender.name).push(round((peak(high) - peak(low)) / (high - low) / 2 ** 20, 2));
-    }
   }
   const bare = runs.get('bare');
   const contenders = names
     .filter((name) => runs.get(name).size > 0)
-    .map((name) => ({
-      name,
-      marginalMiBPerCall: median(perRoundMiB.get(name).filter(Number.isFinite)),
-      marginalMiBPerCallByRound: perRoundMiB.get(name),
-      points: Object.fromEntries(
-        [...runs.get(name)].map(([level, rounds]) => [
-          level,
-          {
-            rounds,
-            summary: {
-              mbPerSec: spreadOf(rounds, 'mbPerSec'),
-              cpuUsPerMB: spreadOf(rounds, 'cpuUsPerMB'),
-              p99: spreadOf(rounds, 'latencyMs.p99'),
-              rssPeakBytes: spreadOf(rounds, 'rssPeakBytes'),
-              cpuPerMBxBare: spread(rounds.map((result) => result.cpuUsPerMB / (bare?.get(level)?.find((other) => other.round === result.round)?.cpuUsPerMB ?? Number.NaN))),
-              errors: rounds.reduce((sum, result) => sum + result.errors, 0),
+    .map((name) => {
+      const byRound = marginalByRound(runs.get(name), low, high);
+      return {
+        name,
+        marginalMiBPerCall: median(byRound.filter(Number.isFinite)),
+        marginalMiBPerCallByRound: byRound,
+        points: Object.fromEntries(
+          [...runs.get(name)].map(([level, rounds]) => [
+            level,
+            {
+              rounds,
+              summary: {
+                mbPerSec: spreadOf(rounds, 'mbPerSec'),
+                cpuUsPerMB: spreadOf(rounds, 'cpuUsPerMB'),
+                p99: spreadOf(rounds, 'latencyMs.p99'),
+                rssPeakBytes: spreadOf(rounds, 'rssPeakBytes'),
+                cpuPerMBxBare: spread(rounds.map((result) => result.cpuUsPerMB / (bare?.get(level)?.find((other) => other.round === result.round)?.cpuUsPerMB ?? Number.NaN))),
+                errors: rounds.reduce((sum, result) => sum + result.errors, 0),
+              },
             },
-          },
-        ]),
-      ),
-    }));
+          ]),
+        ),
+      };
+    });
   return { sizeBytes: settings.sizeBytes, contenders, failures: [...failures].map(([name, error]) => ({ name, error })) };
+}
+
+/** The `tools/call` params of one W4 call: a result of `sizeBytes`. */
+export function w4Params(contender, sizeBytes) {
+  return `{"name":"${contender.toolName}","arguments":{"size":${sizeBytes}}}`;
+}
+
+/** Extra peak RSS per extra call in flight, in MiB: (peak at `high` − peak at `low`) / (high − low), one process's two points. */
+export function marginalMiB(lowResult, highResult, low, high) {
+  return round((highResult.rssPeakBytes - lowResult.rssPeakBytes) / (high - low) / 2 ** 20, 2);
+}
+
+/** Each round's {@link marginalMiB}, from the two points that round's process served. */
+function marginalByRound(byLevel, low, high) {
+  if (high === low) return [];
+  return (byLevel.get(low) ?? []).map((result) => {
+    const other = byLevel.get(high)?.find((candidate) => candidate.round === result.round);
+    return other === undefined ? Number.NaN : marginalMiB(result, other, low, high);
+  });
+}
+
+/** Prepares a started W4 contender and primes it as W4 does: `primeSeconds` of `sizeBytes` results at c=2. */
+export async function primeW4(contender, profile, sizeBytes, sessions) {
+  await contender.prepare(sessions);
+  await point(contender, 2, { ...profile, warmupSeconds: 0 }, { paramsJson: w4Params(contender, sizeBytes), durationMs: profile.primeSeconds * 1000 });
 }
 
 /** Starts, prepares and primes the named contenders for one round; one that fails is left out of every later round. */
@@ -103,9 +124,7 @@ async function startAll(ctx, profile, settings, sseMock, names, failures) {
     let contender;
     try {
       contender = await W4_PLAN[name](ctx, sseMock);
-      await contender.prepare(Math.max(...settings.levels));
-      const prime = `{"name":"${contender.toolName}","arguments":{"size":${settings.sizeBytes}}}`;
-      await point(contender, 2, { ...profile, warmupSeconds: 0 }, { paramsJson: prime, durationMs: profile.primeSeconds * 1000 });
+      await primeW4(contender, profile, settings.sizeBytes, Math.max(...settings.levels));
       started.push(contender);
     } catch (error) {
       failures.set(name, String(error.message).slice(0, 500));
