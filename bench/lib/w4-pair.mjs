@@ -2,7 +2,7 @@
 // only one contender alive at a time (W4 itself keeps all eight alive and interleaves them). Run by hand after
 // `npm run build`:
 //
-//   node bench/lib/w4-pair.mjs [--contenders 'bare,mcpgate'] [--rounds 4] [--seconds 3] [--b-root PATH]
+//   node bench/lib/w4-pair.mjs [--contenders 'bare,mcpgate' | 'bare|mcpgate (dev, scan off)'] [--rounds 4] [--seconds 3] [--b-root PATH]
 //
 // Names are W4's (`bench/workloads/w4.mjs`). Each round starts each contender afresh, primes it as W4 does
 // (`--prime` seconds, default 10, of 1 MiB results at c=2), measures c=1 then c=8, and stops it; the order of the
@@ -21,7 +21,9 @@ const benchDir = join(dirname(fileURLToPath(import.meta.url)), '..');
 const root = join(benchDir, '..');
 const SIZE = 1_048_576;
 
-const names = option('contenders', 'bare,mcpgate').split(',');
+// `|` separates the names when one of them holds a comma (`mcpgate (dev, scan off)`).
+const listed = option('contenders', 'bare,mcpgate');
+const names = listed.split(listed.includes('|') ? '|' : ',');
 if (names.length !== 2) throw new Error('--contenders names exactly two W4 contenders');
 for (const name of names) if (W4_PLAN[name] === undefined) throw new Error(`unknown W4 contender: ${name}`);
 const roots = [root, resolve(option('b-root', root))];
