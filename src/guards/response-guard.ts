@@ -4,7 +4,7 @@ import { GatewayError } from '../errors/gateway-error.js';
 import type { JsonObject, JsonRpcErrorObject } from '../jsonrpc/message.js';
 import { forEachValueString } from '../jsonrpc/json-bytes.js';
 import { withHead, withHeadBytes, type ResultBytes, type ResultHead } from '../jsonrpc/serialize.js';
-import { findSecrets, mayContainSecret, redactValueWithReport } from '../redact/secret-patterns.js';
+import { findSecrets, mayContainSecret, mayContainSecretFormatBytes, redactValueWithReport } from '../redact/secret-patterns.js';
 
 /**
  * Response guards (issue 7 §4): a size ceiling and a secret scan on every upstream result, and on every
@@ -107,13 +107,13 @@ export function guardResult(result: JsonObject, config: GuardsConfig, server: st
  * `truncate`, and is undefined when the result must be parsed and go through {@link guardResult} after all: over
  * the ceiling with `truncate` (cutting needs its items), or a credential found in one of its string values
  * (masking needs the value; blocking names every kind found). The scan finds exactly what {@link guardResult}'s
- * finds: the same pre-check (whose literals the bytes hold wherever the values do: `json-bytes.ts`), then
- * `findSecrets` on each string value, decoded, as `redactValueWithReport` calls it.
+ * finds: a pre-check for the formats alone (as its scan is formats only), whose anchors the bytes hold wherever the
+ * values do (`json-bytes.ts`), then `findSecrets` on each string value, decoded, as `redactValueWithReport` calls it.
  */
 export function guardResultBytes(result: ResultBytes, config: GuardsConfig, server: string): { ok: true; bytes: number } | GuardFailure | undefined {
   const bytes = (result.head?.length ?? 0) + result.bytes.length;
   if (bytes > config.maxResultBytes) return config.truncate ? undefined : tooLarge(server, config.maxResultBytes, bytes);
-  if (config.secretScan === 'off' || !mayContainSecretBytes(result.bytes)) return { ok: true, bytes };
+  if (config.secretScan === 'off' || !mayContainSecretFormatBytes(result.bytes)) return { ok: true, bytes };
   const kept = result.bytes;
   const found = forEachValueString(kept, (from, to, escaped) => {
     const value = kept.toString('utf8', from, to);
@@ -123,21 +123,6 @@ export function guardResultBytes(result: ResultBytes, config: GuardsConfig, serv
 }
 
 const FORMATS_ONLY = { heuristics: false } as const;
-/** The pre-check reads the bytes through windows this long, so no string as long as the result is made. */
-const WINDOW = 64 * 1024;
-/** Windows overlap by this much: no pre-check literal is longer, so none is missed across a seam. */
-const SEAM = 16;
-
-/**
- * `mayContainSecret` of UTF-8 bytes, read as Latin-1 in windows: its literals are ASCII, and a UTF-8 sequence beyond
- * ASCII has no byte below 0x80, so the literals are found in the Latin-1 reading exactly where they are in the text.
- */
-function mayContainSecretBytes(bytes: Buffer): boolean {
-  for (let from = 0; from < bytes.length; from += WINDOW) {
-    if (mayContainSecret(bytes.toString('latin1', from, Math.min(bytes.length, from + WINDOW + SEAM)))) return true;
-  }
-  return false;
-}
 
 export interface ErrorGuardPass {
   ok: true;

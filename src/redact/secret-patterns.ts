@@ -8,6 +8,8 @@
  * Tool results are attacker-controlled and can be megabytes long.
  */
 
+import { AnchorFilter, type Anchor } from './anchor-filter.js';
+
 export interface SecretFinding {
   kind: string;
   start: number;
@@ -24,7 +26,15 @@ interface ShapePattern {
    */
   groups?: number[];
   accept?: (secret: string, text: string, start: number) => boolean;
+  /**
+   * Literals one of which occurs in every text the shape finds (its prefix, or what `accept` requires), kept where
+   * JSON escaping leaves them intact. The heuristic shapes have none: what they find is named, not formatted.
+   */
+  anchors?: readonly Anchor[];
 }
+
+const cased = (...texts: string[]): Anchor[] => texts.map((text) => ({ text, ignoreCase: false }));
+const anyCase = (...texts: string[]): Anchor[] => texts.map((text) => ({ text, ignoreCase: true }));
 
 // Characters that may continue a base64url token; used so a match cannot start mid-token.
 const B64URL = 'A-Za-z0-9_-';
@@ -93,11 +103,13 @@ const SHAPES: ShapePattern[] = [
     // RFC 6750 b64token. The lookahead skips WWW-Authenticate parameters (`Bearer realm="..."`). `\t` as two
     // characters is a tab inside JSON text (a tool that answers with its request's headers, stringified).
     kind: 'bearer',
+    anchors: anyCase('bearer'),
     regex: /\bbearer(?:[ \t]|\\t)+(?![A-Za-z_-]+=")([A-Za-z0-9._~+/-]{8,4096}=*)/dgi,
     groups: [1],
   },
   {
     kind: 'basic-auth',
+    anchors: anyCase('basic'),
     regex: /\bbasic[ \t]+([A-Za-z0-9+/]{8,4096}={0,2})(?![A-Za-z0-9+/=])/dgi,
     groups: [1],
     // Only real credentials: base64 of `user:password`. Keeps "Basic authentication" and friends.
@@ -105,6 +117,7 @@ const SHAPES: ShapePattern[] = [
   },
   {
     kind: 'jwt',
+    anchors: cased('eyJ'),
     regex: new RegExp(`(?<![${B64URL}])eyJ[${B64URL}]{4,16384}\\.[${B64URL}]{2,65536}\\.[${B64URL}]{0,4096}`, 'g'),
   },
   {
@@ -112,14 +125,17 @@ const SHAPES: ShapePattern[] = [
     // lookbehind: whatever precedes the prefix (`xmcpg_`, `,mcpg_`, the `t` of an escaped `\tmcpg_` in JSON
     // text) it is still our key (issue 22 A1). Linear without one: a failed attempt reads at most 12 characters.
     kind: 'mcpgate-key',
+    anchors: cased('mcpg_'),
     regex: new RegExp(`mcpg_[${B64URL}]{8,4096}`, 'g'),
   },
   {
     kind: 'aws-access-key-id',
+    anchors: cased('AKIA', 'ASIA'),
     regex: /(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])/g,
   },
   {
     kind: 'aws-secret-key',
+    anchors: anyCase('aws'),
     regex: /(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])/g,
     // Forty base64 characters are common (hashes, ids); only those near an AWS mention count, and a
     // lower-case hex digest (git sha) never has the mixed case a real secret key has.
@@ -127,30 +143,37 @@ const SHAPES: ShapePattern[] = [
   },
   {
     kind: 'github-token',
+    anchors: cased('ghp_', 'gho_', 'ghu_', 'ghs_', 'ghr_', 'github_pat_'),
     regex: /(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{30,255}|github_pat_[A-Za-z0-9_]{22,255})(?![A-Za-z0-9_])/g,
   },
   {
     kind: 'gitlab-token',
+    anchors: cased('glpat-'),
     regex: new RegExp(`(?<![${B64URL}])glpat-[${B64URL}]{20,4096}`, 'g'),
   },
   {
     kind: 'slack-token',
+    anchors: cased('xoxa-', 'xoxb-', 'xoxp-', 'xoxo-', 'xoxs-', 'xoxr-'),
     regex: /(?<![A-Za-z0-9-])xox[abposr]-[A-Za-z0-9-]{10,4096}/g,
   },
   {
     kind: 'stripe-key',
+    anchors: cased('sk_live_', 'rk_live_', 'sk_test_', 'rk_test_'),
     regex: /(?<![A-Za-z0-9_])[sr]k_(?:live|test)_[A-Za-z0-9]{16,4096}/g,
   },
   {
     kind: 'google-api-key',
+    anchors: cased('AIza'),
     regex: new RegExp(`(?<![${B64URL}])AIza[${B64URL}]{35}(?![${B64URL}])`, 'g'),
   },
   {
     kind: 'anthropic-key',
+    anchors: cased('sk-ant-'),
     regex: new RegExp(`(?<![${B64URL}])sk-ant-[${B64URL}]{20,4096}`, 'g'),
   },
   {
     kind: 'openai-key',
+    anchors: cased('sk-'),
     regex: new RegExp(`(?<![${B64URL}])sk-(?!ant-)(?:proj-|svcacct-|admin-)?[${B64URL}]{20,4096}`, 'g'),
     // Real keys have no dashes in the random part or carry digits/capitals; `sk-learn-is-a-library` has neither.
     accept: (secret) => {
@@ -161,6 +184,7 @@ const SHAPES: ShapePattern[] = [
   {
     // `scheme://user:password@host`: only the password is masked so the URL stays readable.
     kind: 'url-credentials',
+    anchors: cased('://'),
     regex: /(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,31}:\/\/[^\s/:@"']{1,128}:([^\s/@"']{1,256})@/dg,
     groups: [1],
   },
@@ -223,6 +247,24 @@ const TRIGGERS = [
 /** Cheap pre-check: false means findSecrets and redactValue would change nothing. */
 export function mayContainSecret(text: string): boolean {
   return TRIGGERS.some((trigger) => trigger.test(text));
+}
+
+/** The anchors of every format (each shape's but the heuristic ones', and a PEM block's header). */
+export const FORMAT_ANCHORS: readonly Anchor[] = [
+  ...SHAPES.flatMap((shape) => shape.anchors ?? []),
+  ...cased(PEM_BEGIN),
+];
+
+const formatFilter = new AnchorFilter(FORMAT_ANCHORS);
+
+/**
+ * The pre-check of a formats-only scan (`heuristics: false`) over UTF-8 bytes, read without building a string: false
+ * means no format occurs in the text, nor in any part of it, so findSecrets with `heuristics: false` finds nothing in
+ * any value the bytes hold. Where a value's text differs from its bytes (JSON escapes), the caller must ensure no
+ * anchor can hide behind them (`jsonrpc/json-bytes.ts`).
+ */
+export function mayContainSecretFormatBytes(bytes: Uint8Array): boolean {
+  return formatFilter.test(bytes);
 }
 
 /**
