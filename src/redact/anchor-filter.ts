@@ -41,12 +41,6 @@ interface ScanExports {
   readonly scan: (at: number, end: number) => number;
 }
 
-// The global WebAssembly namespace, which @types/node 20 does not declare: only what this file uses.
-declare const WebAssembly: {
-  readonly Module: new (bytes: Uint8Array) => object;
-  readonly Instance: new (module: object) => { readonly exports: object };
-};
-
 function isLetter(code: number): boolean {
   return (code >= 0x41 && code <= 0x5a) || (code >= 0x61 && code <= 0x7a);
 }

@@ -10,7 +10,7 @@
 ;;   128..143 the bucket masks of the 16 positions of the block last returned
 ;;   160..    the chunk of text, then zeros
 ;;
-;; Built into anchor-filter-wasm.ts by scripts/build-anchor-filter.mjs; a test checks that file against this one.
+;; Built into anchor-filter-wasm.ts by scripts/build-wasm.mjs; a test checks that file against this one.
 (module
   (memory (export "memory") 5)
   ;; The offset (from the start of the chunk) of the first block at or after `at` and before `end` where some position

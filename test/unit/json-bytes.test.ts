@@ -80,7 +80,8 @@ describe('json-bytes: a large answer kept as bytes (issue 29 §3)', () => {
   }
 
   it('refuses a control byte at every place of a long string, whatever the alignment of the bytes', () => {
-    // The check reads eight words at a time, then single words, then single bytes: every lane and tail must see it.
+    // The check reads 64 bytes a step, the last step past the end of the range into padding: every lane and the tail
+    // must see it.
     const head = '{"jsonrpc":"2.0","id":1,"result":{"text":"';
     const text = `${head}${'x'.repeat(300)}"}}`;
     for (const shift of [0, 1, 2, 3]) {
@@ -96,6 +97,30 @@ describe('json-bytes: a large answer kept as bytes (issue 29 §3)', () => {
         bytes[at] = 0x78;
       }
     }
+  });
+
+  it('refuses a control byte on either side of each seam of the check\'s chunks, and after a clean answer or a dirty one', () => {
+    // The check copies 256 KiB at a time into its memory: a byte at a seam, and what an earlier call left there, matter.
+    const head = '{"jsonrpc":"2.0","id":1,"result":{"text":"';
+    const chunk = 256 * 1024;
+    const text = `${head}${'\u00e9'.repeat(300 * 1024)}"}}`;
+    const bytes = Buffer.from(text);
+    const from = bytes.indexOf('"text":"') + 8;
+    assert.ok(responseFromBytes(bytes) !== undefined, 'clean');
+    for (const seam of [chunk, 2 * chunk]) {
+      for (const offset of [-66, -65, -64, -63, -17, -16, -2, -1, 0, 1, 15, 16, 63, 64]) {
+        const at = from + seam + offset;
+        if (at >= bytes.length - 3) continue;
+        const kept = bytes[at] as number;
+        bytes[at] = 0x1f;
+        assert.equal(responseFromBytes(bytes), undefined, `at seam ${seam} ${offset}`);
+        bytes[at] = kept;
+        assert.ok(responseFromBytes(bytes) !== undefined, `clean again after seam ${seam} ${offset}`);
+      }
+    }
+    // The bytes nearest a control byte that are not one: a space, DEL, and UTF-8 continuation and lead bytes.
+    const edges = Buffer.from(`${head}${' \u007f\u0080\u00ff\u07ff\uffff'.repeat(40_000)}"}}`);
+    assert.ok(responseFromBytes(edges) !== undefined, 'bytes 0x20 and above are not control bytes');
   });
 
   it('never takes what JSON.parse refuses: every cut of a valid answer', () => {
