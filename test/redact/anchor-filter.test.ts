@@ -97,6 +97,12 @@ test('an anchor the filter cannot search is refused', () => {
   for (const text of ['ab', '', 'ün?', 'tab\there']) assert.throws(() => new AnchorFilter([{ text, ignoreCase: false }]), TypeError, text);
 });
 
+test('no format anchor holds a quote or a backslash, which JSON text would escape and so hide from a scan of the bytes', () => {
+  // The bytes path reads a value's anchors in its JSON text, where only `"`, `\\` and control characters change.
+  for (const anchor of FORMAT_ANCHORS) assert.doesNotMatch(anchor.text, /["\\]/, anchor.text);
+  assert.ok(FORMAT_ANCHORS.length >= 25);
+});
+
 test('a megabyte of one repeated letter, the scan pre-check regular expressions\' worst case, holds no anchor until one is added', () => {
   const text = Buffer.from(JSON.stringify({ content: [{ type: 'text', text: 'x'.repeat(1 << 20) }] }));
   assert.equal(mayContainSecretFormatBytes(text), false);
