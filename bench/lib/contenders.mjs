@@ -78,8 +78,15 @@ export async function directHttp(ctx) {
   return contender({ name: 'direct', family: 'http', mode: 'client → mock', client, pids: [ctx.mockPid], statsUrl: new URL('/__stats', ctx.mockUrl).href });
 }
 
+/**
+ * The lean forwarders run with the heap growing factor mcpgate sets for itself (`gateway.limits.heapGrowthPercent`,
+ * default 200; decision 0030): one node flag any forwarder could be given, so the reference is not charged the full
+ * collections that mcpgate's setting spares it.
+ */
+const BARE_HEAP_GROWTH = '--heap-growing-percent=200';
+
 export async function bareForwarder(ctx, { rewrite = false, abort = false, name: named } = {}) {
-  const args = [join(ctx.benchDir, 'contenders/bare-forwarder.mjs'), '--upstream', ctx.mockUrl, '--watch-stdin', ...(rewrite ? ['--rewrite'] : []), ...(abort ? ['--abort'] : [])];
+  const args = [BARE_HEAP_GROWTH, ...benchNodeArgs('BENCH_BARE_NODE_ARGS'), join(ctx.benchDir, 'contenders/bare-forwarder.mjs'), '--upstream', ctx.mockUrl, '--watch-stdin', ...(rewrite ? ['--rewrite'] : []), ...(abort ? ['--abort'] : [])];
   const child = await startProcess('bare forwarder', process.execPath, args, { core: GATEWAY_CORE, ready: jsonReady('port') });
   const url = `http://127.0.0.1:${child.value}/mcp`;
   const name = named ?? (rewrite ? 'bare+rewrite' : abort ? 'bare+abort' : 'bare');
@@ -176,11 +183,17 @@ export function writeMcpgateConfig(ctx, { urls = [], stdio = 0, extraGateway = '
   return file;
 }
 
+/**
+ * BENCH_NODE_ARGS: node flags for every mcpgate contender, for finding where a cost is, e.g.
+ * "--cpu-prof --cpu-prof-dir=/tmp/prof" (a V8 profile each on exit) or "--perf-basic-prof" (for perf record).
+ * BENCH_BARE_NODE_ARGS: the same for the lean forwarders, so a collector's trace can be had of the reference too.
+ */
+function benchNodeArgs(variable = 'BENCH_NODE_ARGS') {
+  return (process.env[variable] ?? '').split(' ').filter((arg) => arg !== '');
+}
+
 export function mcpgateArgs(ctx, file) {
-  // BENCH_NODE_ARGS: node flags for every mcpgate contender, for finding where a cost is, e.g.
-  // "--cpu-prof --cpu-prof-dir=/tmp/prof" (a V8 profile each on exit) or "--perf-basic-prof" (for perf record).
-  const extra = process.env.BENCH_NODE_ARGS ? process.env.BENCH_NODE_ARGS.split(' ') : [];
-  return [...extra, join(ctx.root, 'dist/src/cli/main.js'), 'serve', '--config', file];
+  return [...benchNodeArgs(), join(ctx.root, 'dist/src/cli/main.js'), 'serve', '--config', file];
 }
 
 /**

@@ -3,7 +3,7 @@
 // killed when the bench exits, however it exits.
 
 import { execFileSync, spawn } from 'node:child_process';
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -81,8 +81,12 @@ export async function startProcess(name, command, args, { core, env, cwd, ready,
   const child = spawn(spec.command, spec.args, { cwd, env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
   live.add(child);
   let tail = '';
+  // BENCH_CHILD_LOG=DIR: every child's whole output also goes to DIR/<name>-<pid>.log, for what a tail cannot
+  // hold (a `--trace-gc` run passed through BENCH_NODE_ARGS).
+  const logFile = process.env.BENCH_CHILD_LOG ? join(process.env.BENCH_CHILD_LOG, `${name.replace(/[^\w.-]+/g, '_')}-${child.pid}.log`) : undefined;
   const keep = (chunk) => {
     tail = (tail + chunk).slice(-8_000);
+    if (logFile !== undefined) appendFileSync(logFile, chunk);
   };
   const stop = () => stopChild(child);
   try {

@@ -10,6 +10,7 @@ import { registerCatalogCommand } from './catalog.js';
 import { runCheck } from './check.js';
 import { registerDirectoryCommands } from './directory.js';
 import { registerExplainCommand } from './explain.js';
+import { applyHeapGrowth } from './heap-growth.js';
 import { registerKeysCommand } from './keys.js';
 import { registerPermissionsCommand } from './permissions.js';
 import { registerReceiptCommand } from './receipt.js';
@@ -37,6 +38,7 @@ function gatewayLogger(config: Awaited<ReturnType<typeof load>>, format: LogForm
 
 async function serve(options: { config: string; port?: string; host?: string; logFormat?: LogFormat }): Promise<void> {
   const config = await load(options.config);
+  const heapGrowth = applyHeapGrowth(config.gateway.limits.heapGrowthPercent);
   const listen = {
     host: options.host ?? config.gateway.listen.host,
     port: options.port === undefined ? config.gateway.listen.port : Number(options.port),
@@ -44,7 +46,8 @@ async function serve(options: { config: string; port?: string; host?: string; lo
   const effective = { ...config, gateway: { ...config.gateway, listen } };
   const logger = gatewayLogger(config, options.logFormat);
   const gateway = await startHttpGateway(effective, logger);
-  logger.info({ url: gateway.url, servers: Object.keys(config.servers), mode: config.gateway.mode }, 'listening');
+  const heapGrowthPercent = heapGrowth ? config.gateway.limits.heapGrowthPercent : 'node';
+  logger.info({ url: gateway.url, servers: Object.keys(config.servers), mode: config.gateway.mode, heapGrowthPercent }, 'listening');
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) return;
@@ -66,6 +69,7 @@ async function serve(options: { config: string; port?: string; host?: string; lo
 
 async function stdio(options: { config: string; logFormat?: LogFormat }): Promise<void> {
   const config = await load(options.config);
+  applyHeapGrowth(config.gateway.limits.heapGrowthPercent);
   const logger = gatewayLogger(config, options.logFormat);
   await runStdioGateway(config, logger);
   process.exit(0);

@@ -90,6 +90,7 @@ describe('loadConfig: valid files', () => {
     assert.equal(config.gateway.separator, '__');
     assert.equal(config.gateway.prefix, 'always');
     assert.equal(config.gateway.limits.callTimeoutMs, 60_000);
+    assert.equal(config.gateway.limits.heapGrowthPercent, 200);
     assert.equal(config.gateway.security.dnsRebindingProtection, true);
     const fs = config.servers['fs'];
     assert.ok(fs?.transport === 'stdio');
@@ -100,6 +101,16 @@ describe('loadConfig: valid files', () => {
     assert.equal(fs.connectTimeoutMs, 10_000);
     assert.deepEqual(fs.tools, { deny: [], rename: {}, descriptions: {} });
     assert.equal(config.servers['web']?.transport, 'http');
+  });
+
+  it('takes heapGrowthPercent from 0 to 400 and refuses a negative, fractional or larger one', async () => {
+    const text = (value: string) => `gateway:\n  limits:\n    heapGrowthPercent: ${value}\nservers:\n  fs:\n    command: mcp-fs\n`;
+    assert.equal((await load('growth-0.yaml', text('0'))).gateway.limits.heapGrowthPercent, 0);
+    assert.equal((await load('growth-400.yaml', text('"400"'))).gateway.limits.heapGrowthPercent, 400);
+    for (const bad of ['-1', '12.5', '401']) {
+      const error = await rejectsConfig(load(`growth-bad.yaml`, text(bad)));
+      assert.ok(issueAt(error, 'gateway.limits.heapGrowthPercent'), bad);
+    }
   });
 
   it('loads the native form from JSON, with positions in issues', async () => {
