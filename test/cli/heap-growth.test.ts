@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { describe, it } from 'node:test';
+import { after, describe, it } from 'node:test';
+import { cleanup, startGateway } from '../integration/harness.js';
 
 /**
  * Decision 0030: `serve` and `stdio` fix V8's heap growing factor, so that a gateway passing large results does not
@@ -46,5 +47,18 @@ describe('applyHeapGrowth', () => {
     const run = factorAfter(150, ['--heap-growing-percent=40']);
     assert.equal(run.set, false);
     assert.equal(run.applied, '1.4');
+  });
+});
+
+describe('mcpgate serve', () => {
+  after(cleanup);
+
+  it('sets the configured factor and says so when it listens, or says node has it', async () => {
+    const set = await startGateway({ gateway: { limits: { heapGrowthPercent: 150 } }, servers: {} }, { name: 'heap-growth-set' });
+    const left = await startGateway({ gateway: { limits: { heapGrowthPercent: 0 } }, servers: {} }, { name: 'heap-growth-left' });
+    const listening = (gateway: typeof set) => gateway.logLines().find((line) => line.msg === 'listening');
+    assert.equal(listening(set)?.heapGrowthPercent, 150);
+    assert.equal(listening(left)?.heapGrowthPercent, 'node');
+    await Promise.all([set.stop(), left.stop()]);
   });
 });
