@@ -5,7 +5,7 @@ import { setFlagsFromString } from 'node:v8';
  * since the last full collection against the old generation's room, and after a full collection it leaves that
  * room at its floor (about 8 MB over what survived) when the gateway's own objects grow slowly, as they do
  * while it passes large results as bytes. A 1 MiB result makes about 2 MiB of Buffers, which scavenges rarely
- * come round to free, so the room runs out every few dozen calls and every collection is a full one: W4 read
+ * come round to free, so the room runs out every dozen or so calls and every collection is a full one: W4 read
  * CPU per MB doubled for the rest of the process's life. Growing by a fixed factor keeps the room a multiple of
  * the live heap, which those Buffers do not fill between scavenges.
  *

@@ -179,7 +179,7 @@ const limitsSchema = z.strictObject({
    * How far past what survived the last full collection V8 lets the JavaScript heap grow before it collects in
    * full again, in percent (`serve` and `stdio` set V8's `--heap-growing-percent`; decision 0030). 200 lets it
    * triple; 0 leaves V8's own rule, under which a gateway passing large results can fall into a full collection
-   * every few dozen calls. A `--heap-growing-percent` given to node itself wins.
+   * every dozen or so calls. A `--heap-growing-percent` given to node itself wins.
    */
   heapGrowthPercent: integer(z.number().int().nonnegative().max(400)).default(200),
 });

@@ -6,7 +6,7 @@ import { cleanup, startGateway } from '../integration/harness.js';
 
 /**
  * Decision 0030: `serve` and `stdio` fix V8's heap growing factor, so that a gateway passing large results does not
- * collect in full every few dozen calls. Each case runs a real node process with V8's collector trace and reads the
+ * collect in full every dozen or so calls. Each case runs a real node process with V8's collector trace and reads the
  * factor V8 applied at a full collection made after the setting.
  */
 
