@@ -44,7 +44,7 @@ describe('log format', () => {
     const line = gateway.stderr().split('\n').find((text) => text.includes('listening'));
     await gateway.stop();
     // stderr is a pipe here, so no colour codes either.
-    assert.match(line ?? '', /^\d{2}:\d{2}:\d{2}\.\d{3} INFO {2}listening url=http:\/\/127\.0\.0\.1:\d+\/mcp servers=\["alpha"\] mode=dev$/);
+    assert.match(line ?? '', /^\d{2}:\d{2}:\d{2}\.\d{3} INFO {2}listening url=http:\/\/127\.0\.0\.1:\d+\/mcp servers=\["alpha"\] mode=dev heapGrowthPercent=200$/);
     assert.equal(gateway.stderr().includes('{"level"'), false, gateway.stderr());
   });
 
