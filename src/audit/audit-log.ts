@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { AuditConfig } from '../config/governance-schema.js';
+import type { AuditConfig, ResultHashAlgorithm } from '../config/governance-schema.js';
 import { GatewayError } from '../errors/gateway-error.js';
 import type { Logger } from '../observability/logger.js';
 import { publishAuditBatch, publishAuditWriteFailure } from '../pipeline/events.js';
@@ -9,6 +9,7 @@ import { toRow } from './chain.js';
 import { ChainTail, generateChainId, isChainId } from './chain-tail.js';
 import { prepareRecord, type PreparedRecord } from './prepare.js';
 import type { AuditInput, StoredAuditRecord } from './record.js';
+import { resultHasher, type ResultHasher } from './result-hash.js';
 import { SessionSpans, type SessionSpan } from './session-spans.js';
 
 /** What the log needs of a store; a narrower type lets tests wrap a real store. */
@@ -36,6 +37,8 @@ export interface AuditLogOptions {
   readonly maxWaitMs?: number;
   /** Store the redacted arguments, not only their hash. Default false. */
   readonly captureArguments?: boolean;
+  /** The digest of a call's result in its record (`result-hash.ts`). Default blake3. */
+  readonly resultHash?: ResultHashAlgorithm;
   readonly logger: Logger;
   readonly now?: () => Date;
   /** Backoff between retries of a failed write: doubles from `initialMs` (25) up to `maxMs` (2000). */
@@ -125,6 +128,8 @@ export class AuditLog {
   readonly #maxBatch: number;
   readonly #maxWaitMs: number;
   readonly #captureArguments: boolean;
+  /** How a caller hashes the result it records (`AuditInput.resultHash`). */
+  readonly resultHasher: ResultHasher;
   readonly #retryInitialMs: number;
   readonly #retryMaxMs: number;
   readonly #ready: Promise<void>;
@@ -169,6 +174,7 @@ export class AuditLog {
     this.#retryInitialMs = integerOption(options.retry?.initialMs, 25, 'retry.initialMs', 1);
     this.#retryMaxMs = integerOption(options.retry?.maxMs, 2000, 'retry.maxMs', this.#retryInitialMs);
     this.#captureArguments = options.captureArguments === true;
+    this.resultHasher = resultHasher(options.resultHash ?? 'blake3');
     this.#sessions = new SessionSpans(integerOption(options.maxSessions, 100_000, 'maxSessions', 1));
     this.#ready = this.#loadTail();
   }
@@ -581,6 +587,7 @@ export function auditLogFromConfig(
     maxQueue: config.maxQueue,
     maxWaitMs: config.maxWaitMs,
     captureArguments: config.captureArguments,
+    resultHash: config.resultHash,
     ...(config.chainId === undefined ? {} : { chainId: config.chainId }),
     ...(deps.now === undefined ? {} : { now: deps.now }),
   });

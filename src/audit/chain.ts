@@ -12,6 +12,7 @@ import {
   type AuditRecordBody,
   type StoredAuditRecord,
 } from './record.js';
+import { RESULT_HASH_PATTERN } from './result-hash.js';
 
 /**
  * Between the record model and storage: records to rows and back, and the one link check that both
@@ -63,8 +64,9 @@ export function checkBody(value: Record<string, unknown>): string | undefined {
   if (evidence !== undefined && !(AUDIT_EVIDENCE as readonly unknown[]).includes(evidence)) return `unknown evidence ${JSON.stringify(evidence)}`;
   for (const field of OPTIONAL_TEXT) if (value[field] !== undefined && typeof value[field] !== 'string') return `${field} is not a string`;
   if (value.traceId !== undefined && !isTraceId(value.traceId)) return 'traceId is not 32 hex characters (not all zeros)';
-  for (const field of ['argsHash', 'resultHash'] as const) {
-    if (value[field] !== undefined && (typeof value[field] !== 'string' || !HEX64.test(value[field]))) return `${field} is not 64 hex characters`;
+  if (value.argsHash !== undefined && (typeof value.argsHash !== 'string' || !HEX64.test(value.argsHash))) return 'argsHash is not 64 hex characters';
+  if (value.resultHash !== undefined && (typeof value.resultHash !== 'string' || !RESULT_HASH_PATTERN.test(value.resultHash))) {
+    return 'resultHash is not 64 hex characters, alone or after "blake3:"';
   }
   for (const field of ['resultBytes', 'latencyMs'] as const) {
     const number = value[field];

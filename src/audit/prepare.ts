@@ -10,6 +10,7 @@ import {
   type AuditInput,
   type AuditRecordFields,
 } from './record.js';
+import { RESULT_HASH_PATTERN } from './result-hash.js';
 import { errorMessage } from '../errors/error-message.js';
 import { isTraceId } from '../util/trace-id.js';
 
@@ -91,9 +92,9 @@ function traceIdField(value: unknown): string | undefined {
   return value;
 }
 
-function hex(value: unknown, what: string): string | undefined {
+function hex(value: unknown, what: string, pattern = HEX64): string | undefined {
   if (value === undefined) return undefined;
-  if (typeof value !== 'string' || !HEX64.test(value)) throw bad(`${what} must be 64 lowercase hex characters`);
+  if (typeof value !== 'string' || !pattern.test(value)) throw bad(`${what} must be 64 lowercase hex characters${pattern === HEX64 ? '' : ', alone or after "blake3:"'}`);
   return value;
 }
 
@@ -163,7 +164,7 @@ export function prepareRecord(input: AuditInput, options: { readonly captureArgu
   set('exposed', name(input.exposed, 'exposed'));
   set('argsHash', argsHash);
   set('args', args);
-  set('resultHash', hex(input.resultHash, 'resultHash'));
+  set('resultHash', hex(input.resultHash, 'resultHash', RESULT_HASH_PATTERN));
   set('resultBytes', amount(input.resultBytes, 'resultBytes'));
   set('latencyMs', amount(input.latencyMs, 'latencyMs'));
   set('evidence', input.evidence === undefined ? undefined : oneOf(input.evidence, AUDIT_EVIDENCE, 'evidence'));

@@ -8,6 +8,7 @@ import { GatewayError } from '../errors/gateway-error.js';
 import { keySecretIssues, keySecretOptions } from '../authn/key-secret.js';
 import { receiptKeyIssues, receiptKeyOptions, signsWithKey } from '../receipts/signing-key.js';
 import { opensControlStore } from '../store/create-store.js';
+import { resultHasher } from '../audit/result-hash.js';
 
 export interface CheckIo {
   /** Variables for `${VAR}` interpolation (normally `process.env`). */
@@ -25,14 +26,14 @@ export interface CheckIo {
  * Besides the schema it checks what `serve` would refuse at start-up before serving anything: stdio servers that
  * could never be spawned, approvals (`catalog.source: file`) that are missing in `pinned` mode or invalid, and
  * the keys a PostgreSQL store needs configured (`auth.keySecret`, `receipts.signingKey`) or a signing key that
- * cannot be read.
+ * cannot be read, and an audit result digest (`blake3`) whose binding does not load here.
  * Errors other than configuration errors are bugs and propagate.
  */
 export async function runCheck(file: string, io: CheckIo): Promise<number> {
   try {
     const config = await loadConfig(file, { env: io.env });
     // A production config with an unmeasured stdio server loads, but could never spawn it (issue 4 §4).
-    const issues = [...unmeasuredStdioIssues(config), ...(await approvalsIssues(config)), ...(await sharedKeyIssues(config))];
+    const issues = [...unmeasuredStdioIssues(config), ...(await approvalsIssues(config)), ...(await sharedKeyIssues(config)), ...resultHashIssues(config)];
     if (issues.length > 0) {
       const text = await readFile(file, 'utf8');
       const located = issues.map((issue) => locateIssue(text, file, issue));
@@ -60,6 +61,19 @@ async function sharedKeyIssues(config: GatewayConfig): Promise<ConfigIssue[]> {
   const secret = gateway.auth.mode !== 'none' ? keySecretIssues(keySecretOptions(gateway)) : [];
   const signing = signsWithKey(gateway) ? await receiptKeyIssues(receiptKeyOptions(gateway)) : [];
   return [...secret, ...signing];
+}
+
+/** The audit's result digest where its native binding does not load: `serve` would refuse to start (decision 0031). */
+function resultHashIssues(config: GatewayConfig): ConfigIssue[] {
+  const { gateway } = config;
+  if (!opensControlStore(gateway) || !gateway.audit.enabled) return [];
+  try {
+    resultHasher(gateway.audit.resultHash);
+    return [];
+  } catch (error) {
+    if (!GatewayError.is(error) || error.code !== 'MCPGATE_ERR_CONFIG_INVALID') throw error;
+    return [{ path: 'gateway.audit.resultHash', message: error.message }];
+  }
 }
 
 /**

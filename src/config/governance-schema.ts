@@ -38,6 +38,10 @@ export const SENSITIVITY_LABELS = ['public', 'internal', 'confidential', 'restri
 export type SensitivityLabel = (typeof SENSITIVITY_LABELS)[number];
 export const sensitivitySchema = z.enum(SENSITIVITY_LABELS);
 
+/** The digests a call record's `resultHash` may use; `src/audit/result-hash.ts` computes them. */
+export const RESULT_HASH_ALGORITHMS = ['blake3', 'sha256'] as const;
+export type ResultHashAlgorithm = (typeof RESULT_HASH_ALGORITHMS)[number];
+
 export const auditSchema = z.strictObject({
   /** Off only for benchmarks and tests; production gateways record every decision. */
   enabled: z.boolean().default(true),
@@ -69,6 +73,11 @@ export const auditSchema = z.strictObject({
   maxWaitMs: integer(z.number().int().min(1).max(600_000)).default(5000),
   /** Store the (redacted) arguments themselves, not only their hash. */
   captureArguments: z.boolean().default(false),
+  /**
+   * The digest of a call's result in its record (`src/audit/result-hash.ts`, decision 0031): `blake3` writes
+   * `blake3:<hex>` (what `b3sum` prints), `sha256` writes `<hex>` (what `sha256sum` prints; FIPS-approved).
+   */
+  resultHash: z.enum(RESULT_HASH_ALGORITHMS).default('blake3'),
   /** This instance's chain id; default a fresh id per process start (each instance writes its own chain). */
   chainId: z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/).optional(),
   retention: retentionSchema.optional(),

@@ -1,6 +1,5 @@
-import { createHash } from 'node:crypto';
 import type { AuditClient, AuditDecision, AuditInput, AuditKind, AuditPrincipal } from '../audit/record.js';
-import { argumentsHash, isCallRecord, isDenialRecord, sha256Hex } from '../audit/record.js';
+import { argumentsHash, isCallRecord, isDenialRecord } from '../audit/record.js';
 import type { AuditLog } from '../audit/audit-log.js';
 import type { CedarAction } from '../cedar/request.js';
 import type { CedarPolicies } from '../cedar/policy-loader.js';
@@ -11,20 +10,13 @@ import { GatewayError } from '../errors/gateway-error.js';
 import { guardError, guardResult, guardResultBytes, guardUpstreamError } from '../guards/response-guard.js';
 import { raise } from '../guards/sensitivity.js';
 import { makeResult, type JsonRpcResponse } from '../jsonrpc/message.js';
-import { materialized, rawResult, resultBytesOf, type ResultBytes, type ResultHead } from '../jsonrpc/serialize.js';
+import { materialized, rawResult, resultBytesOf, type ResultHead } from '../jsonrpc/serialize.js';
 import type { Logger } from '../observability/logger.js';
 import type { Caller } from '../model/caller.js';
 import { evidenceOf, type UpstreamEvidence } from './evidence.js';
 import { errorMessage } from '../errors/error-message.js';
 import { isTraceId } from '../util/trace-id.js';
 import { publishPolicyDecision } from '../pipeline/events.js';
-
-/** SHA-256 of a result kept as bytes, as `sha256Hex` of its text would be, without joining its parts. */
-function hashOfBytes(result: ResultBytes): string {
-  const hash = createHash('sha256');
-  if (result.head !== undefined) hash.update(result.head);
-  return hash.update(result.bytes).digest('hex');
-}
 
 /** For the router: a request's `traceparent` to the record's `traceId` (undefined unless a valid version-00 one). */
 export { traceIdOf } from '../util/trace-id.js';
@@ -179,7 +171,7 @@ export class CallGovernor {
         const outcome = this.#evaluate(facts, 'egress', { bytes: checked.bytes, labels: [] });
         if (outcome?.decision === 'deny') throw policyDeniedError(outcome, 'egress');
         // What goes out is these bytes, and the record's hash is of them.
-        const hash = this.#audit === undefined ? '' : hashOfBytes(kept);
+        const hash = this.#audit === undefined ? '' : this.#audit.resultHasher.bytes(kept.head, kept.bytes);
         return { response, bytes: checked.bytes, hash, advisory: outcome?.advisoryDenies ?? [] };
       }
     }
@@ -190,7 +182,7 @@ export class CallGovernor {
     if (outcome?.decision === 'deny') throw policyDeniedError(outcome, 'egress');
     // The guarded text is what goes out as is: the transport splices it in instead of serialising again. Its hash
     // is for the audit record only: without an audit log it is not computed.
-    const hash = this.#audit === undefined ? '' : sha256Hex(text);
+    const hash = this.#audit === undefined ? '' : this.#audit.resultHasher.text(text);
     return { response: makeResult(response.id, rawResult(text)), bytes, hash, advisory: outcome?.advisoryDenies ?? [] };
   }
 

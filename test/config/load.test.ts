@@ -91,6 +91,7 @@ describe('loadConfig: valid files', () => {
     assert.equal(config.gateway.prefix, 'always');
     assert.equal(config.gateway.limits.callTimeoutMs, 60_000);
     assert.equal(config.gateway.limits.heapGrowthPercent, 200);
+    assert.equal(config.gateway.audit.resultHash, 'blake3');
     assert.equal(config.gateway.security.dnsRebindingProtection, true);
     const fs = config.servers['fs'];
     assert.ok(fs?.transport === 'stdio');
@@ -110,6 +111,15 @@ describe('loadConfig: valid files', () => {
     for (const bad of ['-1', '12.5', '401']) {
       const error = await rejectsConfig(load(`growth-bad.yaml`, text(bad)));
       assert.ok(issueAt(error, 'gateway.limits.heapGrowthPercent'), bad);
+    }
+  });
+
+  it('takes audit.resultHash blake3 or sha256 and refuses any other digest', async () => {
+    const text = (value: string) => `gateway:\n  audit:\n    resultHash: ${value}\nservers:\n  fs:\n    command: mcp-fs\n`;
+    assert.equal((await load('digest-sha256.yaml', text('sha256'))).gateway.audit.resultHash, 'sha256');
+    for (const bad of ['md5', 'SHA256', 'blake2b', '""']) {
+      const error = await rejectsConfig(load('digest-bad.yaml', text(bad)));
+      assert.ok(issueAt(error, 'gateway.audit.resultHash'), bad);
     }
   });
 

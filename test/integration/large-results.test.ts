@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import { blake3 } from '@noble/hashes/blake3.js';
 import { after, before, describe, it } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
@@ -64,6 +65,11 @@ async function callOn(session: string, name: string, id: number | string = 2): P
   return { status: answer.status, body: answer.body, message };
 }
 
+/** The record's `resultHash` of these bytes, from an implementation other than the gateway's (decision 0031). */
+function blake3Of(text: string): string {
+  return `blake3:${Buffer.from(blake3(Buffer.from(text))).toString('hex')}`;
+}
+
 function textOfResult(message: Record<string, unknown>): string {
   const result = message.result as { content?: Array<{ text?: string }> } | undefined;
   return result?.content?.map((item) => item.text ?? '').join('') ?? '';
@@ -114,7 +120,7 @@ describe('a large result goes out as the bytes it came in, through every guard (
     const row = rows.find((entry) => entry.kind === 'call' && entry.tool === 'clean');
     assert.ok(row !== undefined, JSON.stringify(rows.map((entry) => [entry.kind, entry.tool])));
     assert.equal(row.resultBytes, Buffer.byteLength(RESULTS.clean));
-    assert.equal(row.resultHash, createHash('sha256').update(RESULTS.clean).digest('hex'));
+    assert.equal(row.resultHash, blake3Of(RESULTS.clean));
   });
 
   it('a credential is masked however the upstream wrote it: plain, behind \\u escapes, in a URL with escaped solidi', async () => {
@@ -197,6 +203,33 @@ describe('a large result goes out as the bytes it came in, through every guard (
     assert.equal(result.isError, false);
     assert.equal(result._meta?.['io.modelcontextprotocol/serverInfo']?.name, 'mcpgate');
     assert.equal(textOfResult(answer.json()), FILLER);
+    // The record hashes what this client received: the gateway's head, then the upstream's bytes.
+    const sent = answer.body.slice('{"jsonrpc":"2.0","id":5,"result":'.length, -1);
+    const row = (await storedAuditRows(access.path)).find((entry) => entry.kind === 'call' && entry.clientName === 'large');
+    assert.ok(row !== undefined);
+    assert.equal(row.resultBytes, Buffer.byteLength(sent));
+    assert.equal(row.resultHash, blake3Of(sent));
+  });
+
+  it('audit.resultHash: sha256 records what sha256sum prints for the same bytes (decision 0031)', async () => {
+    const store = await AccessStore.open(tempPath('large-results-sha256.db'));
+    try {
+      await store.permit('org', await store.org('acme'), { kind: 'allow' });
+      const key = await store.key({ org: 'acme', name: 'alice' });
+      const sha = await startGateway({ ...config, gateway: { ...config.gateway, store: store.path, audit: { durability: 'sync', resultHash: 'sha256' } } }, { name: 'sha256' });
+      const headers = { authorization: `Bearer ${key.key}` };
+      const session = await rawSession(sha.url, LEGACY, headers);
+      const answer = await raw(sha.url, {
+        headers: { ...mcpHeaders(session, LEGACY), ...headers },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'big__clean', arguments: {} } }),
+      });
+      assert.equal(answer.status, 200);
+      await sha.stop();
+      const row = (await storedAuditRows(store.path)).find((entry) => entry.kind === 'call' && entry.tool === 'clean');
+      assert.equal(row?.resultHash, createHash('sha256').update(RESULTS.clean).digest('hex'));
+    } finally {
+      await store.close();
+    }
   });
 
   it('legacy HTTP+SSE (/sse + /messages): the result arrives whole on the stream', async () => {
