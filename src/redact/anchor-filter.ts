@@ -32,7 +32,7 @@ const CHUNK = 256 * 1024;
 const WIDTH = 4;
 const MASKS = 128;
 const DATA = 160;
-/** Zeros after a chunk: the last block's loads read up to 19 bytes past its end. */
+/** Zeros after a chunk: the last block's load reads up to 18 bytes past its end. */
 const PAD = 32;
 const BUCKETS = 8;
 
@@ -171,19 +171,23 @@ export class AnchorFilter {
       const copied = Math.min(bytes.length - from, end + WIDTH - 1);
       memory.set(bytes.subarray(from, from + copied), DATA);
       memory.fill(0, DATA + copied, DATA + copied + PAD);
-      for (let at = this.#scan(0, end); at >= 0; at = this.#scan(at + 16, end)) {
+      // The pass marks where an anchor's fourth byte would be, so it runs over the positions of the chunk and the
+      // WIDTH - 1 after them. A mark it makes there belongs to the next chunk, and is verified against the bytes all
+      // the same.
+      const last = end + WIDTH - 1;
+      for (let at = this.#scan(0, last); at >= 0; at = this.#scan(at + 16, last)) {
         if (this.#verify(bytes, from + at)) return true;
       }
     }
     return false;
   }
 
-  /** Whether an anchor starts at one of the 16 positions from `block` that the vector pass marked. */
+  /** Whether an anchor ends its first {@link WIDTH} bytes at one of the 16 positions from `block` that the vector pass marked. */
   #verify(bytes: Uint8Array, block: number): boolean {
     for (let index = 0; index < 16; index += 1) {
       const mask = this.#memory[MASKS + index]!;
       if (mask === 0) continue;
-      const start = block + index;
+      const start = block + index - (WIDTH - 1);
       for (let bucket = 0; bucket < BUCKETS; bucket += 1) {
         if ((mask & (1 << bucket)) === 0) continue;
         for (const literal of this.#buckets[bucket]!) if (startsAt(bytes, start, literal)) return true;
