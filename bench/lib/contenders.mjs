@@ -79,11 +79,15 @@ export async function directHttp(ctx) {
 }
 
 /**
- * The lean forwarders run with the heap growing factor mcpgate sets for itself (`gateway.limits.heapGrowthPercent`,
- * default 200; decision 0030): one node flag any forwarder could be given, so the reference is not charged the full
- * collections that mcpgate's setting spares it.
+ * The lean forwarders run with V8's heap growing factor at 400 %, the top of the range mcpgate's own setting takes
+ * (`gateway.limits.heapGrowthPercent`, default 200; decision 0030): one node flag any forwarder could be given, so
+ * the reference pays no full collections that a setting would spare it. At mcpgate's 200 % the forwarder still fell
+ * into them. Its live heap is about 9 MB, so the room was about 19 MB, and it allocates so little on the JS heap
+ * that its scavenges are rare. The Buffers of ten calls filled the room: 143–196 full collections in 26 s of W4, and
+ * 0.5–0.8 ms per MB of marking on V8's helper threads. At 400 % it had 2–3, and cost 1.0–1.5 ms per MB where it had
+ * cost 1.6–2.1 (docs/benchmarks.md, "The runs of 2026-12-07, night").
  */
-const BARE_HEAP_GROWTH = '--heap-growing-percent=200';
+const BARE_HEAP_GROWTH = '--heap-growing-percent=400';
 
 export async function bareForwarder(ctx, { rewrite = false, abort = false, name: named } = {}) {
   const args = [BARE_HEAP_GROWTH, ...benchNodeArgs('BENCH_BARE_NODE_ARGS'), join(ctx.benchDir, 'contenders/bare-forwarder.mjs'), '--upstream', ctx.mockUrl, '--watch-stdin', ...(rewrite ? ['--rewrite'] : []), ...(abort ? ['--abort'] : [])];
