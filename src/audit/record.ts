@@ -97,6 +97,7 @@ export interface AuditInput {
    * when `captureArguments` is set, and then only after `redactValue`.
    */
   readonly args?: unknown;
+  /** `blake3:<hex>` or SHA-256's bare hex of the result as sent: `AuditLog.resultHasher` (`result-hash.ts`). */
   readonly resultHash?: string;
   readonly resultBytes?: number;
   readonly latencyMs?: number;

@@ -1,4 +1,4 @@
-import { hash } from 'node:crypto';
+import { createHash, hash } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { GatewayError } from '../errors/gateway-error.js';
 import { errorMessage } from '../errors/error-message.js';
@@ -36,7 +36,7 @@ const sha256: ResultHasher = {
   algorithm: 'sha256',
   text: (text) => hash('sha256', text, 'hex'),
   bytes(head, bytes) {
-    return head === undefined ? hash('sha256', bytes, 'hex') : hash('sha256', Buffer.concat([head, bytes]), 'hex');
+    return head === undefined ? hash('sha256', bytes, 'hex') : createHash('sha256').update(head).update(bytes).digest('hex');
   },
 };
 
