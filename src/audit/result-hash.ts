@@ -27,7 +27,7 @@ export const BLAKE3_PREFIX = 'blake3:';
 export interface ResultHasher {
   readonly algorithm: ResultHashAlgorithm;
   text(text: string): string;
-  bytes(head: Uint8Array | undefined, bytes: Uint8Array): string;
+  bytes(head: Buffer | undefined, bytes: Buffer): string;
 }
 
 type Blake3Binding = Pick<typeof import('@napi-rs/blake-hash'), 'blake3UrlSafeBase64' | 'Blake3Hasher'>;
