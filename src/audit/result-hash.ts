@@ -1,15 +1,16 @@
-import { createHash, hash } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { GatewayError } from '../errors/gateway-error.js';
 import { errorMessage } from '../errors/error-message.js';
 import type { ResultHashAlgorithm } from '../config/governance-schema.js';
+import { sha256Hex } from './record.js';
 
 /**
  * The `resultHash` of a call record (decision 0031): the digest of the result's bytes as the client receives them.
  *
  * - `blake3` (the default) writes `blake3:` and 64 hex digits, what `b3sum` prints for those bytes. BLAKE3 hashes a
- *   large result about three times as fast as SHA-256 does with the CPU's SHA extensions (0.18 against 0.60 ms per
- *   MiB here), because it hashes several 1 KiB chunks at once in SIMD lanes; at 1 MiB per call the hash was the
+ *   large result in well under half the CPU time SHA-256 takes with the CPU's SHA extensions (0.22–0.25 against
+ *   0.58–0.60 ms per MiB here), because it hashes several 1 KiB chunks at once in SIMD lanes; at 1 MiB per call the hash was the
  *   gateway's largest cost over a plain forwarder.
  * - `sha256` writes 64 hex digits alone, what `sha256sum` prints: the form of every record written before the choice
  *   existed, and the one for a deployment that may use only FIPS-approved digests.
@@ -21,11 +22,10 @@ import type { ResultHashAlgorithm } from '../config/governance-schema.js';
 /** What a record's `resultHash` may be: 64 hex digits (SHA-256), or `blake3:` and 64 hex digits. */
 export const RESULT_HASH_PATTERN = /^(?:blake3:)?[0-9a-f]{64}$/;
 
-export const BLAKE3_PREFIX = 'blake3:';
+const BLAKE3_PREFIX = 'blake3:';
 
 /** Hashes one result: its text, or its bytes after an optional head the gateway put in front of them. */
 export interface ResultHasher {
-  readonly algorithm: ResultHashAlgorithm;
   text(text: string): string;
   bytes(head: Buffer | undefined, bytes: Buffer): string;
 }
@@ -33,10 +33,9 @@ export interface ResultHasher {
 type Blake3Binding = Pick<typeof import('@napi-rs/blake-hash'), 'blake3UrlSafeBase64' | 'Blake3Hasher'>;
 
 const sha256: ResultHasher = {
-  algorithm: 'sha256',
-  text: (text) => hash('sha256', text, 'hex'),
+  text: sha256Hex,
   bytes(head, bytes) {
-    return head === undefined ? hash('sha256', bytes, 'hex') : createHash('sha256').update(head).update(bytes).digest('hex');
+    return head === undefined ? sha256Hex(bytes) : createHash('sha256').update(head).update(bytes).digest('hex');
   },
 };
 
@@ -45,7 +44,6 @@ function blake3Hasher(binding: Blake3Binding): ResultHasher {
   // turning 43 base64url characters into hex is cheaper than either.
   const hex = (base64url: string): string => BLAKE3_PREFIX + Buffer.from(base64url, 'base64url').toString('hex');
   return {
-    algorithm: 'blake3',
     text: (text) => hex(binding.blake3UrlSafeBase64(text)),
     bytes(head, bytes) {
       if (head === undefined) return hex(binding.blake3UrlSafeBase64(bytes));
