@@ -2,24 +2,28 @@
 // the audit writer's included): a figure the machine's noise cannot move, beside W1's CPU time, which on these
 // shared machines moves by ±10 % from one half second to the next (decision 0022). Run by hand:
 //
-//   node bench/lib/instructions.mjs [--variants legacy,modern,metrics,unaudited] [--calls 300,1300] [--keep DIR]
+//   node bench/lib/instructions.mjs [--variants legacy,modern,metrics,unaudited,governed] [--calls 300,1300] [--keep DIR]
+//                                   [--root PATH]
 //
 // Each variant is the bench's production mcpgate (API key, audit `sync` on SQLite) in front of the bench's HTTP
 // mock, serving one client that sends its calls one after another: `legacy` over a 2025-11-25 session, `modern`
 // as a 2026-07-28 client (no session, `_meta` and the Mcp-* headers on each request), `metrics` the legacy client
-// with `gateway.metrics.enabled`, `unaudited` the legacy client with the audit log off. Every variant runs twice, serving the two call counts; the difference of the
-// totals over the difference of the counts cancels start-up, warm-up and shutdown. Counts are the same for the
-// same build and inputs whatever else the machine does, but they are not native figures: they leave out what
-// memory and caches cost, and what runs on timers weighs more, the gateway being about fifty times slower under
-// valgrind. `--keep DIR` keeps the callgrind files (callgrind_annotate reads them). Needs Debian's `valgrind`.
+// with `gateway.metrics.enabled`, `unaudited` the legacy client with the audit log off, `governed` the legacy
+// client against W1's `mcpgate (governed)` (W1's Cedar policy set as well). Every variant runs twice, serving the
+// two call counts; the difference of the totals over the difference of the counts cancels start-up, warm-up and
+// shutdown. Counts are the same for the same build and inputs whatever else the machine does, but they are not
+// native figures: they leave out what memory and caches cost, and what runs on timers weighs more, the gateway
+// being about fifty times slower under valgrind. `--keep DIR` keeps the callgrind files (callgrind_annotate reads
+// them). `--root PATH` counts the gateway built in another checkout's `dist/`, for a before/after pair. Needs
+// Debian's `valgrind`.
 
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { HttpClient, ModernHttpClient } from './client.mjs';
-import { gatewayKeyHeaders, writeMcpgateConfig } from './contenders.mjs';
+import { gatewayKeyHeaders, governanceLines, writeMcpgateConfig } from './contenders.mjs';
 import { freePort, startProcess, stopAll, waitForHealthy } from './proc.mjs';
 
 const benchDir = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -31,16 +35,25 @@ const VARIANTS = {
   metrics: { client: HttpClient, extraGateway: '  metrics: { enabled: true }' },
   // Issue 29: the legacy client with the audit log off, so that legacy − unaudited is what the audit costs a call.
   unaudited: { client: HttpClient, extraGateway: '  audit: { enabled: false }' },
+  // Issue 29 §4: W1's governed gateway, whose policy file is written to the work dir.
+  governed: {
+    client: HttpClient,
+    extraGateway: (ctx) => {
+      const { audit, policies } = governanceLines(ctx);
+      return `${audit}\n${policies}`;
+    },
+  },
 };
 
 function options(argv) {
-  const out = { variants: Object.keys(VARIANTS), calls: [300, 1300], keep: undefined };
+  const out = { variants: Object.keys(VARIANTS), calls: [300, 1300], keep: undefined, gatewayRoot: root };
   for (let i = 0; i < argv.length; i += 1) {
     const [flag, inline] = argv[i].split('=', 2);
     const value = () => inline ?? argv[++i];
     if (flag === '--variants') out.variants = value().split(',');
     else if (flag === '--calls') out.calls = value().split(',').map(Number);
     else if (flag === '--keep') out.keep = value();
+    else if (flag === '--root') out.gatewayRoot = resolve(value());
     else throw new Error(`unknown option ${argv[i]}`);
   }
   if (out.calls.length !== 2 || !(out.calls[1] > out.calls[0])) throw new Error('--calls takes two counts, the second larger');
@@ -61,10 +74,11 @@ function totalOf(file) {
 async function count(ctx, name, calls) {
   const variant = VARIANTS[name];
   const port = await freePort();
-  const file = writeMcpgateConfig(ctx, { urls: [ctx.mockUrl], name: `instructions-${name}`, port, extraGateway: variant.extraGateway });
+  const extraGateway = typeof variant.extraGateway === 'function' ? variant.extraGateway(ctx) : variant.extraGateway;
+  const file = writeMcpgateConfig(ctx, { urls: [ctx.mockUrl], name: `instructions-${name}`, port, extraGateway });
   const headers = gatewayKeyHeaders(ctx, file);
   const out = join(ctx.keep ?? ctx.workDir, `callgrind-${name}-${calls}.out`);
-  const gateway = spawn('valgrind', ['--tool=callgrind', `--callgrind-out-file=${out}`, process.execPath, join(root, 'dist/src/cli/main.js'), 'serve', '--config', file], {
+  const gateway = spawn('valgrind', ['--tool=callgrind', `--callgrind-out-file=${out}`, process.execPath, join(ctx.gatewayRoot, 'dist/src/cli/main.js'), 'serve', '--config', file], {
     cwd: root,
     stdio: ['ignore', 'ignore', 'pipe'],
   });
@@ -95,13 +109,13 @@ async function count(ctx, name, calls) {
 }
 
 async function main() {
-  const { variants, calls, keep } = options(process.argv.slice(2));
+  const { variants, calls, keep, gatewayRoot } = options(process.argv.slice(2));
   const workDir = mkdtempSync(join(tmpdir(), 'mcpgate-instructions-'));
   const log = (line) => process.stderr.write(`[instructions] ${line}\n`);
   const mock = await startProcess('mock', process.execPath, [join(benchDir, 'mock/http-server.mjs'), '--count', '1', '--tools', '50', '--size', '100', '--mode', 'stateless', '--watch-stdin'], {
     ready: (line) => JSON.parse(line).ports,
   });
-  const ctx = { root, benchDir, workDir, keep, tools: 50, log, mockUrl: `http://127.0.0.1:${mock.value[0]}/mcp` };
+  const ctx = { root, gatewayRoot, benchDir, workDir, keep, tools: 50, log, mockUrl: `http://127.0.0.1:${mock.value[0]}/mcp` };
   const rows = [];
   try {
     for (const name of variants) {

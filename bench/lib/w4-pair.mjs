@@ -3,13 +3,14 @@
 // `npm run build`:
 //
 //   node bench/lib/w4-pair.mjs [--contenders 'bare,mcpgate' | 'bare|mcpgate (dev, scan off)'] [--rounds 4] [--seconds 3]
-//                              [--idle 0] [--b-root PATH]
+//                              [--idle 0] [--b-root PATH] [--prime-calls 30000]
 //
 // Names are W4's (`bench/workloads/w4.mjs`). Each round starts each contender afresh, primes it as W4 does
-// (`--prime` seconds, default 10, of 1 MiB results at c=2), measures c=1 then c=8, and stops it; the order of the
-// two alternates by round. `--idle S` leaves each contender idle for S seconds between its prime and its points, as
-// W4's contenders wait while the others take their turns: after a wait mcpgate's process has usually had a full
-// collection, and from then on it collects in full every few calls (docs/benchmarks.md, 2026-12-07 afternoon).
+// (`--prime-calls` small calls at c=8, default W4's 30,000, then `--prime` seconds, default 10, of 1 MiB results
+// at c=2), measures c=1 then c=8, and stops it; the order of the two alternates by round. `--idle S` leaves each
+// contender idle for S seconds between its prime and its points, as W4's contenders wait while the others take
+// their turns: after a wait mcpgate's process has usually had a full collection, and from then on it collects in
+// full every few calls (docs/benchmarks.md, 2026-12-07 afternoon).
 // Each row also gives the main thread's CPU per MB, the rest being V8's helper threads and the audit writer.
 // `--b-root` starts the second contender from another checkout's `dist/` (a build to compare against this one), so
 // `--contenders 'mcpgate,mcpgate' --b-root ../other` is a before/after pair.
@@ -17,7 +18,7 @@
 import { mkdirSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { marginalMiB, primeW4, W4_PLAN, w4Params } from '../workloads/w4.mjs';
+import { marginalMiB, primeW4, W4_PLAN, W4_PRIME_CALLS, w4Params } from '../workloads/w4.mjs';
 import { point } from '../workloads/w1.mjs';
 import { LOAD_CORE } from './contenders.mjs';
 import { option, pinSelf, startMock, stopAll } from './proc.mjs';
@@ -36,11 +37,12 @@ const rounds = Number(option('rounds', '4'));
 const seconds = Number(option('seconds', '3'));
 const primeSeconds = Number(option('prime', '10'));
 const idleSeconds = Number(option('idle', '0'));
+const primeCalls = Number(option('prime-calls', String(W4_PRIME_CALLS)));
 
 const workDir = join(benchDir, 'results', `work-w4-pair-${process.pid}`);
 mkdirSync(workDir, { recursive: true });
 pinSelf(LOAD_CORE);
-const profile = { pointSeconds: seconds, warmupSeconds: 0.5, primeSeconds, maxCallsPerPoint: 5_000_000, sessions: 8 };
+const profile = { pointSeconds: seconds, warmupSeconds: 0.5, primeSeconds, primeCalls, maxCallsPerPoint: 5_000_000, sessions: 8 };
 const mocks = [await startMock(benchDir, LOAD_CORE), await startMock(benchDir, LOAD_CORE, { sse: true })];
 try {
   const rows = names.map(() => []);

@@ -111,11 +111,24 @@ function marginalByRound(byLevel, low, high) {
   });
 }
 
-/** Prepares a started W4 contender and primes it as W4 does: `primeSeconds` of `sizeBytes` results at c=2. */
+/**
+ * Prepares a started W4 contender and primes it as W4 does (decision 0032): `primeCalls` small calls at c=8, then
+ * `primeSeconds` of `sizeBytes` results at c=2. The small calls bring the code every call runs to V8's optimising
+ * tier, which 1 MiB results, at a hundred or so a second, take minutes to do; the large ones then bring the heap and
+ * the byte path to the state they keep under that load.
+ */
 export async function primeW4(contender, profile, sizeBytes, sessions) {
   await contender.prepare(sessions);
+  const calls = profile.primeCalls ?? 0;
+  if (calls > 0) await point(contender, 8, { ...profile, warmupSeconds: 0, maxCallsPerPoint: calls }, { durationMs: PRIME_CALLS_MAX_MS });
   await point(contender, 2, { ...profile, warmupSeconds: 0 }, { paramsJson: w4Params(contender, sizeBytes), durationMs: profile.primeSeconds * 1000 });
 }
+
+/** The small-call prime stops at its count or after this long, whichever comes first, on however slow a host. */
+const PRIME_CALLS_MAX_MS = 60_000;
+
+/** W4's small-call prime (decision 0032): about as many calls as W1's 10 s prime gives production mcpgate. */
+export const W4_PRIME_CALLS = 30_000;
 
 /** Starts, prepares and primes the named contenders for one round; one that fails is left out of every later round. */
 async function startAll(ctx, profile, settings, sseMock, names, failures) {
@@ -124,7 +137,7 @@ async function startAll(ctx, profile, settings, sseMock, names, failures) {
     let contender;
     try {
       contender = await W4_PLAN[name](ctx, sseMock);
-      await primeW4(contender, profile, settings.sizeBytes, Math.max(...settings.levels));
+      await primeW4(contender, { ...profile, primeCalls: settings.primeCalls }, settings.sizeBytes, Math.max(...settings.levels));
       started.push(contender);
     } catch (error) {
       failures.set(name, String(error.message).slice(0, 500));
