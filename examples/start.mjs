@@ -8,7 +8,9 @@ import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const notesPort = process.env.NOTES_PORT ?? '3901';
-const env = { ...process.env, NOTES_PORT: notesPort };
+// The malloc settings the container image sets (docs/decisions/0033), unless the caller chose its own.
+const GLIBC_TUNABLES = 'glibc.malloc.trim_threshold=134217728:glibc.malloc.mmap_threshold=33554432';
+const env = { GLIBC_TUNABLES, ...process.env, NOTES_PORT: notesPort };
 const config = process.argv[2] ?? join(root, 'examples/mcpgate.yaml');
 
 const notes = spawn(process.execPath, [join(root, 'examples/servers/notes-http.mjs'), notesPort], { cwd: root, env, stdio: ['ignore', 'pipe', 'inherit'] });

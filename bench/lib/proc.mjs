@@ -24,6 +24,12 @@ function ticksPerSecond() {
   return clockTicks;
 }
 
+/**
+ * The malloc settings mcpgate ships with (the Dockerfile, `npm start`; docs/decisions/0033), for every process the
+ * bench starts, the reference's included, unless the bench's own environment sets them.
+ */
+const GLIBC_TUNABLES = 'glibc.malloc.trim_threshold=134217728:glibc.malloc.mmap_threshold=33554432';
+
 /** Whether `taskset` works here (containers may forbid sched_setaffinity); decided once. */
 export function canPin() {
   if (pinning === undefined) {
@@ -78,7 +84,7 @@ export function option(name, fallback) {
  */
 export async function startProcess(name, command, args, { core, env, cwd, ready, timeoutMs = 20_000 } = {}) {
   const spec = pinned(core, command, args);
-  const child = spawn(spec.command, spec.args, { cwd, env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+  const child = spawn(spec.command, spec.args, { cwd, env: { GLIBC_TUNABLES, ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
   live.add(child);
   let tail = '';
   // BENCH_CHILD_LOG=DIR: every child's whole output also goes to DIR/<name>-<pid>.log, for what a tail cannot

@@ -215,6 +215,15 @@ describe('Dockerfile', () => {
     assert.match(runs(runtime), /chown 10001:10001 \/data/);
   });
 
+  it('sets the malloc settings that `npm start` and the bench also use (decision 0033)', () => {
+    const env = only(runtime, 'ENV').map((instruction) => instruction.args).join(' ');
+    const shipped = /(?:^|\s)GLIBC_TUNABLES=(\S+)/.exec(env)?.[1];
+    assert.match(shipped ?? '', /^glibc\.malloc\.trim_threshold=\d+:glibc\.malloc\.mmap_threshold=\d+$/);
+    const constant = (path: string): string | undefined => /const GLIBC_TUNABLES = '([^']+)';/.exec(read(path))?.[1];
+    assert.equal(constant('examples/start.mjs'), shipped);
+    assert.equal(constant('bench/lib/proc.mjs'), shipped);
+  });
+
   it('starts the CLI that `npm run build` emits, under tini, in exec form', () => {
     const entrypoint = execForm(only(runtime, 'ENTRYPOINT').at(-1)?.args ?? '');
     const cmd = execForm(only(runtime, 'CMD').at(-1)?.args ?? '');
