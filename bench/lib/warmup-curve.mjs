@@ -10,9 +10,9 @@
 // per contender: its CPU µs per call in each window, in the order its windows ran, and the calls measured in all.
 // `--b-root` starts the second contender from another checkout's `dist/` (a build to compare against this one), so
 // `--contenders 'mcpgate,mcpgate' --b-root ../other --prime 10` is a before/after pair, window by window.
-// `--workload W4` does the same with W4's contenders and 1 MiB results, primed as W4 primes (`--prime` seconds at
-// c=2, then `--prime-calls` small calls at c=8), and prints CPU µs per MB: the evidence behind W4's prime
-// (decision 0032).
+// `--workload W4` does the same with W4's contenders and 1 MiB results, primed as W4 primes (`--prime-calls` small
+// calls at c=8, then `--prime` seconds of 1 MiB results at c=2), and prints CPU µs per MB: the evidence behind W4's
+// prime (decision 0032).
 
 import { mkdirSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
