@@ -5,12 +5,17 @@
 // the least a proxy that maps request ids must do. No policy, no sessions of its own, no logging.
 //
 // It is the bench's limit, so it is the leanest correct forwarder (issue 29): nothing is allocated per request to
-// watch for a client that might go away. A client gone while the upstream answers is found when its answer is
-// piped (the pipeline then destroys the upstream body, freeing the pooled connection). With --abort it allocates
-// an AbortController and a `close` listener per request, as it did before issue 29 (contender `bare+abort`), so
-// that what those cost stays visible.
+// watch for a client that might go away. Its answer goes through undici's `stream()`, which writes the upstream's
+// body straight into the response with back-pressure and no Readable in between, and aborts the upstream request
+// when the response is destroyed (a client gone), freeing the pooled connection. Two older forms stay, so that what
+// they cost stays visible:
+// - `--pipeline` (contender `bare (pipeline)`): `request()` and `stream.pipeline(body, response)`, the limit until
+//   2026-12-08. Node 20's pipeline allocates an AbortController per call and aborts it when the pipe ends, which
+//   builds an AbortError and captures its stack: 17 % of the forwarder's CPU per small call (decision 0034).
+// - `--abort` (contender `bare+abort`): the pipeline form plus an AbortController and a `close` listener per
+//   request, as before issue 29.
 //
-//   node bench/contenders/bare-forwarder.mjs --upstream http://127.0.0.1:P/mcp [--port 0] [--rewrite] [--abort]
+//   node bench/contenders/bare-forwarder.mjs --upstream http://127.0.0.1:P/mcp [--port 0] [--rewrite] [--pipeline] [--abort]
 // Prints {"ready":true,"port":N} on stdout. GET /__stats answers its own event-loop delay p99.
 
 import { createServer } from 'node:http';
@@ -27,6 +32,7 @@ if (typeof args.upstream !== 'string') {
 const upstream = new URL(args.upstream);
 const rewrite = args.rewrite === true;
 const abortable = args.abort === true;
+const piped = abortable || args.pipeline === true;
 // One keep-alive pool to the upstream, sized well above any concurrency the bench uses.
 const pool = new Pool(upstream.origin, { connections: 512, pipelining: 1, keepAliveTimeout: 60_000 });
 const path = upstream.pathname + upstream.search;
@@ -72,6 +78,13 @@ server.requestTimeout = 0;
 async function forward(request, response, body) {
   const headers = {};
   for (const name of FORWARDED) if (request.headers[name] !== undefined) headers[name] = request.headers[name];
+  if (!piped && !rewrite) {
+    await pool.stream({ path, method: request.method, headers, body, bodyTimeout: 0 }, ({ statusCode, headers: upstreamHeaders }) => {
+      response.writeHead(statusCode, answerHeaders(upstreamHeaders, true));
+      return response;
+    });
+    return;
+  }
   let signal;
   if (abortable) {
     const controller = new AbortController();
@@ -79,24 +92,29 @@ async function forward(request, response, body) {
     signal = controller.signal;
   }
   const upstreamResponse = await pool.request({ path, method: request.method, headers, body, signal, bodyTimeout: 0 });
-  const out = {};
-  for (const name of ['content-type', 'mcp-session-id', 'cache-control']) {
-    const value = upstreamResponse.headers[name];
-    if (value !== undefined) out[name] = value;
-  }
-  const isJson = String(out['content-type'] ?? '').startsWith('application/json');
+  const isJson = String(upstreamResponse.headers['content-type'] ?? '').startsWith('application/json');
   if (rewrite && isJson) {
     const text = JSON.stringify(JSON.parse(await upstreamResponse.body.text()));
+    const out = answerHeaders(upstreamResponse.headers, false);
     out['content-length'] = Buffer.byteLength(text);
     response.writeHead(upstreamResponse.statusCode, out).end(text);
     return;
   }
-  const length = upstreamResponse.headers['content-length'];
-  if (length !== undefined) out['content-length'] = length;
-  response.writeHead(upstreamResponse.statusCode, out);
-  // Streamed so that SSE and 1 MiB bodies flow without buffering. The pipeline destroys the upstream body when the
-  // client goes away (and the response when the upstream fails), so no pooled connection is left stuck.
+  response.writeHead(upstreamResponse.statusCode, answerHeaders(upstreamResponse.headers, true));
+  // The pipeline destroys the upstream body when the client goes away (and the response when the upstream fails),
+  // so no pooled connection is left stuck.
   pipeline(upstreamResponse.body, response, ignore);
+}
+
+/** The upstream headers a client needs, and its Content-Length when the body goes through untouched. */
+function answerHeaders(upstreamHeaders, withLength) {
+  const out = {};
+  for (const name of ['content-type', 'mcp-session-id', 'cache-control']) {
+    const value = upstreamHeaders[name];
+    if (value !== undefined) out[name] = value;
+  }
+  if (withLength && upstreamHeaders['content-length'] !== undefined) out['content-length'] = upstreamHeaders['content-length'];
+  return out;
 }
 
 function ignore() {}

@@ -89,19 +89,22 @@ export async function directHttp(ctx) {
  */
 const BARE_HEAP_GROWTH = '--heap-growing-percent=400';
 
-export async function bareForwarder(ctx, { rewrite = false, abort = false, name: named } = {}) {
-  const args = [BARE_HEAP_GROWTH, ...benchNodeArgs('BENCH_BARE_NODE_ARGS'), join(ctx.benchDir, 'contenders/bare-forwarder.mjs'), '--upstream', ctx.mockUrl, '--watch-stdin', ...(rewrite ? ['--rewrite'] : []), ...(abort ? ['--abort'] : [])];
+export async function bareForwarder(ctx, { rewrite = false, abort = false, pipeline = false, name: named } = {}) {
+  const flags = [...(rewrite ? ['--rewrite'] : []), ...(abort ? ['--abort'] : []), ...(pipeline ? ['--pipeline'] : [])];
+  const args = [BARE_HEAP_GROWTH, ...benchNodeArgs('BENCH_BARE_NODE_ARGS'), join(ctx.benchDir, 'contenders/bare-forwarder.mjs'), '--upstream', ctx.mockUrl, '--watch-stdin', ...flags];
   const child = await startProcess('bare forwarder', process.execPath, args, { core: GATEWAY_CORE, ready: jsonReady('port') });
   const url = `http://127.0.0.1:${child.value}/mcp`;
-  const name = named ?? (rewrite ? 'bare+rewrite' : abort ? 'bare+abort' : 'bare');
+  const name = named ?? (rewrite ? 'bare+rewrite' : abort ? 'bare+abort' : pipeline ? 'bare (pipeline)' : 'bare');
   return contender({
     name,
     family: 'http',
     mode: rewrite
       ? 'node:http+undici, parses and re-serialises both ways'
       : abort
-        ? 'node:http+undici, parses requests, streams responses, an AbortController and close listener per request'
-        : 'node:http+undici, parses requests, streams responses',
+        ? 'node:http+undici, parses requests, pipes responses, an AbortController and close listener per request'
+        : pipeline
+          ? 'node:http+undici, parses requests, pipes responses through stream.pipeline'
+          : 'node:http+undici stream(), parses requests, streams responses',
     client: new HttpClient(url, { connections: 300 }),
     pids: [child.pid],
     statsUrl: `http://127.0.0.1:${child.value}/__stats`,

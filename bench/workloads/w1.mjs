@@ -14,6 +14,9 @@ export const W1_CONTENDERS = {
   // Issue 29: the bare forwarder as it was, with an AbortController and a `close` listener per request; not the
   // limit, kept so that the difference stays visible.
   'bare+abort': { start: (ctx) => starters.bareForwarder(ctx, { abort: true }), levels: 'core' },
+  // The limit until 2026-12-08: responses through stream.pipeline, whose own AbortController per call cost the
+  // forwarder 17 % of its CPU (decision 0034). Run only when named.
+  'bare (pipeline)': { start: (ctx) => starters.bareForwarder(ctx, { pipeline: true }), levels: 'core', onlyWhenNamed: true },
   mcpgate: { start: (ctx) => starters.startMcpgate(ctx, { urls: [ctx.mockUrl] }), levels: 'core' },
   // Issue 25: the same gateway and config, clients of the 2026-07-28 era (no initialize, no session, `_meta` and
   // the Mcp-* headers on every request); the mock upstream stays legacy. Its CPU per call is set against mcpgate's.
