@@ -5,7 +5,6 @@ import { request, type Dispatcher } from 'undici';
 import type { OnBehalf, UpstreamCredentials } from '../model/upstream-credentials.js';
 import type { Logger } from '../observability/logger.js';
 import { GatewayError } from '../errors/gateway-error.js';
-import { collectStream } from '../util/collect-stream.js';
 import { toMessage, type JsonObject, type JsonRpcId, type JsonRpcMessage } from '../jsonrpc/message.js';
 import { BYTES_FROM, responseFromBytes } from '../jsonrpc/json-bytes.js';
 import { SseEventTooLargeError, type SseParser } from './sse-parser.js';
@@ -108,7 +107,9 @@ export function closedError(server: string, reason: string): GatewayError {
 }
 
 /** Drains a body we do not need, bounded, swallowing errors (the connection is then reusable or dropped). */
-export async function discardBody(body: Readable & { dump(opts?: { limit: number }): Promise<void> }): Promise<void> {
+export type DumpableBody = Readable & { dump(opts?: { limit: number }): Promise<void> };
+
+export async function discardBody(body: DumpableBody): Promise<void> {
   try {
     await body.dump({ limit: ERROR_BODY_DUMP_BYTES });
   } catch {
@@ -122,41 +123,21 @@ export function abortBody(body: Readable): void {
   body.destroy();
 }
 
-/** Reads a whole JSON body, refusing more than `limit` bytes (declared or observed) before buffering it. */
-export async function readJsonBody(server: string, body: Readable, headers: IncomingHttpHeaders, limit: number): Promise<unknown> {
-  return parseJsonBody(server, await readBody(server, body, headers, limit));
-}
-
 /**
- * The JSON-RPC messages of a response body. A large answer with a result is read by `responseFromBytes`, which
- * keeps the result as the bytes it came in, when `bytes` (the request's caller takes them: a governed call);
+ * The JSON-RPC messages of a whole response body. A large answer with a result is read by `responseFromBytes`,
+ * which keeps the result as the bytes it came in, when `bytes` (the request's caller takes them: a governed call);
  * anything else is parsed.
  */
-export async function readMessages(server: string, body: Readable, headers: IncomingHttpHeaders, limit: number, bytes: boolean): Promise<JsonRpcMessage[]> {
-  const buffer = await readBody(server, body, headers, limit);
+export function messagesOf(server: string, buffer: Buffer, bytes: boolean): JsonRpcMessage[] {
   if (bytes && buffer.length >= BYTES_FROM) {
     const answer = responseFromBytes(buffer);
     if (answer !== undefined) return [answer];
   }
-  return toMessages(server, parseJsonBody(server, buffer));
+  return toMessages(server, parseJsonBytes(server, buffer));
 }
 
-async function readBody(server: string, body: Readable, headers: IncomingHttpHeaders, limit: number): Promise<Buffer> {
-  const declared = Number(headerValue(headers, 'content-length'));
-  if (Number.isFinite(declared) && declared > limit) {
-    abortBody(body);
-    throw tooLargeError(server, limit);
-  }
-  // The upstream's announced length sizes the gather: a configured server's answer, never a client's body.
-  const buffer = await collectStream(body, limit, declared);
-  if (buffer === undefined) {
-    abortBody(body);
-    throw tooLargeError(server, limit);
-  }
-  return buffer;
-}
-
-function parseJsonBody(server: string, buffer: Buffer): unknown {
+/** Decodes a whole JSON body; undefined for an empty one. */
+export function parseJsonBytes(server: string, buffer: Buffer): unknown {
   const text = buffer.toString('utf8');
   if (text.trim() === '') return undefined;
   try {
@@ -238,15 +219,15 @@ export async function deleteSession(url: URL, headers: Record<string, string>, d
  * retries exactly once (issue 6 §3), so an early-expired token costs one round trip and never a loop. A
  * credential failure (e.g. no stored per-user secret) rejects before anything is sent.
  */
-export async function withCredentials(
+export async function withCredentials<T extends { readonly statusCode: number; readonly body?: DumpableBody | undefined }>(
   credentials: UpstreamCredentials | undefined,
   onBehalf: OnBehalf | undefined,
-  send: (credential: Readonly<Record<string, string>>) => Promise<Dispatcher.ResponseData>,
-): Promise<Dispatcher.ResponseData> {
+  send: (credential: Readonly<Record<string, string>>) => Promise<T>,
+): Promise<T> {
   if (credentials === undefined) return send(NO_HEADERS);
   const first = await send(await credentials.headers(onBehalf));
   if (first.statusCode !== 401 || !(await credentials.renew())) return first;
-  await discardBody(first.body);
+  if (first.body !== undefined) await discardBody(first.body);
   return send(await credentials.headers(onBehalf));
 }
 

@@ -10,7 +10,8 @@ import { SseParser, type SseEvent } from './sse-parser.js';
 import { BYTES_FROM } from '../jsonrpc/json-bytes.js';
 import type { InboundContext, SendOptions, UpstreamTransport } from './transport.js';
 import { abortBody, addTraceHeaders, buildHeaders, closedError, deleteSession, discardBody, headerValue, httpStatusError, mediaTypeOf, type HttpTransportOptions } from './http-support.js';
-import { parseEventBytes, parseEventData, pause, protocolError, pumpSse, readJsonBody, readMessages, toMessages, unavailableError, withCredentials } from './http-support.js';
+import { messagesOf, parseEventBytes, parseEventData, parseJsonBytes, pause, protocolError, pumpSse, toMessages, tooLargeError, unavailableError, withCredentials } from './http-support.js';
+import { dispatchPost, type AnswerBody, type GatherLimit, type PostAnswer } from './post-answer.js';
 import { forwardableHeaders, modernRequestHeaders, modernVersionOf } from './modern-era.js';
 
 export type StreamableHttpTransportOptions = HttpTransportOptions;
@@ -22,6 +23,8 @@ const DEFAULT_RETRY_MS = 1_000;
 const MAX_RETRY_MS = 10_000;
 const STANDALONE_MAX_FAILURES = 5;
 const STANDALONE_MAX_BACKOFF_MS = 30_000;
+/** The most of a modern 4xx body read for the request's JSON-RPC error. */
+const MODERN_REFUSAL_BYTES = 64 * 1024;
 
 type StreamOpen = Readable | 'unsupported' | 'failed';
 
@@ -105,10 +108,11 @@ export class StreamableHttpTransport implements UpstreamTransport {
     const requestId = isRequest(message) ? message.id : undefined;
     const extra: Record<string, string | undefined> = { accept: 'application/json, text/event-stream', 'content-type': 'application/json' };
     addTraceHeaders(extra, options?.meta);
-    const { statusCode, headers, body } = await this.#request('POST', extra, encodeMessage(message), options?.onBehalf);
+    const answer = await this.#post(extra, encodeMessage(message), options?.onBehalf, false, requestId !== undefined);
+    const { statusCode, headers, body } = answer;
     // Spec §session management: 404 to a request carrying a session id means the session is gone for good.
     if (statusCode === 404 && this.#sessionId !== undefined) {
-      await discardBody(body);
+      await discardAnswer(body);
       this.#expired = true;
       // Closed once this request has failed with its own error, which says it was never processed (the
       // caller may retry it on a new session); closing first would fail it as merely "closed".
@@ -116,7 +120,7 @@ export class StreamableHttpTransport implements UpstreamTransport {
       throw undeliveredError(closedError(this.#server, 'session expired'));
     }
     if (statusCode < 200 || statusCode >= 300) {
-      await discardBody(body);
+      await discardAnswer(body);
       this.#logger.debug({ server: this.#server, status: statusCode }, 'upstream POST refused');
       throw httpStatusError(this.#server, statusCode);
     }
@@ -125,16 +129,21 @@ export class StreamableHttpTransport implements UpstreamTransport {
 
     const mediaType = mediaTypeOf(headers);
     if (statusCode === 202 || (requestId === undefined && mediaType !== 'text/event-stream')) {
-      await discardBody(body);
-    } else if (mediaType === 'text/event-stream') {
+      await discardAnswer(body);
+    } else if (mediaType === 'text/event-stream' && body !== undefined) {
       void this.#consumeRequestStream(body, requestId, true, options?.bytes === true);
     } else if (mediaType === 'application/json') {
-      const messages = await this.#guard(readMessages(this.#server, body, headers, this.#maxBytes, options?.bytes === true));
-      for (const inbound of messages) this.#deliver(inbound, requestId);
+      for (const inbound of this.#answerMessages(answer, options?.bytes === true)) this.#deliver(inbound, requestId);
     } else {
-      await discardBody(body);
+      await discardAnswer(body);
       throw protocolError(this.#server, `unexpected content type "${mediaType}" for a request`);
     }
+  }
+
+  /** The messages of a gathered JSON answer; TOO_LARGE when it passed the limit. */
+  #answerMessages(answer: PostAnswer, bytes: boolean): JsonRpcMessage[] {
+    if (answer.bytes === undefined) throw tooLargeError(this.#server, this.#maxBytes);
+    return messagesOf(this.#server, answer.bytes, bytes);
   }
 
   cancelRequest(id: JsonRpcId): boolean {
@@ -161,9 +170,10 @@ export class StreamableHttpTransport implements UpstreamTransport {
     addTraceHeaders(extra, options?.meta);
     if (requestId !== undefined) this.#modern.set(requestId, undefined);
     try {
-      const { statusCode, headers, body } = await this.#request('POST', extra, encodeMessage(message), options?.onBehalf, true);
+      const answer = await this.#post(extra, encodeMessage(message), options?.onBehalf, true, requestId !== undefined);
+      const { statusCode, headers, body } = answer;
       if (statusCode < 200 || statusCode >= 300) {
-        const refusal = await this.#modernRefusal(statusCode, headers, body, requestId);
+        const refusal = await this.#modernRefusal(answer, requestId);
         if (refusal === undefined || requestId === undefined) {
           this.#logger.debug({ server: this.#server, status: statusCode }, 'upstream POST refused');
           throw httpStatusError(this.#server, statusCode);
@@ -173,8 +183,8 @@ export class StreamableHttpTransport implements UpstreamTransport {
       }
       const mediaType = mediaTypeOf(headers);
       if (statusCode === 202 || (requestId === undefined && mediaType !== 'text/event-stream')) {
-        await discardBody(body);
-      } else if (mediaType === 'text/event-stream') {
+        await discardAnswer(body);
+      } else if (mediaType === 'text/event-stream' && body !== undefined) {
         if (requestId !== undefined) {
           // Cancelled while the POST was on its way: the stream is closed unread, which is the cancellation.
           if (!this.#modern.has(requestId)) return abortBody(body);
@@ -183,10 +193,9 @@ export class StreamableHttpTransport implements UpstreamTransport {
         void this.#consumeRequestStream(body, requestId, false, options?.bytes === true);
         return;
       } else if (mediaType === 'application/json') {
-        const messages = await this.#guard(readMessages(this.#server, body, headers, this.#maxBytes, options?.bytes === true));
-        for (const inbound of messages) this.#deliver(inbound, requestId);
+        for (const inbound of this.#answerMessages(answer, options?.bytes === true)) this.#deliver(inbound, requestId);
       } else {
-        await discardBody(body);
+        await discardAnswer(body);
         throw protocolError(this.#server, `unexpected content type "${mediaType}" for a request`);
       }
     } catch (error) {
@@ -201,21 +210,17 @@ export class StreamableHttpTransport implements UpstreamTransport {
    * or 403 (invariant 6: those stay HTTP statuses), a 5xx, or a body that is no JSON-RPC error for this request.
    * The body is read bounded either way.
    */
-  async #modernRefusal(
-    statusCode: number,
-    headers: Dispatcher.ResponseData['headers'],
-    body: Dispatcher.ResponseData['body'],
-    requestId: JsonRpcId | undefined,
-  ): Promise<JsonRpcFailure | undefined> {
-    if (statusCode < 400 || statusCode >= 500 || statusCode === 401 || statusCode === 403 || requestId === undefined || mediaTypeOf(headers) !== 'application/json') {
-      await discardBody(body);
+  async #modernRefusal(answer: PostAnswer, requestId: JsonRpcId | undefined): Promise<JsonRpcFailure | undefined> {
+    // Only a refusal that may carry this request's error was gathered (#post); anything else streams, unread.
+    if (answer.body !== undefined || requestId === undefined) {
+      await discardAnswer(answer.body);
       return undefined;
     }
+    if (answer.bytes === undefined) return undefined;
     let value: unknown;
     try {
-      value = await readJsonBody(this.#server, body, headers, Math.min(this.#maxBytes, 64 * 1024));
+      value = parseJsonBytes(this.#server, answer.bytes);
     } catch {
-      abortBody(body);
       return undefined;
     }
     let messages: JsonRpcMessage[];
@@ -255,60 +260,57 @@ export class StreamableHttpTransport implements UpstreamTransport {
     return this.#closing;
   }
 
-  #request(
-    method: 'GET' | 'POST',
-    extra: Record<string, string | undefined>,
-    body?: string,
-    onBehalf?: OnBehalf,
-    modern = false,
-  ): Promise<Dispatcher.ResponseData> {
-    return withCredentials(this.#credentials, onBehalf, (credential) => {
-      // The DELETE at close is the upstream session's own traffic: it goes with the session's credential, never
-      // with whatever the last forwarded request happened to carry.
+  /**
+   * One POST, its answer read by `post-answer.ts`: a JSON answer the caller reads is gathered whole, up to
+   * `maxMessageBytes` (a 2xx answer to a request) or 64 KiB (a modern 4xx that may carry the request's JSON-RPC
+   * error; never a 401 or 403, which stay statuses); any other body streams. No body timeout, and no abort signal:
+   * an EventTarget listener per call is a measurable share of the hot path (issue 3 profile). close() instead
+   * destroys the response streams still being read (#streams); a JSON answer still in flight is simply discarded.
+   */
+  #post(extra: Record<string, string | undefined>, body: string, onBehalf: OnBehalf | undefined, modern: boolean, answered: boolean): Promise<PostAnswer> {
+    const gather: GatherLimit = (statusCode, headers) => {
+      if (!answered || mediaTypeOf(headers) !== 'application/json') return undefined;
+      if (statusCode >= 200 && statusCode < 300 && statusCode !== 202) return this.#maxBytes;
+      if (modern && statusCode >= 400 && statusCode < 500 && statusCode !== 401 && statusCode !== 403) return Math.min(this.#maxBytes, MODERN_REFUSAL_BYTES);
+      return undefined;
+    };
+    return withCredentials(this.#credentials, onBehalf, async (credential) => {
       if (onBehalf === undefined) this.#sessionCredential = credential;
-      return this.#send(method, extra, credential, body, modern);
+      const headers = this.#headersWith(extra, credential, modern);
+      try {
+        return await dispatchPost(this.#dispatcher, { origin: this.#url.origin, path: this.#path, method: 'POST', headers, body, bodyTimeout: 0 }, gather);
+      } catch (error) {
+        throw this.#failed(error);
+      }
     });
   }
 
-  async #send(
-    method: 'GET' | 'POST',
-    extra: Record<string, string | undefined>,
-    credential: Readonly<Record<string, string>>,
-    body: string | undefined,
-    modern: boolean,
-  ): Promise<Dispatcher.ResponseData> {
-    // A modern request carries its own MCP-Protocol-Version and never a session id (spec 2026-07-28: no sessions).
-    const protocol = modern ? extra : { ...extra, 'mcp-session-id': this.#sessionId, 'mcp-protocol-version': this.#protocolVersion };
-    const headers = buildHeaders(this.#headers, protocol, credential);
-    try {
-      // No body timeout: SSE streams may legitimately idle for as long as a tool runs; close() aborts them.
-      // POSTs carry no abort signal: an EventTarget listener per call is a measurable share of the hot path
-      // (issue 3 profile). close() instead destroys the response streams still being read (#streams); a
-      // JSON answer still in flight is simply discarded. Long-lived GET streams keep the signal.
-      return await this.#dispatcher.request({
-        origin: this.#url.origin,
-        path: this.#path,
-        method,
-        headers,
-        body,
-        signal: method === 'GET' ? this.#lifetime.signal : undefined,
-        bodyTimeout: 0,
-      });
-    } catch (error) {
-      if (this.#closing) throw closedError(this.#server, 'transport is closed');
-      const unavailable = unavailableError(this.#server, error);
-      throw isConnectError(error) ? undeliveredError(unavailable) : unavailable;
-    }
+  /** The GET stream's request. No body timeout: it may idle for as long as a tool runs; close() aborts it. */
+  #get(extra: Record<string, string | undefined>): Promise<Dispatcher.ResponseData> {
+    return withCredentials(this.#credentials, undefined, async (credential) => {
+      // The DELETE at close is the upstream session's own traffic: it goes with the session's credential, never
+      // with whatever the last forwarded request happened to carry.
+      this.#sessionCredential = credential;
+      const headers = this.#headersWith(extra, credential, false);
+      try {
+        return await this.#dispatcher.request({ origin: this.#url.origin, path: this.#path, method: 'GET', headers, signal: this.#lifetime.signal, bodyTimeout: 0 });
+      } catch (error) {
+        throw this.#failed(error);
+      }
+    });
   }
 
-  /** Maps low-level body errors: an abort by close() to UPSTREAM_CLOSED, a connection lost mid-body to UNAVAILABLE. */
-  async #guard<T>(work: Promise<T>): Promise<T> {
-    try {
-      return await work;
-    } catch (error) {
-      if (GatewayError.is(error)) throw error;
-      throw this.#closing ? closedError(this.#server, 'transport is closed') : unavailableError(this.#server, error);
-    }
+  /** A modern request carries its own MCP-Protocol-Version and never a session id (spec 2026-07-28: no sessions). */
+  #headersWith(extra: Record<string, string | undefined>, credential: Readonly<Record<string, string>>, modern: boolean): Record<string, string> {
+    const protocol = modern ? extra : { ...extra, 'mcp-session-id': this.#sessionId, 'mcp-protocol-version': this.#protocolVersion };
+    return buildHeaders(this.#headers, protocol, credential);
+  }
+
+  /** A request that got no answer: closed when the transport is closing, else unavailable (undelivered if never sent). */
+  #failed(error: unknown): GatewayError {
+    if (this.#closing) return closedError(this.#server, 'transport is closed');
+    const unavailable = unavailableError(this.#server, error);
+    return isConnectError(error) ? undeliveredError(unavailable) : unavailable;
   }
 
   #deliver(message: JsonRpcMessage, relatedRequestId: JsonRpcId | undefined, httpStatus?: number): void {
@@ -445,7 +447,7 @@ export class StreamableHttpTransport implements UpstreamTransport {
   async #openStream(lastEventId: string | undefined): Promise<StreamOpen> {
     let response: Dispatcher.ResponseData;
     try {
-      response = await this.#request('GET', { accept: 'text/event-stream', 'last-event-id': lastEventId });
+      response = await this.#get({ accept: 'text/event-stream', 'last-event-id': lastEventId });
     } catch (error) {
       this.#logger.debug({ server: this.#server, err: error }, 'upstream GET stream failed to open');
       return 'failed';
@@ -465,3 +467,7 @@ function lifetimeController(): AbortController {
   return controller;
 }
 
+/** Drops a POST answer's body that nobody reads; a gathered one is already whole. */
+async function discardAnswer(body: AnswerBody | undefined): Promise<void> {
+  if (body !== undefined) await discardBody(body);
+}
