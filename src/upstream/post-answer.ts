@@ -41,7 +41,7 @@ export class AnswerBody extends Readable {
     this.#controller = controller;
   }
 
-  /** Called by the handler: the upstream's next bytes; false when the reader is behind and the socket pauses. */
+  /** Called by the handler with the upstream's next bytes; the socket pauses while the reader is behind. */
   feed(chunk: Buffer): void {
     if (!this.push(chunk)) this.#controller.pause();
   }
