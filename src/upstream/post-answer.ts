@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
-import { PRESIZE_FROM } from '../util/collect-stream.js';
+import { BodyGather } from '../util/collect-stream.js';
 
 /**
  * An upstream's answer to a POST, read by undici's dispatch handler API rather than `request()` (decision 0035).
@@ -85,11 +85,8 @@ class PostAnswerHandler implements Dispatcher.DispatchHandler {
   #statusCode = 0;
   #headers: IncomingHttpHeaders = {};
   #body: AnswerBody | undefined;
-  /** Set while gathering: the limit, the chunks so far (or one buffer of the declared length) and their length. */
-  #limit = -1;
-  #chunks: Buffer[] = [];
-  #presized: Buffer | undefined;
-  #total = 0;
+  /** Set while gathering. */
+  #gathered: BodyGather | undefined;
 
   constructor(gather: GatherLimit, resolve: (answer: PostAnswer) => void, reject: (error: Error) => void) {
     this.#gather = gather;
@@ -113,42 +110,19 @@ class PostAnswerHandler implements Dispatcher.DispatchHandler {
     }
     const declared = Number(headers['content-length']);
     if (Number.isFinite(declared) && declared > limit) return this.#tooLarge(controller);
-    this.#limit = limit;
-    // As collectStream: a large declared answer is copied into one buffer of its length as it arrives.
-    if (Number.isSafeInteger(declared) && declared >= PRESIZE_FROM) this.#presized = Buffer.allocUnsafe(declared);
+    this.#gathered = new BodyGather(limit, declared);
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
     if (this.#body !== undefined) return this.#body.feed(chunk);
-    if (this.#settled) return;
-    if (this.#total + chunk.length > this.#limit) return this.#tooLarge(controller);
-    const presized = this.#presized;
-    if (presized !== undefined) {
-      if (this.#total + chunk.length <= presized.length) {
-        chunk.copy(presized, this.#total);
-        this.#total += chunk.length;
-        return;
-      }
-      // More than was declared: what came so far becomes the first chunk of an ordinary gather.
-      this.#chunks.push(presized.subarray(0, this.#total));
-      this.#presized = undefined;
-    }
-    this.#total += chunk.length;
-    this.#chunks.push(chunk);
+    if (this.#settled || this.#gathered === undefined) return;
+    if (!this.#gathered.add(chunk)) this.#tooLarge(controller);
   }
 
   onResponseEnd(): void {
     if (this.#body !== undefined) return this.#body.finish();
-    if (this.#settled) return;
-    const presized = this.#presized;
-    const chunks = this.#chunks;
-    const bytes =
-      presized !== undefined
-        ? presized.subarray(0, this.#total)
-        : chunks.length === 1
-          ? (chunks[0] as Buffer)
-          : Buffer.concat(chunks, this.#total);
-    this.#settle({ statusCode: this.#statusCode, headers: this.#headers, bytes, body: undefined, tooLarge: false });
+    if (this.#settled || this.#gathered === undefined) return;
+    this.#settle({ statusCode: this.#statusCode, headers: this.#headers, bytes: this.#gathered.bytes(), body: undefined, tooLarge: false });
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
@@ -163,8 +137,7 @@ class PostAnswerHandler implements Dispatcher.DispatchHandler {
 
   #tooLarge(controller: Dispatcher.DispatchController): void {
     this.#settle({ statusCode: this.#statusCode, headers: this.#headers, bytes: undefined, body: undefined, tooLarge: true });
-    this.#chunks = [];
-    this.#presized = undefined;
+    this.#gathered = undefined;
     controller.abort(new Error('answer larger than its limit'));
   }
 

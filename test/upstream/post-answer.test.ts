@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, it } from 'node:test';
 import { Pool } from 'undici';
 import { dispatchPost, type GatherLimit } from '../../src/upstream/post-answer.js';
+import { until } from '../fixtures/upstream/rpc-helper.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -156,10 +157,3 @@ describe('dispatchPost', () => {
   });
 });
 
-async function until(check: () => boolean, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}
